@@ -126,8 +126,8 @@ func (c *Connect) Decode(h Header, body []byte, _ Version) error {
 	return r.end()
 }
 
-func (c *Connect) protocolName() string {
-	if c.Version == V31 {
+func protocolName(v Version) string {
+	if v == V31 {
 		return "MQIsdp"
 	}
 	return "MQTT"
@@ -154,7 +154,7 @@ func (c *Connect) flags() byte {
 }
 
 func (c *Connect) bodySize(v Version) int {
-	n := 2 + len(c.protocolName()) + 1 + 1 + 2 + 2 + len(c.ClientID)
+	n := 2 + len(protocolName(v)) + 1 + 1 + 2 + 2 + len(c.ClientID)
 	if v == V5 {
 		n += c.Props.sectionSize(CONNECT)
 	}
@@ -191,7 +191,7 @@ func (c *Connect) version(v Version) Version {
 func (c *Connect) AppendTo(dst []byte, v Version) []byte {
 	v = c.version(v)
 	dst = appendHeader(dst, byte(CONNECT)<<4, c.bodySize(v))
-	dst = appendStr(dst, c.protocolName())
+	dst = appendStr(dst, protocolName(v))
 	dst = append(dst, byte(v), c.flags())
 	dst = appendU16(dst, c.KeepAlive)
 	if v == V5 {

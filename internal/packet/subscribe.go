@@ -17,13 +17,12 @@ type Subscribe struct {
 }
 
 var (
-	errSubscribeEmpty    = protocolErr("MQTT-3.8.3-2", "SUBSCRIBE without a topic filter")
-	errSubOptionsV3      = malformed("MQTT-3.8.3-4", "SUBSCRIBE reserved option bits set")
-	errSubOptionsV5      = malformed("MQTT-3.8.3-5", "SUBSCRIBE reserved option bits set")
-	errSubQoS            = malformed("MQTT-3.8.3-4", "SUBSCRIBE with QoS 3")
-	errRetainHandling    = protocolErr("MQTT-3.8.3-5", "retain handling 3")
-	errSharedNoLocal     = protocolErr("MQTT-3.8.3-4", "no local on a shared subscription")
-	errSubscribeSubIDMax = protocolErr("MQTT-3.8.2-1", "subscription identifier 0 or above 268,435,455")
+	errSubscribeEmpty = protocolErr("MQTT-3.8.3-2", "SUBSCRIBE without a topic filter")
+	errSubOptionsV3   = malformed("MQTT-3.8.3-4", "SUBSCRIBE reserved option bits set")
+	errSubOptionsV5   = malformed("MQTT-3.8.3-5", "SUBSCRIBE reserved option bits set")
+	errSubQoS         = malformed("MQTT-3.8.3-4", "SUBSCRIBE with QoS 3")
+	errRetainHandling = protocolErr("MQTT-3.8.3-5", "retain handling 3")
+	errSharedNoLocal  = protocolErr("MQTT-3.8.3-4", "no local on a shared subscription")
 )
 
 // Type implements Packet.

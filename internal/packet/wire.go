@@ -3,9 +3,8 @@ package packet
 import "encoding/binary"
 
 var (
-	errShort     = malformed("MQTT-1.5", "packet ends inside a field")
-	errTrailing  = malformed("", "bytes after the last field of the packet")
-	errStrLength = malformed("MQTT-1.5.4-1", "string or binary data longer than 65,535 bytes")
+	errShort    = malformed("MQTT-1.5", "packet ends inside a field")
+	errTrailing = malformed("", "bytes after the last field of the packet")
 )
 
 // cursor reads the fields of one packet body. Every read checks bounds; fields are slices
