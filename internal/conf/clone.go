@@ -1,0 +1,28 @@
+package conf
+
+import "slices"
+
+// Clone returns a deep copy of c: changing the copy, pointer fields included, never
+// changes c. Use it to derive a new snapshot from the one a Holder serves.
+func (c *Config) Clone() *Config {
+	n := *c
+	n.Listeners = slices.Clone(c.Listeners)
+	for i := range n.Listeners {
+		n.Listeners[i].TLS = clonePtr(n.Listeners[i].TLS)
+	}
+	n.Memory.ReturnToOS = clonePtr(c.Memory.ReturnToOS)
+	n.Auth.AllowAnonymous = clonePtr(c.Auth.AllowAnonymous)
+	n.MQTT.TopicAliasMaximum = clonePtr(c.MQTT.TopicAliasMaximum)
+	n.MQTT.MaxQoS = clonePtr(c.MQTT.MaxQoS)
+	n.MQTT.RetainAvailable = clonePtr(c.MQTT.RetainAvailable)
+	n.SysInterval = clonePtr(c.SysInterval)
+	return &n
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}

@@ -1,0 +1,139 @@
+// Package conf is bifrost's configuration: the schema of the one YAML file, its defaults
+// (derived per profile), loading, validation and live reload.
+//
+// Zero means "use the default" for every field: EnsureDefaults fills the gaps from the
+// chosen memory profile and Validate reports every remaining problem at once, each naming
+// its field (and the file line where the YAML gives one). conf imports nothing of bifrost's,
+// so every other part may depend on it.
+//
+// Files: conf.go the schema; defaults.go the profiles and EnsureDefaults; validate.go the
+// rules; load.go and index.go reading a file and locating its errors; errors.go the error
+// types; size.go and duration.go the value types; reload.go live reload; clone.go copies.
+package conf
+
+import "time"
+
+// Config is the whole configuration file. The YAML keys are a contract with users and
+// tools: add keys, never rename them.
+type Config struct {
+	Listeners   []Listener `yaml:"listeners"`
+	HTTP        HTTP       `yaml:"http"`
+	Store       Store      `yaml:"store"`
+	Memory      Memory     `yaml:"memory"`
+	Auth        Auth       `yaml:"auth"`
+	Log         Log        `yaml:"log"`
+	MQTT        MQTT       `yaml:"mqtt"`
+	Queue       Queue      `yaml:"queue"`
+	SysInterval *Duration  `yaml:"sys_interval"` // $SYS publication interval; nil: 10s; 0 disables
+}
+
+// Listener types: the values of Listener.Type.
+const (
+	ListenerTCP = "tcp" // plain MQTT over TCP
+	ListenerTLS = "tls" // MQTT over TLS; needs a tls block
+	ListenerWS  = "ws"  // MQTT over WebSocket; served at Path
+	ListenerWSS = "wss" // MQTT over WebSocket over TLS; needs a tls block
+)
+
+// Listener is one network endpoint; a process may have many, each on its own port.
+// An empty listener list means the profile's listeners, never "no listeners".
+type Listener struct {
+	Name    string `yaml:"name"`    // for logs and metrics; default type@address, e.g. tcp@:1883
+	Type    string `yaml:"type"`    // tcp | tls | ws | wss
+	Address string `yaml:"address"` // host:port; port 0 picks a free port (tests)
+	Path    string `yaml:"path"`    // ws/wss only; default /mqtt
+	TLS     *TLS   `yaml:"tls"`     // tls/wss only
+}
+
+// TLS holds a tls or wss listener's certificate settings.
+type TLS struct {
+	CertFile     string `yaml:"cert_file"`
+	KeyFile      string `yaml:"key_file"`
+	ClientCAFile string `yaml:"client_ca_file"` // set: client certificates required and verified
+	MinVersion   string `yaml:"min_version"`    // "1.2" (default) or "1.3"
+}
+
+// HTTPOff is the http.address that disables the operator endpoint.
+const HTTPOff = "off"
+
+// HTTP is the operator endpoint: metrics, pprof, health, later the admin API.
+type HTTP struct {
+	Address string `yaml:"address"` // default 127.0.0.1:8080; "off" disables
+}
+
+// Store sync policies: the values of Store.Sync. They decide when a QoS 1/2 message that
+// reaches the store may be acknowledged (DESIGN.md, Durability).
+const (
+	SyncAlways   = "always"   // fsync before the ack, group-committed across connections
+	SyncInterval = "interval" // fsync at least every sync_interval; that much may be lost
+	SyncNone     = "none"     // leave flushing to the OS; a crash may lose acknowledged messages
+)
+
+// Store configures the embedded durable store.
+type Store struct {
+	Dir          string   `yaml:"dir"`           // default ./data
+	Sync         string   `yaml:"sync"`          // always | interval | none; default always
+	SyncInterval Duration `yaml:"sync_interval"` // with sync: interval; default 100ms (edge 1s)
+	CacheSize    ByteSize `yaml:"cache_size"`    // block cache for reads; default 64MiB (edge 1MiB)
+	MemtableSize ByteSize `yaml:"memtable_size"` // writes buffered before a flush; default 32MiB (edge 1MiB)
+}
+
+// Memory profiles: the values of Memory.Profile. A profile chooses the defaults of every
+// other field (see defaults.go); fields set in the file win.
+const (
+	ProfileServer = "server" // a dedicated host: throughput first
+	ProfileEdge   = "edge"   // a small device sharing a few hundred MB: memory first
+)
+
+// Memory selects the memory profile and the soft memory limit the GC works to.
+type Memory struct {
+	Profile string   `yaml:"profile"` // server (default) | edge
+	Limit   ByteSize `yaml:"limit"`   // "auto" (cgroup or host memory) or a size such as 512MiB
+	// ReturnToOS is how often the broker checks whether to hand freed memory back to the OS
+	// (the memory package decides whether it is worth a forced GC). nil: the profile's
+	// default (server 0, edge 30s); 0 leaves it to the Go runtime's background scavenger.
+	ReturnToOS *Duration `yaml:"return_to_os"`
+}
+
+// Auth configures authentication and authorization.
+type Auth struct {
+	AllowAnonymous *bool  `yaml:"allow_anonymous"` // nil: true (the default serves loopback only)
+	PasswordFile   string `yaml:"password_file"`
+	ACLFile        string `yaml:"acl_file"`
+}
+
+// Log configures the structured logger.
+type Log struct {
+	Level  string `yaml:"level"`  // debug | info (default) | warn | error
+	Format string `yaml:"format"` // text (default) | json
+}
+
+// MQTT holds protocol limits advertised to clients and enforced by sessions.
+type MQTT struct {
+	MaxKeepalive      int      `yaml:"max_keepalive"`       // seconds; 0 = no cap
+	ReceiveMaximum    int      `yaml:"receive_maximum"`     // default 1024 (edge 64)
+	MaxPacketSize     ByteSize `yaml:"max_packet_size"`     // 0 = the protocol maximum
+	TopicAliasMaximum *int     `yaml:"topic_alias_maximum"` // nil: 64 (edge 16); 0 disables aliases
+	MaxQoS            *int     `yaml:"max_qos"`             // nil: 2
+	RetainAvailable   *bool    `yaml:"retain_available"`    // nil: true
+	SessionExpiryMax  int      `yaml:"session_expiry_max"`  // seconds; 0 = no cap
+	ConnectTimeout    Duration `yaml:"connect_timeout"`     // default 10s
+}
+
+// Queue bounds the messages waiting for one session. Every queue is bounded; what
+// overflows is dropped and counted in metrics.
+type Queue struct {
+	OnlineMessages  int      `yaml:"online_messages"`  // per connected session; default 16 (edge 8)
+	OfflineMessages int      `yaml:"offline_messages"` // per disconnected persistent session; default 1000 (edge 100)
+	OfflineBytes    ByteSize `yaml:"offline_bytes"`    // payload bytes per offline session; default 16MiB (edge 1MiB)
+}
+
+// Duration is a time.Duration written in YAML as a Go duration string ("10s", "250ms").
+type Duration time.Duration
+
+// ByteSize is a size in bytes written in YAML as a number or with a unit (512KiB, 64MiB, 1GB).
+// Where a field allows it, the word "auto" decodes to ByteSizeAuto.
+type ByteSize int64
+
+// ByteSizeAuto marks a size to be derived at run time (memory.limit: auto).
+const ByteSizeAuto ByteSize = -1

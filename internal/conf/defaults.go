@@ -1,0 +1,201 @@
+package conf
+
+import "time"
+
+// DefaultWSPath is where ws and wss listeners serve MQTT unless told otherwise.
+const DefaultWSPath = "/mqtt"
+
+// Default returns the server profile: every field set to the value a broker on a
+// dedicated host runs with when the file says nothing. It is what an empty file loads to.
+func Default() *Config {
+	return server()
+}
+
+// DefaultEdge returns the edge profile (memory.profile: edge): the server's defaults
+// resized for a device with a few hundred MB of RAM shared with other programs, where the
+// broker should stay near 15 MB of RSS.
+func DefaultEdge() *Config {
+	return edge()
+}
+
+// base holds the defaults both profiles share. Each comes with the reason for it; a
+// default that differs between profiles lives in server and edge instead.
+func base() *Config {
+	return &Config{
+		Listeners: []Listener{
+			// Loopback only: the defaults admit anonymous clients, so a fresh install must
+			// not be reachable from the network until the operator chooses an address.
+			{Name: "mqtt", Type: ListenerTCP, Address: "127.0.0.1:1883"},
+			// Browser clients (MQTT.js, Paho JS) connect to /mqtt unless configured otherwise.
+			{Name: "ws", Type: ListenerWS, Address: "127.0.0.1:8083", Path: DefaultWSPath},
+		},
+		// Metrics and pprof reveal internals and pprof costs CPU: loopback until asked.
+		HTTP: HTTP{Address: "127.0.0.1:8080"},
+		Store: Store{
+			// Relative to the working directory, like most single-binary servers.
+			Dir: "./data",
+			// Acknowledged means durable (DESIGN.md, Durability); group commit keeps the
+			// fsync per batch rather than per message, so safety is the default on every
+			// profile, flash included.
+			Sync: SyncAlways,
+		},
+		Memory: Memory{
+			// The cgroup limit, else host memory, is what the kernel enforces; a fixed guess
+			// here would be wrong for containers and for programs that embed the broker.
+			Limit: ByteSizeAuto,
+		},
+		// Anonymous access is harmless while the listeners serve loopback only, and it lets
+		// a first run work without a password file.
+		Auth: Auth{AllowAnonymous: ptr(true)},
+		Log:  Log{Level: "info", Format: "text"}, // info: lifecycle, not per-packet noise; text: for humans first
+		MQTT: MQTT{
+			MaxQoS:          ptr(2),    // the whole protocol unless the operator restricts it
+			RetainAvailable: ptr(true), // idem
+			// Long enough for a slow mobile link to send CONNECT, short enough that sockets
+			// which never speak (or speak slowly on purpose) do not pile up.
+			ConnectTimeout: Duration(10 * time.Second),
+		},
+		// As mosquitto's sys_interval: fresh enough for dashboards, cheap to publish.
+		SysInterval: ptr(Duration(10 * time.Second)),
+	}
+}
+
+// server is the profile for a dedicated host, where throughput and latency matter more
+// than a few MB of memory.
+func server() *Config {
+	c := base()
+	c.Memory.Profile = ProfileServer
+	// When sync: interval is chosen, 100ms bounds the loss window to what a client
+	// retrying after a crash hardly notices, while fsyncs stay rare.
+	c.Store.SyncInterval = Duration(100 * time.Millisecond)
+	// Enough block cache to keep retained messages and recent queues in memory.
+	c.Store.CacheSize = 64 << 20
+	// Large memtables mean fewer, larger flushes and less write amplification.
+	c.Store.MemtableSize = 32 << 20
+	// A server reuses its heap after a spike; forcing memory back costs a full GC, and
+	// the runtime's scavenger returns what stays unused anyway.
+	c.Memory.ReturnToOS = ptr(Duration(0))
+	// Enough unacknowledged QoS 1/2 messages in flight to fill a fast link, still bounded
+	// so one session cannot hold an unbounded inflight window.
+	c.MQTT.ReceiveMaximum = 1024
+	// A topic alias table per connection saves bandwidth for publishers repeating long
+	// topics; 64 entries cover typical devices at a small cost per connection.
+	c.MQTT.TopicAliasMaximum = ptr(64)
+	// An online client drains its queue as fast as the network allows; a few entries
+	// absorb bursts, and a slow consumer loses QoS 0 rather than growing the heap
+	// (mochi's 8,192-slot channel costs about 64 KiB per client).
+	c.Queue.OnlineMessages = 16
+	// An offline persistent session keeps what it missed until it returns, within both a
+	// count and a byte bound so that a few forgotten sessions cannot fill the disk.
+	c.Queue.OfflineMessages = 1000
+	c.Queue.OfflineBytes = 16 << 20
+	return c
+}
+
+// edge is the profile for a small device: the server profile's shape, its sizes cut to
+// fit a broker of about 15 MB RSS that writes to flash.
+func edge() *Config {
+	c := base()
+	c.Memory.Profile = ProfileEdge
+	// Flash wears with every fsync: if the operator trades durability for fewer writes
+	// (sync: interval), make the writes fewer and larger.
+	c.Store.SyncInterval = Duration(time.Second)
+	// A device has few readers of old data; the OS page cache serves the rest.
+	c.Store.CacheSize = 1 << 20
+	// Bounds the unflushed write buffer in RAM; 1MiB is still a large write for flash.
+	c.Store.MemtableSize = 1 << 20
+	// Memory taken in a spike belongs to the other programs on the device: check often
+	// whether to hand it back.
+	c.Memory.ReturnToOS = ptr(Duration(30 * time.Second))
+	// Each inflight slot holds a message; a device's links are slow anyway.
+	c.MQTT.ReceiveMaximum = 64
+	// Fewer clients, smaller tables.
+	c.MQTT.TopicAliasMaximum = ptr(16)
+	// Half the server's burst room: memory is the scarce resource here.
+	c.Queue.OnlineMessages = 8
+	// Offline queues live on flash: keep them a tenth of the server's.
+	c.Queue.OfflineMessages = 100
+	c.Queue.OfflineBytes = 1 << 20
+	return c
+}
+
+// profile returns the defaults of the named profile. An unknown name gets the server's,
+// so that every other field is still filled in and Validate reports only the name.
+func profile(name string) *Config {
+	if name == ProfileEdge {
+		return edge()
+	}
+	return server()
+}
+
+// EnsureDefaults sets every zero field to its default from the profile named by
+// memory.profile (server when empty). Pointer fields are defaulted only when nil, so an
+// explicit 0 or false in the file stays. It is idempotent.
+func (c *Config) EnsureDefaults() {
+	orDefault(&c.Memory.Profile, ProfileServer)
+	d := profile(c.Memory.Profile)
+
+	if len(c.Listeners) == 0 {
+		c.Listeners = d.Listeners
+	}
+	for i := range c.Listeners {
+		c.Listeners[i].ensureDefaults()
+	}
+	orDefault(&c.HTTP.Address, d.HTTP.Address)
+
+	orDefault(&c.Store.Dir, d.Store.Dir)
+	orDefault(&c.Store.Sync, d.Store.Sync)
+	orDefault(&c.Store.SyncInterval, d.Store.SyncInterval)
+	orDefault(&c.Store.CacheSize, d.Store.CacheSize)
+	orDefault(&c.Store.MemtableSize, d.Store.MemtableSize)
+
+	orDefault(&c.Memory.Limit, d.Memory.Limit)
+	nilDefault(&c.Memory.ReturnToOS, d.Memory.ReturnToOS)
+
+	nilDefault(&c.Auth.AllowAnonymous, d.Auth.AllowAnonymous)
+
+	orDefault(&c.Log.Level, d.Log.Level)
+	orDefault(&c.Log.Format, d.Log.Format)
+
+	orDefault(&c.MQTT.ReceiveMaximum, d.MQTT.ReceiveMaximum)
+	nilDefault(&c.MQTT.TopicAliasMaximum, d.MQTT.TopicAliasMaximum)
+	nilDefault(&c.MQTT.MaxQoS, d.MQTT.MaxQoS)
+	nilDefault(&c.MQTT.RetainAvailable, d.MQTT.RetainAvailable)
+	orDefault(&c.MQTT.ConnectTimeout, d.MQTT.ConnectTimeout)
+
+	orDefault(&c.Queue.OnlineMessages, d.Queue.OnlineMessages)
+	orDefault(&c.Queue.OfflineMessages, d.Queue.OfflineMessages)
+	orDefault(&c.Queue.OfflineBytes, d.Queue.OfflineBytes)
+
+	nilDefault(&c.SysInterval, d.SysInterval)
+}
+
+// ensureDefaults names an unnamed listener type@address (tcp@127.0.0.1:1883), which is
+// unique whenever addresses are, gives ws/wss their path and TLS its minimum version.
+func (l *Listener) ensureDefaults() {
+	orDefault(&l.Name, l.Type+"@"+l.Address)
+	if l.Type == ListenerWS || l.Type == ListenerWSS {
+		orDefault(&l.Path, DefaultWSPath)
+	}
+	if l.TLS != nil {
+		orDefault(&l.TLS.MinVersion, "1.2") // 1.0 and 1.1 are deprecated (RFC 8996)
+	}
+}
+
+// orDefault sets *v to d when *v is the zero value.
+func orDefault[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
+}
+
+// nilDefault sets *p to d when *p is nil. d must not be shared: profile returns fresh
+// pointers on every call.
+func nilDefault[T any](p **T, d *T) {
+	if *p == nil {
+		*p = d
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
