@@ -1,0 +1,278 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// binary is the bifrost command built once by TestMain; "" when the go tool is missing.
+var binary string
+
+const testVersion = "v0.0.0-test"
+
+func TestMain(m *testing.M) {
+	os.Exit(buildAndRun(m))
+}
+
+func buildAndRun(m *testing.M) int {
+	if gotool, err := exec.LookPath("go"); err == nil {
+		dir, err := os.MkdirTemp("", "bifrost-cmd-test")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		binary = filepath.Join(dir, "bifrost")
+		build := exec.Command(gotool, "build", "-o", binary, "-ldflags", "-X main.version="+testVersion, ".")
+		if out, err := build.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+			return 1
+		}
+	}
+	return m.Run()
+}
+
+// runBinary runs the built binary to completion and returns its exit code and output.
+func runBinary(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	if binary == "" {
+		t.Skip("go tool not found: cannot build the binary")
+	}
+	var out, errOut bytes.Buffer
+	cmd := exec.Command(binary, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), out.String(), errOut.String()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return 0, out.String(), errOut.String()
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestCheckConfigBad(t *testing.T) {
+	path := writeFile(t, "bad.yaml", "log:\n  level: loud\nhttp:\n  address: nonsense\n")
+	code, stdout, stderr := runBinary(t, "check-config", "-c", path)
+	if code != 1 {
+		t.Fatalf("exit code %d, want 1; stderr:\n%s", code, stderr)
+	}
+	if stdout != "" {
+		t.Errorf("stdout = %q, want nothing", stdout)
+	}
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	if len(lines) != 2 ||
+		!strings.HasPrefix(lines[0], path+":2: log.level: ") ||
+		!strings.HasPrefix(lines[1], path+":4: http.address: ") {
+		t.Fatalf("stderr does not name each field on its own line:\n%s", stderr)
+	}
+}
+
+func TestCheckConfigOK(t *testing.T) {
+	path := writeFile(t, "ok.yaml", "log:\n  level: debug\n")
+	code, stdout, stderr := runBinary(t, "check-config", "-c", path)
+	if code != 0 || stdout != path+": ok\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want 0, %q", code, stdout, stderr, path+": ok\n")
+	}
+}
+
+func TestCheckConfigMissingFlag(t *testing.T) {
+	if code, _, stderr := runBinary(t, "check-config"); code != 2 || !strings.Contains(stderr, "-c FILE is required") {
+		t.Fatalf("exit %d, stderr %q; want 2 and a usage message", code, stderr)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, stdout, _ := runBinary(t, "version")
+	if want := "bifrost " + testVersion + " " + runtime.Version() + " "; code != 0 || !strings.HasPrefix(stdout, want) {
+		t.Fatalf("exit %d, stdout %q; want 0 and prefix %q", code, stdout, want)
+	}
+}
+
+func TestUnknownCommand(t *testing.T) {
+	if code, _, stderr := runBinary(t, "frobnicate"); code != 2 || !strings.Contains(stderr, `unknown command "frobnicate"`) {
+		t.Fatalf("exit %d, stderr %q; want 2", code, stderr)
+	}
+}
+
+// server is a running `bifrost serve` whose JSON log records arrive on logs.
+type server struct {
+	cmd     *exec.Cmd
+	logs    chan map[string]any // closed when the process closes stderr
+	exited  chan struct{}       // closed once Wait has returned
+	waitErr error               // Wait's result, set before exited is closed
+}
+
+func startServer(t *testing.T, args ...string) *server {
+	t.Helper()
+	if binary == "" {
+		t.Skip("go tool not found: cannot build the binary")
+	}
+	if runtime.GOOS == "windows" {
+		t.Skip("the test stops the server with SIGTERM")
+	}
+	s := &server{cmd: exec.Command(binary, args...), logs: make(chan map[string]any, 100), exited: make(chan struct{})}
+	stderr, err := s.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var rec map[string]any
+			if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+				rec = map[string]any{"msg": "not JSON: " + sc.Text()}
+			}
+			s.logs <- rec
+		}
+		close(s.logs)
+		s.waitErr = s.cmd.Wait() // after the pipe is drained, as Wait requires
+		close(s.exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-s.exited:
+		default: // the test failed early
+			_ = s.cmd.Process.Kill()
+			for range s.logs {
+			}
+			<-s.exited
+		}
+	})
+	return s
+}
+
+// waitLog returns the first log record with message msg, failing the test if the server
+// exits or a generous deadline passes first.
+func (s *server) waitLog(t *testing.T, msg string) map[string]any {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case rec, ok := <-s.logs:
+			if !ok {
+				t.Fatalf("server exited before logging %q", msg)
+			}
+			if rec["msg"] == msg {
+				return rec
+			}
+			t.Logf("log: %v", rec)
+		case <-deadline:
+			t.Fatalf("no %q in the log after 30s", msg)
+		}
+	}
+}
+
+// signal sends sig to the server.
+func (s *server) signal(t *testing.T, sig os.Signal) {
+	t.Helper()
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wait waits for the server to exit and returns its exit code.
+func (s *server) wait(t *testing.T) int {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	logs := s.logs
+	for {
+		select {
+		case rec, ok := <-logs:
+			if ok {
+				t.Logf("log: %v", rec)
+			} else {
+				logs = nil // stderr closed; now wait for the exit
+			}
+		case <-s.exited:
+			if ee, ok := s.waitErr.(*exec.ExitError); ok {
+				return ee.ExitCode()
+			} else if s.waitErr != nil {
+				t.Fatal(s.waitErr)
+			}
+			return 0
+		case <-deadline:
+			t.Fatal("server still running after 30s")
+		}
+	}
+}
+
+func TestServeStopsOnSignal(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			path := writeFile(t, "bifrost.yaml", "http:\n  address: 127.0.0.1:0\nlog:\n  format: json\n")
+			s := startServer(t, "-c", path)
+			rec := s.waitLog(t, "http listening")
+			addr, _ := rec["addr"].(string)
+			resp, err := http.Get("http://" + addr + "/healthz")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || string(body) != "ok\n" {
+				t.Fatalf("/healthz = %d %q", resp.StatusCode, body)
+			}
+			http.DefaultClient.CloseIdleConnections()
+			s.signal(t, sig)
+			if code := s.wait(t); code != 0 {
+				t.Fatalf("exit code %d after %v, want 0", code, sig)
+			}
+		})
+	}
+}
+
+// TestServeReloadsLogLevel raises the log level in the file and sends SIGHUP: the debug
+// record the broker logs on shutdown proves the level changed.
+func TestServeReloadsLogLevel(t *testing.T) {
+	path := writeFile(t, "bifrost.yaml", "http:\n  address: 127.0.0.1:0\nlog:\n  format: json\n")
+	s := startServer(t, "-c", path)
+	s.waitLog(t, "http listening")
+
+	// A field that needs a restart: the reload is refused as a whole.
+	if err := os.WriteFile(path, []byte("http:\n  address: 127.0.0.1:1\nlog:\n  format: json\n  level: debug\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.signal(t, syscall.SIGHUP)
+	if rec := s.waitLog(t, "reload: refused; nothing changed"); !strings.Contains(fmt.Sprint(rec["problem"]), "http.address") {
+		t.Fatalf("refusal does not name http.address: %v", rec)
+	}
+
+	if err := os.WriteFile(path, []byte("http:\n  address: 127.0.0.1:0\nlog:\n  format: json\n  level: debug\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.signal(t, syscall.SIGHUP)
+	if rec := s.waitLog(t, "reload: applied"); rec["log.level"] != "debug" {
+		t.Fatalf("reload record = %v", rec)
+	}
+	s.signal(t, syscall.SIGTERM)
+	if rec := s.waitLog(t, "http endpoint shut down"); rec["level"] != "DEBUG" {
+		t.Fatalf("shutdown record = %v", rec)
+	}
+	if code := s.wait(t); code != 0 {
+		t.Fatalf("exit code %d, want 0", code)
+	}
+}
