@@ -199,3 +199,18 @@ func normalizeValue(v reflect.Value) {
 		}
 	}
 }
+
+func TestPublishRawProps(t *testing.T) {
+	full := &Publish{Topic: b("t"), QoS: 1, PacketID: 1, Payload: b("x"), Props: Properties{
+		MessageExpiry: Some[uint32](9), ContentType: b("j"), User: []UserProperty{{b("k"), b("v")}}}}
+	pass := Properties{ContentType: b("j"), User: []UserProperty{{b("k"), b("v")}}}
+	split := &Publish{Topic: b("t"), QoS: 1, PacketID: 1, Payload: b("x"),
+		Props: Properties{MessageExpiry: Some[uint32](9)}, RawProps: pass.AppendRaw(nil, PUBLISH)}
+	want, got := full.AppendTo(nil, V5), split.AppendTo(nil, V5)
+	if !bytes.Equal(got, want) || split.Size(V5) != len(want) {
+		t.Fatalf("raw props\n% x\nwant\n% x", got, want)
+	}
+	if v3 := split.AppendTo(nil, V311); !bytes.Equal(v3, full.AppendTo(nil, V311)) {
+		t.Fatalf("3.1.1 must drop raw props: % x", v3)
+	}
+}

@@ -435,7 +435,15 @@ func (p *Properties) size(t Type) int {
 
 // appendTo appends the property section, length prefix included, for packet type t.
 func (p *Properties) appendTo(dst []byte, t Type) []byte {
-	dst = appendUvarint(dst, uint32(p.size(t)))
+	return p.AppendRaw(appendUvarint(dst, uint32(p.size(t))), t)
+}
+
+// RawSize is the number of bytes AppendRaw appends for packet type t.
+func (p *Properties) RawSize(t Type) int { return p.size(t) }
+
+// AppendRaw appends the properties packet type t may carry, encoded, without the
+// property-length prefix: the form Publish.RawProps takes.
+func (p *Properties) AppendRaw(dst []byte, t Type) []byte {
 	p.walk(t, func(id PropID, i int) {
 		dst = append(dst, byte(id))
 		switch propKinds[id] {

@@ -3,9 +3,14 @@ package packet
 // Publish is the PUBLISH packet (spec 3.3). Topic may be empty in 5.0 when Props.TopicAlias
 // names it [MQTT-3.3.2-1]; resolving an alias is the session's work.
 type Publish struct {
-	Topic    []byte
-	Payload  []byte
-	Props    Properties
+	Topic   []byte
+	Payload []byte
+	Props   Properties
+	// RawProps are properties already encoded (see Properties.AppendRaw), written after
+	// Props in 5.0. A broker keeps a message's pass-through properties encoded once and
+	// adds only the per-recipient ones (alias, expiry, subscription ids) in Props, instead
+	// of re-encoding them for every subscriber. Decode leaves it nil.
+	RawProps []byte
 	PacketID uint16 // QoS 1 and 2 only
 	QoS      byte
 	Dup      bool
@@ -23,6 +28,7 @@ func (*Publish) Type() Type { return PUBLISH }
 // Decode implements Packet. It checks everything but the payload: UTF-8 of a payload with
 // payload format 1 is the receiver's choice (spec 3.3.2.3.2), see ValidUTF8.
 func (p *Publish) Decode(h Header, body []byte, v Version) error {
+	p.RawProps = nil
 	p.Dup = h.Flags&0x08 != 0
 	p.QoS = h.Flags >> 1 & 3
 	p.Retain = h.Flags&0x01 != 0
@@ -65,7 +71,8 @@ func (p *Publish) headSize(v Version) int {
 		n += 2
 	}
 	if v == V5 {
-		n += p.Props.sectionSize(PUBLISH)
+		pn := p.Props.size(PUBLISH) + len(p.RawProps)
+		n += uvarintLen(uint32(pn)) + pn
 	}
 	return n
 }
@@ -98,7 +105,8 @@ func (p *Publish) AppendHead(dst []byte, v Version) []byte {
 		dst = appendU16(dst, p.PacketID)
 	}
 	if v == V5 {
-		dst = p.Props.appendTo(dst, PUBLISH)
+		dst = appendUvarint(dst, uint32(p.Props.size(PUBLISH)+len(p.RawProps)))
+		dst = append(p.Props.AppendRaw(dst, PUBLISH), p.RawProps...)
 	}
 	return dst
 }

@@ -1,0 +1,300 @@
+package session
+
+import (
+	"github.com/bifrost-mqtt/bifrost/internal/bufpool"
+	"github.com/bifrost-mqtt/bifrost/internal/packet"
+)
+
+// Deliver gives the session a message to send. QoS 0 is written at once, or shed when the
+// connection is backed up or absent; QoS 1 and 2 are written while the client's receive
+// window has room and queued behind it otherwise, up to the queue bounds. It reports
+// whether the session became dirty and, if the message was not taken, why.
+func (s *Session) Deliver(d Delivery, now int64) (dirtied bool, drop Drop) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, _, alive := d.Msg.Remaining(now); !alive {
+		return false, DropExpired
+	}
+	if d.QoS == 0 {
+		if s.conn == nil {
+			return false, DropOffline
+		}
+		if s.lim.SlowBytes > 0 && s.conn.Buffered() > s.lim.SlowBytes {
+			return false, DropSlowConsumer
+		}
+		e := d.entry()
+		dirtied, drop = s.writePublish(&e, now, false)
+		s.releaseFlowsIfIdle() // an alias may have been assigned and taken back
+		return dirtied, drop
+	}
+	// The window and the queue keep the message: the caller passes an owned one so that
+	// all recipients share it; a borrowed one is copied here as a fallback.
+	d.Msg = d.Msg.Own()
+	f := s.flows()
+	if s.conn != nil && f.queueLen() == 0 && len(f.inflight) < int(s.clientRecvMax) {
+		e := d.entry()
+		e.pid = f.allocPID()
+		dirtied, drop = s.writePublish(&e, now, false)
+		if drop == Delivered {
+			f.inflight = append(f.inflight, e)
+		} else {
+			s.releaseFlowsIfIdle()
+		}
+		return dirtied, drop
+	}
+	if f.queueLen() >= s.lim.QueueMessages || f.queueBytes+d.Msg.Size() > s.lim.QueueBytes {
+		s.releaseFlowsIfIdle()
+		return false, DropQueueFull
+	}
+	f.push(d.entry())
+	return false, Delivered
+}
+
+// writePublish encodes e as a PUBLISH for this client: the per-recipient properties (the
+// expiry left, subscription identifiers, a topic alias) next to the message's shared ones.
+func (s *Session) writePublish(e *entry, now int64, dup bool) (dirtied bool, drop Drop) {
+	secs, has, alive := e.msg.Remaining(now)
+	if !alive {
+		return false, DropExpired
+	}
+	p := packet.Publish{Topic: e.msg.Topic(), Payload: e.msg.Payload(), QoS: e.qos, PacketID: e.pid,
+		Retain: e.flags&entryRetain != 0, Dup: dup}
+	var ids [4]uint32
+	if s.version == packet.V5 {
+		p.RawProps = e.msg.Props()
+		if has {
+			p.Props.MessageExpiry = packet.Some(secs) // [MQTT-3.3.2-6]
+		}
+		if e.subID != 0 {
+			p.Props.SubscriptionIDs = append(append(ids[:0], e.subID), e.more...)
+		}
+		if s.clientAliasMax > 0 {
+			if s.aliasTopic(&p) && s.clientMaxPacket != 0 && uint32(p.Size(s.version)) > s.clientMaxPacket {
+				// The client learns an alias only from a PUBLISH it receives: one that is
+				// not sent must not leave its alias assigned.
+				s.unaliasTopic(&p)
+			}
+		}
+	}
+	n := p.Size(s.version)
+	if s.clientMaxPacket != 0 && uint32(n) > s.clientMaxPacket {
+		return false, DropTooLarge // [MQTT-3.1.2-25]: discarded as if delivered
+	}
+	dirtied = s.out == nil
+	if dirtied {
+		s.out = bufpool.Get(n)
+	}
+	*s.out = p.AppendTo(*s.out, s.version)
+	if s.lim.Sent != nil {
+		s.lim.Sent[e.qos].Add(1)
+	}
+	return dirtied, Delivered
+}
+
+// aliasTopic replaces the topic by an alias the client already knows, or assigns a new
+// one while the client's Topic Alias Maximum allows (spec 3.3.2.3.4), and reports whether
+// it assigned one. Aliases are never reassigned: the first topics sent keep theirs for the
+// connection's life.
+func (s *Session) aliasTopic(p *packet.Publish) (assigned bool) {
+	f := s.flows()
+	if a, ok := f.aliasOut[string(p.Topic)]; ok {
+		p.Props.TopicAlias = packet.Some(a)
+		p.Topic = nil
+		return false
+	}
+	if f.aliasNext >= s.clientAliasMax {
+		return false
+	}
+	if f.aliasOut == nil {
+		f.aliasOut = make(map[string]uint16)
+	}
+	f.aliasNext++
+	f.aliasOut[string(p.Topic)] = f.aliasNext
+	p.Props.TopicAlias = packet.Some(f.aliasNext)
+	return true
+}
+
+// unaliasTopic takes back the alias aliasTopic has just assigned to p's topic.
+func (s *Session) unaliasTopic(p *packet.Publish) {
+	f := s.fl
+	delete(f.aliasOut, string(p.Topic))
+	if len(f.aliasOut) == 0 {
+		f.aliasOut = nil
+	}
+	f.aliasNext--
+	p.Props.TopicAlias = packet.Opt[uint16]{}
+}
+
+// pumpLocked moves queued messages into the receive window while it has room.
+func (s *Session) pumpLocked(now int64) (dirtied bool, dropped []Drop) {
+	f := s.fl
+	if f == nil || s.conn == nil {
+		return false, nil
+	}
+	for f.queueLen() > 0 && len(f.inflight) < int(s.clientRecvMax) {
+		e := f.pop()
+		e.pid = f.allocPID()
+		d, drop := s.writePublish(&e, now, false)
+		dirtied = dirtied || d
+		if drop != Delivered {
+			dropped = append(dropped, drop)
+			continue
+		}
+		f.inflight = append(f.inflight, e)
+	}
+	return dirtied, dropped
+}
+
+// resumeLocked sends the inflight window again after a reconnect, in order: PUBLISH with
+// DUP for messages not yet received, PUBREL for those past PUBREC [MQTT-4.4.0-1],
+// [MQTT-4.4.0-2], then pumps the queue.
+func (s *Session) resumeLocked(now int64) bool {
+	f := s.fl
+	if f == nil {
+		return false
+	}
+	dirtied := false
+	keep := f.inflight[:0]
+	for i := range f.inflight {
+		e := f.inflight[i]
+		if e.flags&entryReleased != 0 {
+			dirtied = s.sendLocked(&packet.Ack{PacketType: packet.PUBREL, PacketID: e.pid}) || dirtied
+			keep = append(keep, e)
+			continue
+		}
+		d, drop := s.writePublish(&e, now, true)
+		dirtied = dirtied || d
+		if drop == Delivered {
+			keep = append(keep, e)
+		}
+	}
+	clear(f.inflight[len(keep):])
+	f.inflight = keep
+	d, _ := s.pumpLocked(now)
+	s.releaseFlowsIfIdle()
+	return dirtied || d
+}
+
+// Ack handles a PUBACK, PUBREC or PUBCOMP from the client for an outbound message. It
+// answers a PUBREC with PUBREL (0x92 for an unknown packet id, spec 4.3.3), frees the
+// window slot on PUBACK, PUBCOMP or a failed PUBREC, and pumps the queue.
+func (s *Session) Ack(a *packet.Ack, now int64) (dirtied bool, dropped []Drop) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.fl
+	i := -1
+	if f != nil {
+		i = f.findInflight(a.PacketID)
+	}
+	switch a.PacketType {
+	case packet.PUBACK:
+		if i < 0 || f.inflight[i].qos != 1 {
+			return false, nil // unknown or duplicate: nothing to do
+		}
+		f.removeInflight(i)
+	case packet.PUBREC:
+		if i < 0 || f.inflight[i].qos != 2 {
+			return s.sendLocked(&packet.Ack{PacketType: packet.PUBREL, PacketID: a.PacketID, Code: packet.PacketIdentifierNotFound}), nil
+		}
+		if a.Code.IsError() { // v5: the client refused the message; the exchange ends
+			f.removeInflight(i)
+			break
+		}
+		f.inflight[i].flags |= entryReleased
+		f.inflight[i].msg = nil // the client has the message: only its id is kept (spec 4.3.3)
+		return s.sendLocked(&packet.Ack{PacketType: packet.PUBREL, PacketID: a.PacketID}), nil
+	case packet.PUBCOMP:
+		if i < 0 || f.inflight[i].flags&entryReleased == 0 {
+			return false, nil
+		}
+		f.removeInflight(i)
+	}
+	dirtied, dropped = s.pumpLocked(now)
+	s.releaseFlowsIfIdle()
+	return dirtied, dropped
+}
+
+// ReceiveQoS2 records an inbound QoS 2 PUBLISH's packet id until its PUBREL. dup reports
+// that the id is already awaiting PUBREL: the message was received before and must not be
+// delivered again (spec 4.3.3, method A). full reports that the broker's receive maximum
+// is exceeded [MQTT-3.3.4-9].
+func (s *Session) ReceiveQoS2(pid uint16) (dup, full bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.flows()
+	for _, id := range f.awaitRel {
+		if id == pid {
+			return true, false
+		}
+	}
+	if len(f.awaitRel) >= int(s.lim.ReceiveMaximum) {
+		return false, true
+	}
+	f.awaitRel = append(f.awaitRel, pid)
+	return false, false
+}
+
+// Release handles a PUBREL: it forgets the packet id and reports whether it was known.
+func (s *Session) Release(pid uint16) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.fl
+	if f == nil {
+		return false
+	}
+	for i, id := range f.awaitRel {
+		if id == pid {
+			f.awaitRel = append(f.awaitRel[:i], f.awaitRel[i+1:]...)
+			if len(f.awaitRel) == 0 {
+				f.awaitRel = nil
+			}
+			s.releaseFlowsIfIdle()
+			return true
+		}
+	}
+	return false
+}
+
+// Errors of inbound topic aliases (spec 3.3.2.3.4).
+var (
+	ErrAliasInvalid = &packet.Error{Code: packet.TopicAliasInvalid, Rule: "MQTT-3.3.2-9", Text: "topic alias above the maximum"}
+	ErrAliasUnknown = &packet.Error{Code: packet.ProtocolError, Rule: "MQTT-3.3.2-10", Text: "topic alias not set on this connection"}
+)
+
+// ResolveTopic returns the topic of an inbound PUBLISH, setting or using its topic alias.
+func (s *Session) ResolveTopic(p *packet.Publish) ([]byte, error) {
+	if !p.Props.TopicAlias.Set {
+		return p.Topic, nil
+	}
+	a := p.Props.TopicAlias.V
+	if a > s.lim.TopicAliasMaximum {
+		return nil, ErrAliasInvalid
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.flows()
+	if len(p.Topic) > 0 {
+		if f.aliasIn == nil {
+			f.aliasIn = make(map[uint16][]byte)
+		}
+		if old, ok := f.aliasIn[a]; !ok || string(old) != string(p.Topic) {
+			f.aliasIn[a] = append([]byte(nil), p.Topic...)
+		}
+		return p.Topic, nil
+	}
+	t, ok := f.aliasIn[a]
+	if !ok {
+		return nil, ErrAliasUnknown
+	}
+	return t, nil
+}
+
+// Pending reports the inflight and queued counts, for tests and metrics.
+func (s *Session) Pending() (inflight, queued int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fl == nil {
+		return 0, 0
+	}
+	return len(s.fl.inflight), s.fl.queueLen()
+}

@@ -1,0 +1,183 @@
+package session
+
+// flows is the part of a session that only traffic needs: created on the first QoS 1/2
+// message, alias or queued message, and dropped when all of it is empty again.
+type flows struct {
+	// inflight holds outbound QoS 1 and 2 messages sent and not yet acknowledged, in the
+	// order they were sent; acknowledgements mostly arrive in that order, so lookups
+	// start at the front.
+	inflight []entry
+	// queue holds QoS 1 and 2 messages waiting for a slot in the client's receive window,
+	// or for the client to come back; qhead is its first live element.
+	queue      []entry
+	qhead      int
+	queueBytes int
+	nextPID    uint16
+
+	// awaitRel holds inbound QoS 2 packet ids whose PUBREC was sent and PUBREL is awaited.
+	// They survive reconnects of a persistent session (spec 4.3.3, 4.4).
+	awaitRel []uint16
+
+	// Topic aliases live as long as the connection (spec 3.3.2.3.4).
+	aliasIn   map[uint16][]byte // client → broker
+	aliasOut  map[string]uint16 // broker → client
+	aliasNext uint16
+}
+
+// entry is one message in the inflight window or the queue: a reference to the shared
+// message and what is particular to this recipient.
+type entry struct {
+	msg   *Message
+	more  []uint32 // subscription identifiers beyond the first (rare)
+	share string   // the $share/... filter the message came through, "" if none
+	subID uint32
+	pid   uint16
+	qos   uint8
+	flags uint8
+}
+
+const (
+	entryRetain   uint8 = 1 << iota // send with the retain flag set
+	entryReleased                   // QoS 2: PUBREC received, PUBREL sent, PUBCOMP awaited
+)
+
+// Delivery is a message addressed to one session.
+type Delivery struct {
+	Msg    *Message
+	QoS    uint8
+	Retain bool     // the retain flag this recipient sees
+	SubID  uint32   // first subscription identifier, 0 none
+	More   []uint32 // further subscription identifiers; the session keeps the slice
+	Share  string   // the shared subscription filter it came through, "" if none
+}
+
+func (d *Delivery) entry() entry {
+	e := entry{msg: d.Msg, more: d.More, share: d.Share, subID: d.SubID, qos: d.QoS}
+	if d.Retain {
+		e.flags |= entryRetain
+	}
+	return e
+}
+
+func (e *entry) delivery() Delivery {
+	return Delivery{Msg: e.msg, QoS: e.qos, Retain: e.flags&entryRetain != 0, SubID: e.subID, More: e.more, Share: e.share}
+}
+
+func (s *Session) flows() *flows {
+	if s.fl == nil {
+		s.fl = &flows{}
+	}
+	return s.fl
+}
+
+// releaseFlowsIfIdle drops the traffic state, if any, once nothing in it needs keeping.
+func (s *Session) releaseFlowsIfIdle() {
+	f := s.fl
+	if f != nil && len(f.inflight) == 0 && f.queueLen() == 0 && len(f.awaitRel) == 0 && f.aliasIn == nil && f.aliasOut == nil {
+		s.fl = nil
+	}
+}
+
+func (f *flows) queueLen() int { return len(f.queue) - f.qhead }
+
+func (f *flows) push(e entry) {
+	f.queue = append(f.queue, e)
+	f.queueBytes += e.msg.Size()
+}
+
+func (f *flows) pop() entry {
+	e := f.queue[f.qhead]
+	f.queue[f.qhead] = entry{}
+	f.qhead++
+	f.queueBytes -= e.msg.Size()
+	if f.qhead == len(f.queue) {
+		f.queue, f.qhead = f.queue[:0], 0
+		if cap(f.queue) > 64 {
+			f.queue = nil // let a burst's backing array go
+		}
+	} else if f.qhead > 32 && f.qhead*2 > len(f.queue) {
+		n := copy(f.queue, f.queue[f.qhead:])
+		clear(f.queue[n:])
+		f.queue, f.qhead = f.queue[:n], 0
+	}
+	return e
+}
+
+// resetConnectionState forgets what lives only as long as a connection: topic aliases.
+func (f *flows) resetConnectionState() {
+	f.aliasIn, f.aliasOut, f.aliasNext = nil, nil, 0
+}
+
+// takeShared removes the messages that came through shared subscriptions and were not yet
+// received by the client (QoS 2 messages past PUBREC stay: the client has them).
+func (f *flows) takeShared() []Delivery {
+	var out []Delivery
+	keep := f.inflight[:0]
+	for i := range f.inflight {
+		e := &f.inflight[i]
+		if e.share != "" && e.flags&entryReleased == 0 {
+			out = append(out, e.delivery())
+			continue
+		}
+		keep = append(keep, *e)
+	}
+	clear(f.inflight[len(keep):])
+	f.inflight = keep
+	if f.queueLen() > 0 {
+		var q []entry
+		for f.queueLen() > 0 {
+			e := f.pop()
+			if e.share != "" {
+				out = append(out, e.delivery())
+			} else {
+				q = append(q, e)
+			}
+		}
+		for _, e := range q {
+			f.push(e)
+		}
+	}
+	return out
+}
+
+// pidInUse reports whether an outbound packet id is taken by the inflight window.
+func (f *flows) pidInUse(pid uint16) bool {
+	for i := range f.inflight {
+		if f.inflight[i].pid == pid {
+			return true
+		}
+	}
+	return false
+}
+
+// allocPID returns a free packet identifier [MQTT-2.2.1-2]. The window is at most 65,535
+// entries, so one is always free when the caller has checked there is room.
+func (f *flows) allocPID() uint16 {
+	for {
+		f.nextPID++
+		if f.nextPID == 0 {
+			f.nextPID = 1
+		}
+		if !f.pidInUse(f.nextPID) {
+			return f.nextPID
+		}
+	}
+}
+
+func (f *flows) findInflight(pid uint16) int {
+	for i := range f.inflight {
+		if f.inflight[i].pid == pid {
+			return i
+		}
+	}
+	return -1
+}
+
+func (f *flows) removeInflight(i int) {
+	copy(f.inflight[i:], f.inflight[i+1:])
+	f.inflight[len(f.inflight)-1] = entry{}
+	f.inflight = f.inflight[:len(f.inflight)-1]
+	if len(f.inflight) == 0 && cap(f.inflight) > 64 {
+		f.inflight = nil
+	}
+}

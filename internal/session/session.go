@@ -1,0 +1,433 @@
+// Package session is one client's MQTT state: what it negotiated at CONNECT, the QoS 1
+// and 2 flows in both directions, its bounded outbound queue, its topic aliases, its
+// subscriptions and its will. A session outlives its connections when the client asked for
+// a persistent one; the broker attaches and detaches connections.
+//
+// # Memory
+//
+// An idle session is one small struct. Everything that only traffic needs (the inflight
+// window, the queue, the aliases, the inbound QoS 2 ids) sits behind one pointer, created on
+// first use and dropped when it empties again; the bytes waiting to be written sit in a
+// pooled buffer held only until the next Flush.
+//
+// # Writing
+//
+// Deliver and Send encode packets into the session's pending buffer and report whether
+// the buffer was empty before (the session became dirty). The caller collects dirty
+// sessions and calls Flush on each once it has finished its batch of work, so that a
+// publisher's burst reaches each subscriber in as few writes as possible.
+//
+// # Locking
+//
+// Every method takes the session's own lock; none is held on return. A caller never holds
+// two sessions' locks, and Conn.Write is called under the lock (it only queues), so that
+// bytes reach the socket in the order they were encoded.
+package session
+
+import (
+	"sync"
+	"time"
+
+	"github.com/bifrost-mqtt/bifrost/internal/bufpool"
+	"github.com/bifrost-mqtt/bifrost/internal/packet"
+)
+
+// Conn is what a session needs of its network connection; listener.Conn satisfies it.
+type Conn interface {
+	// Write queues b for sending without blocking; b may be reused on return.
+	Write(b []byte) (int, error)
+	// Buffered is the number of bytes queued but not yet sent.
+	Buffered() int
+	// Shutdown sends what is queued and closes gracefully.
+	Shutdown()
+	// Close closes at once.
+	Close() error
+}
+
+// Limits are the broker-wide settings every session enforces. Shared and read-only.
+type Limits struct {
+	// ReceiveMaximum is the inbound window the broker advertises [MQTT-3.3.4-9]; it is also
+	// the outbound window for clients that do not state one (before 5.0).
+	ReceiveMaximum uint16
+	// MaxPacketSize is the largest packet accepted from clients; 0 means the protocol's.
+	MaxPacketSize uint32
+	// TopicAliasMaximum is the highest inbound topic alias accepted; 0 refuses aliases.
+	TopicAliasMaximum uint16
+	// QueueMessages and QueueBytes bound the QoS 1 and 2 messages a session holds beyond
+	// its inflight window, online or offline.
+	QueueMessages int
+	QueueBytes    int
+	// SlowBytes: a QoS 0 message is shed when this many bytes already wait to be sent to
+	// the client (a slow consumer).
+	SlowBytes int
+	// Sent counts PUBLISH packets written, by QoS, and BytesSent the bytes flushed to
+	// connections. Both may be nil.
+	Sent      *[3]Counter
+	BytesSent Counter
+}
+
+// Counter is a monotonic counter the session reports to (the broker's statistics).
+type Counter interface{ Add(n uint64) }
+
+// Drop says why a message was not delivered; the broker counts each in metrics.
+type Drop uint8
+
+// The drop reasons. Their names label bifrost_messages_dropped_total.
+const (
+	Delivered Drop = iota
+	DropQueueFull
+	DropSlowConsumer
+	DropExpired
+	DropTooLarge
+	DropOffline
+)
+
+var dropNames = [...]string{"", "queue_full", "slow_consumer", "expired", "too_large", "offline_qos0"}
+
+// String is the metrics label of d.
+func (d Drop) String() string { return dropNames[d] }
+
+// A Sub is one of the session's subscriptions, kept to remove them when the session
+// ends and, later, to persist them.
+type Sub struct {
+	Filter string
+	Opts   packet.Subscription // Filter unset
+	ID     uint32              // subscription identifier, 0 none
+}
+
+// Will is a will message with its delay (v5 will delay interval, seconds) and its message
+// expiry interval (seconds, 0: none), which starts when the will is published.
+type Will struct {
+	Msg    *Message
+	Delay  uint32
+	Expiry uint32
+}
+
+// Publishable returns the will's message as published at now (Unix nanoseconds).
+func (w *Will) Publishable(now int64) *Message {
+	if w.Expiry == 0 {
+		return w.Msg
+	}
+	m := *w.Msg
+	m.Expiry = now + int64(w.Expiry)*int64(time.Second)
+	return &m
+}
+
+// A Session is one client's state. See the package doc for the locking rules.
+type Session struct {
+	mu sync.Mutex
+
+	lim      *Limits
+	conn     Conn    // nil while offline
+	out      *[]byte // pooled bytes not yet written; nil when none
+	fl       *flows  // traffic state; nil while there is none
+	subs     []Sub   // this session's subscriptions
+	will     *Will   // the current connection's will; nil if none
+	pending  *Will   // a will waiting for its delay after the connection closed
+	clientID string
+	username string
+
+	// Expiry is the session expiry interval in seconds (0: ends with the connection;
+	// NoExpiry: never).
+	expiry uint32
+	id     uint32
+
+	// What the client told us at CONNECT (v5 properties, defaults otherwise).
+	clientMaxPacket  uint32 // 0: no limit
+	clientRecvMax    uint16
+	clientAliasMax   uint16
+	version          packet.Version
+	noProblemDetails bool // v5 Request Problem Information = 0
+}
+
+// NoExpiry is the session expiry interval that never expires (v5 3.1.2.11.2).
+const NoExpiry = ^uint32(0)
+
+// New returns an offline session with the broker-wide limits lim.
+func New(id uint32, clientID string, lim *Limits) *Session {
+	return &Session{id: id, clientID: clientID, lim: lim}
+}
+
+// ID is the session's small integer handle, used by the topic index.
+func (s *Session) ID() uint32 { return s.id }
+
+// ClientID is the client identifier.
+func (s *Session) ClientID() string { return s.clientID }
+
+// ConnectInfo is what a CONNECT sets on a session.
+type ConnectInfo struct {
+	Version          packet.Version
+	Username         string
+	Expiry           uint32
+	ClientMaxPacket  uint32
+	ClientRecvMax    uint16 // 0: the default (the broker's ReceiveMaximum)
+	ClientAliasMax   uint16
+	NoProblemDetails bool
+	Will             *Will
+}
+
+// Attach binds the session to a new connection after CONNECT. The caller then sends
+// CONNACK and calls Resume.
+func (s *Session) Attach(c Conn, info ConnectInfo) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.conn = c
+	s.version = info.Version
+	s.username = info.Username
+	s.expiry = info.Expiry
+	s.clientMaxPacket = info.ClientMaxPacket
+	s.clientRecvMax = info.ClientRecvMax
+	if s.clientRecvMax == 0 {
+		s.clientRecvMax = s.lim.ReceiveMaximum
+	}
+	s.clientAliasMax = info.ClientAliasMax
+	s.noProblemDetails = info.NoProblemDetails
+	s.will = info.Will
+	if s.fl != nil {
+		s.fl.resetConnectionState()
+	}
+}
+
+// Resume sends the inflight window again after a reconnect (PUBLISH with DUP set, or
+// PUBREL where PUBREC came) and pumps the queue [MQTT-4.4.0-1]; CONNACK must precede it.
+func (s *Session) Resume(now int64) (dirtied bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.resumeLocked(now)
+}
+
+// Online reports whether a connection is attached.
+func (s *Session) Online() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conn != nil
+}
+
+// Conn returns the attached connection, nil while offline.
+func (s *Session) Conn() Conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conn
+}
+
+// Version is the protocol version of the current (or last) connection.
+func (s *Session) Version() packet.Version {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.version
+}
+
+// Username is the user name the current (or last) connection authenticated with.
+func (s *Session) Username() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.username
+}
+
+// Expiry is the session expiry interval in seconds.
+func (s *Session) Expiry() uint32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.expiry
+}
+
+// SetExpiry changes the session expiry interval (v5 DISCONNECT may).
+func (s *Session) SetExpiry(e uint32) {
+	s.mu.Lock()
+	s.expiry = e
+	s.mu.Unlock()
+}
+
+// TakeWill removes and returns the will, so that it is published at most once.
+func (s *Session) TakeWill() *Will {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := s.will
+	s.will = nil
+	return w
+}
+
+// SetPendingWill keeps a will that waits for its delay while the session is offline.
+func (s *Session) SetPendingWill(w *Will) {
+	s.mu.Lock()
+	s.pending = w
+	s.mu.Unlock()
+}
+
+// PendingWill removes and returns the will waiting for its delay, so that it is published
+// (or, when the client comes back, discarded) at most once.
+func (s *Session) PendingWill() *Will {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := s.pending
+	s.pending = nil
+	return w
+}
+
+// Detach unbinds the connection c when it closes (a no-op if another connection has taken
+// the session over meanwhile). It releases the pending buffer and returns, for
+// redistribution to other members of their shared subscription groups, the messages that
+// came through a shared subscription and were not acknowledged.
+func (s *Session) Detach(c Conn) (shared []Delivery, detached bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn != c {
+		return nil, false
+	}
+	s.conn = nil
+	if s.out != nil {
+		bufpool.Put(s.out)
+		s.out = nil
+	}
+	if s.fl != nil {
+		// Topic aliases die with the connection (spec 3.3.2.3.4): an offline session
+		// that has nothing in flight keeps no traffic state.
+		s.fl.resetConnectionState()
+		shared = s.fl.takeShared()
+		s.releaseFlowsIfIdle()
+	}
+	return shared, true
+}
+
+// Subs returns a copy of the session's subscriptions.
+func (s *Session) Subs() []Sub {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Sub(nil), s.subs...)
+}
+
+// AddSub records a subscription, replacing one to the same filter; it reports whether it
+// replaced one.
+func (s *Session) AddSub(sub Sub) (replaced bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.subs {
+		if s.subs[i].Filter == sub.Filter {
+			s.subs[i] = sub
+			return true
+		}
+	}
+	s.subs = append(s.subs, sub)
+	return false
+}
+
+// RemoveSub forgets the subscription to filter and reports whether there was one.
+func (s *Session) RemoveSub(filter []byte) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.subs {
+		if s.subs[i].Filter == string(filter) {
+			s.subs = append(s.subs[:i], s.subs[i+1:]...)
+			if len(s.subs) == 0 {
+				s.subs = nil
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// Clear drops all state kept across connections (subscriptions are returned so the caller
+// can remove them from the index), as a clean start or the end of the session requires.
+func (s *Session) Clear() []Sub {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	subs := s.subs
+	s.subs = nil
+	s.fl = nil
+	return subs
+}
+
+// Send encodes p into the pending buffer and reports whether the session became dirty.
+// Packets the client's Maximum Packet Size cannot take are not sent: reason strings and
+// user properties are removed first where the spec allows it [MQTT-3.1.2-25].
+func (s *Session) Send(p packet.Packet) (dirtied bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sendLocked(p)
+}
+
+func (s *Session) sendLocked(p packet.Packet) bool {
+	if s.conn == nil {
+		return false
+	}
+	n := p.Size(s.version)
+	if s.clientMaxPacket != 0 && uint32(n) > s.clientMaxPacket {
+		props := propsOf(p)
+		if props == nil {
+			return false
+		}
+		props.ReasonString, props.User = nil, nil
+		if n = p.Size(s.version); uint32(n) > s.clientMaxPacket {
+			return false
+		}
+	}
+	dirtied := s.out == nil
+	if dirtied {
+		s.out = bufpool.Get(n)
+	}
+	*s.out = p.AppendTo(*s.out, s.version)
+	return dirtied
+}
+
+// propsOf returns the properties of the packet types whose reason string and user
+// properties a server may drop to fit the client's maximum packet size.
+func propsOf(p packet.Packet) *packet.Properties {
+	switch p := p.(type) {
+	case *packet.Ack:
+		return &p.Props
+	case *packet.Suback:
+		return &p.Props
+	case *packet.Unsuback:
+		return &p.Props
+	case *packet.Disconnect:
+		return &p.Props
+	case *packet.Connack:
+		return &p.Props
+	}
+	return nil
+}
+
+// Flush writes the pending bytes to the connection.
+func (s *Session) Flush() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.flushLocked()
+}
+
+func (s *Session) flushLocked() {
+	if s.out == nil {
+		return
+	}
+	if s.conn != nil && len(*s.out) > 0 {
+		_, _ = s.conn.Write(*s.out) // a failed write closes the connection: OnClose follows
+		if s.lim.BytesSent != nil {
+			s.lim.BytesSent.Add(uint64(len(*s.out)))
+		}
+	}
+	bufpool.Put(s.out)
+	s.out = nil
+}
+
+// Disconnect sends a server DISCONNECT (5.0 only) with reason code rc, flushes, and shuts
+// the connection down gracefully so the client reads the reason code.
+func (s *Session) Disconnect(rc packet.ReasonCode) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn == nil {
+		return
+	}
+	if s.version == packet.V5 {
+		s.sendLocked(&packet.Disconnect{Code: rc})
+	}
+	s.flushLocked()
+	s.conn.Shutdown()
+}
+
+// ProblemDetails reports whether reason strings and user properties may be sent on
+// packets other than PUBLISH, CONNACK and DISCONNECT (v5 Request Problem Information).
+func (s *Session) ProblemDetails() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.noProblemDetails
+}
