@@ -1,0 +1,368 @@
+package listener
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lesismal/nbio"
+)
+
+// conn is our record of one connection, for every transport: the Conn the handler sees.
+// It is what an idle connection costs us on top of nbio, so it holds no buffer and caches
+// nothing (addresses come from nbio; the transport's state, for WebSocket, hangs off the
+// nbio conn's session).
+//
+// Fields are ordered for size: 80 bytes, one size class.
+type conn struct {
+	nc      *nbio.Conn
+	l       *Listener
+	value   any
+	tm      timer[conn]   // guarded by the wheel's lock
+	last    atomic.Uint32 // wheel tick of the last byte received
+	state   atomic.Uint32 // st* bits
+	pending atomic.Int64  // bytes accepted by Write and not yet taken by the socket
+	wmu     sync.Mutex    // one writer at a time: see writeLocked
+}
+
+// errOpenWrite closes a TCP connection whose OnOpen wrote more than its socket took.
+var errOpenWrite = errors.New("listener: OnOpen wrote more than the socket takes at once")
+
+// Bits of conn.state.
+//
+// Events are handed over without a lock: OnOpen and OnData run with stBusy set (only one
+// goroutine, the one delivering, sets it). A close reported while stBusy is set only marks
+// stClosing, and the goroutine clearing stBusy delivers OnClose; otherwise the close hook
+// delivers it at once. Either way one CAS decides, so OnClose comes exactly once and never
+// overlaps OnData, and nothing is delivered after it.
+const (
+	stOpen       = 1 << iota // OnOpen has started: OnClose is owed
+	stBusy                   // OnOpen or OnData is running
+	stClosing                // closed while busy: OnClose is owed by the busy goroutine
+	stClosed                 // OnClose delivered (or being delivered)
+	stShutdown               // Shutdown called: writes refused, reads dropped, draining
+	stHalfClosed             // the write side is shut down
+	stPeerClose              // the peer sent a WebSocket close frame
+	stAdmitting              // being added to the engine: not yet polled, see closeWith
+	stCloseReq               // closeWith was called while admitting
+)
+
+var _ timed[conn] = (*conn)(nil)
+
+func (c *conn) timer() *timer[conn]      { return &c.tm }
+func (c *conn) activity() *atomic.Uint32 { return &c.last }
+
+// open delivers OnOpen; the connect timeout starts.
+func (c *conn) open() {
+	s := c.l.srv
+	c.state.Or(stOpen | stBusy)
+	s.wheel.set(c, s.o.ConnectTimeout)
+	c.l.n.Add(1)
+	defer c.release()
+	defer c.recoverHandler("OnOpen")
+	s.h.OnOpen(c)
+}
+
+// onData delivers data unless the connection is closing or shutting down.
+func (c *conn) onData(data []byte) {
+	for {
+		st := c.state.Load()
+		if st&stOpen == 0 || st&(stClosing|stClosed|stShutdown) != 0 {
+			return
+		}
+		if c.state.CompareAndSwap(st, st|stBusy) {
+			break
+		}
+	}
+	defer c.release()
+	defer c.recoverHandler("OnData")
+	c.l.srv.h.OnData(c, data)
+}
+
+// recoverHandler, deferred around a handler call, turns a panic into a log line and the
+// end of this connection rather than of the process (as net/http does for a request):
+// a malformed packet from one client must not take the broker down.
+func (c *conn) recoverHandler(what string) {
+	if p := recover(); p != nil {
+		c.l.srv.log.Error("listener: handler panicked; closing the connection",
+			slog.String("call", what), slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+		_ = c.closeWith(fmt.Errorf("listener: %s panicked: %v", what, p))
+	}
+}
+
+// release clears stBusy and delivers OnClose if the connection closed meanwhile.
+func (c *conn) release() {
+	for {
+		st := c.state.Load()
+		n := st &^ stBusy
+		owed := st&(stClosing|stClosed) == stClosing
+		if owed {
+			n |= stClosed
+		}
+		if c.state.CompareAndSwap(st, n) {
+			if owed {
+				c.finish()
+			}
+			return
+		}
+	}
+}
+
+// closed is called once, from the engine's close hook, when nbio has closed the socket.
+// (It loads the state before anything else: that atomic load is what orders this
+// goroutine after open for the race detector, which cannot see epoll.)
+func (c *conn) closed() {
+	st := c.state.Load()
+	c.l.srv.wheel.remove(c)
+	for ; ; st = c.state.Load() {
+		switch {
+		case st&stOpen == 0 || st&(stClosing|stClosed) != 0:
+			return // never opened (a WebSocket handshake), or already handled
+		case st&stBusy != 0:
+			if c.state.CompareAndSwap(st, st|stClosing) {
+				return
+			}
+		default:
+			if c.state.CompareAndSwap(st, st|stClosing|stClosed) {
+				c.finish()
+				return
+			}
+		}
+	}
+}
+
+// finish delivers OnClose, with the error that says why (see the package doc).
+func (c *conn) finish() {
+	st := c.state.Load()
+	_, err := c.nc.IsClosed()
+	switch {
+	case st&stShutdown != 0:
+		err = nil
+	case st&stPeerClose != 0 && err == nil:
+		err = io.EOF
+	}
+	c.l.n.Add(-1)
+	defer c.recoverHandler("OnClose")
+	c.l.srv.h.OnClose(c, err)
+}
+
+// touch records that bytes arrived: the idle timeout starts over. Not while draining.
+func (c *conn) touch() {
+	if c.state.Load()&stShutdown == 0 {
+		c.l.srv.wheel.touch(c)
+	}
+}
+
+// written accounts for n bytes taken by the socket from nbio's queue; nc is locked. When a
+// shutting-down connection's queue is empty its write side is shut.
+func (c *conn) written(n int) {
+	st := c.state.Load()
+	if c.pending.Add(-int64(n)) <= 0 && st&stShutdown != 0 {
+		c.halfClose()
+	}
+}
+
+// halfClose shuts the write side down, once: the peer reads what was sent, then EOF.
+// nc is locked and not closed.
+func (c *conn) halfClose() {
+	for {
+		st := c.state.Load()
+		if st&stHalfClosed != 0 {
+			return
+		}
+		if c.state.CompareAndSwap(st, st|stHalfClosed) {
+			break
+		}
+	}
+	if err := shutdownWrite(c.nc.Hash()); err != nil {
+		c.l.srv.log.Debug("listener: shutdown(SHUT_WR) failed", "err", err)
+	}
+}
+
+// Write implements Conn.
+func (c *conn) Write(b []byte) (int, error) {
+	bufs := [1][]byte{b}
+	return c.Writev(bufs[:])
+}
+
+// Writev implements Conn.
+func (c *conn) Writev(bufs [][]byte) (int, error) {
+	size := 0
+	for _, b := range bufs {
+		size += len(b)
+	}
+	if size == 0 {
+		return 0, nil
+	}
+	var hdr [wsMaxHeader]byte
+	var head []byte
+	if c.l.kind == kindWS {
+		head = appendWSHeader(hdr[:0], wsBinary, size)
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.state.Load()&stShutdown != 0 {
+		return 0, net.ErrClosed
+	}
+	if err := c.writeLocked(head, bufs); err != nil {
+		return 0, err
+	}
+	return size, nil
+}
+
+// writeLocked writes head (transport framing, may be empty) and bufs as one unit: straight
+// to the socket with one writev when nothing is queued, and whatever the socket does not
+// take is queued in nbio (copied), to go out when the socket is writable. c.wmu is held, so
+// no other write of ours can come between the two parts. head is copied, never retained.
+func (c *conn) writeLocked(head []byte, bufs [][]byte) error {
+	total := len(head)
+	for _, b := range bufs {
+		total += len(b)
+	}
+	nc := c.nc
+	n := 0
+	var err error
+	nc.Lock()
+	if closed, _ := nc.IsClosed(); closed {
+		nc.Unlock()
+		return net.ErrClosed
+	}
+	if c.pending.Add(int64(total)) == int64(total) { // nothing queued: try the socket
+		n, err = writev(nc.Hash(), head, bufs)
+		if n > 0 {
+			c.pending.Add(-int64(n))
+		}
+	}
+	nc.Unlock()
+	if err == nil && n < total && c.state.Load()&stAdmitting != 0 {
+		// Queued bytes would never be sent: nbio cannot ask for writability before it
+		// polls the socket. A new socket takes tens of KB at once, MQTT sends nothing first.
+		err = errOpenWrite
+	}
+	if err != nil {
+		_ = c.closeWith(err)
+		return err
+	}
+	if n == total {
+		return nil
+	}
+	// Queue the rest, in order.
+	if n < len(head) {
+		if _, err := nc.Write(bytes.Clone(head[n:])); err != nil {
+			return err
+		}
+		n = 0
+	} else {
+		n -= len(head)
+	}
+	for _, b := range bufs {
+		if n >= len(b) {
+			n -= len(b)
+			continue
+		}
+		if _, err := nc.Write(b[n:]); err != nil {
+			return err
+		}
+		n = 0
+	}
+	return nil
+}
+
+// Close implements Conn.
+func (c *conn) Close() error { return c.closeWith(nil) }
+
+// closeWith closes the connection; OnClose will get err. While the connection is being
+// added to the engine (OnOpen runs then, and the wheel may already expire it) the close is
+// left to admitted: closing the descriptor before nbio has registered it would let another
+// connection reuse its number and be overwritten in nbio's table.
+func (c *conn) closeWith(err error) error {
+	for {
+		st := c.state.Load()
+		if st&stAdmitting == 0 {
+			return c.nc.CloseWithError(err)
+		}
+		if err != nil {
+			c.l.srv.deferred.LoadOrStore(c, err) // rare: kept aside, not in every conn
+		}
+		if c.state.CompareAndSwap(st, st|stCloseReq) {
+			return nil
+		}
+		if err != nil {
+			c.l.srv.deferred.CompareAndDelete(c, err) // admitted may have come and gone
+		}
+	}
+}
+
+// admitting marks c as being added to the engine; admitted ends that and carries out a
+// close asked for meanwhile.
+func (c *conn) admitting() { c.state.Or(stAdmitting) }
+
+func (c *conn) admitted() {
+	for {
+		st := c.state.Load()
+		if !c.state.CompareAndSwap(st, st&^(stAdmitting|stCloseReq)) {
+			continue
+		}
+		if err, ok := c.l.srv.deferred.LoadAndDelete(c); ok {
+			_ = c.nc.CloseWithError(err.(error))
+		} else if st&stCloseReq != 0 {
+			_ = c.nc.Close()
+		}
+		return
+	}
+}
+
+// Shutdown implements Conn.
+func (c *conn) Shutdown() {
+	c.wmu.Lock()
+	if c.state.Load()&stShutdown != 0 {
+		c.wmu.Unlock()
+		return
+	}
+	if c.l.kind == kindWS {
+		_ = c.writeLocked(wsCloseNormal[:], nil)
+	}
+	c.state.Or(stShutdown)
+	c.nc.Lock()
+	if closed, _ := c.nc.IsClosed(); !closed && c.pending.Load() <= 0 {
+		c.halfClose()
+	}
+	c.nc.Unlock()
+	s := c.l.srv
+	s.wheel.reset(c, s.o.DrainTimeout)
+	c.wmu.Unlock()
+}
+
+// SetIdleTimeout implements Conn. It does nothing after Shutdown: the drain runs its course.
+func (c *conn) SetIdleTimeout(d time.Duration) {
+	c.wmu.Lock()
+	if c.state.Load()&stShutdown == 0 {
+		c.l.srv.wheel.reset(c, d)
+	}
+	c.wmu.Unlock()
+}
+
+// Buffered implements Conn.
+func (c *conn) Buffered() int { return int(max(c.pending.Load(), 0)) }
+
+// RemoteAddr implements Conn.
+func (c *conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+
+// LocalAddr implements Conn.
+func (c *conn) LocalAddr() net.Addr { return c.nc.LocalAddr() }
+
+// Listener implements Conn.
+func (c *conn) Listener() *Listener { return c.l }
+
+// Value implements Conn.
+func (c *conn) Value() any { return c.value }
+
+// SetValue implements Conn.
+func (c *conn) SetValue(v any) { c.value = v }

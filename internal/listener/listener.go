@@ -1,0 +1,254 @@
+// Package listener is bifrost's network layer: event-driven listeners on many ports, one
+// connection contract (Conn, Handler) for every transport, and no goroutine or buffer for a
+// connection that has nothing to do.
+//
+// # Engine layout
+//
+// A Server runs one nbio engine (Options.Pollers epoll loops) for all of its listeners, TCP
+// and WebSocket alike. It is the nbio engine inside an nbhttp engine, so the WebSocket
+// upgrade and frame parsing run on the same loops; plain TCP connections are added to it
+// directly and read by our own data hook. Each listener has one accept goroutine (one per
+// listener, none per connection) that hands accepted sockets to the engine. nbio's own
+// listeners are not used: they are fixed when the engine starts (we open listeners later,
+// one at a time, and close them one at a time), they spin without backing off on
+// non-timeout accept errors, and they could not tell our handler which listener a
+// connection came from.
+//
+// Bytes are read on the poller goroutines into one read buffer per poller
+// (Options.ReadBufferSize), and Handler.OnData runs right there, in the poller goroutine;
+// WebSocket messages are parsed and delivered there too (nbhttp's executor is synchronous).
+// An idle connection therefore costs nbio's connection record, the peer addresses, our
+// conn (80 bytes), and for WebSocket the nbhttp/websocket records: no goroutine, no read
+// buffer, no write buffer (writes go straight to the socket and only what the socket does
+// not take is queued, by nbio, until it drains).
+//
+// # Timeouts
+//
+// Idle timeouts, connect timeouts and the Shutdown drain all live in one timing wheel per
+// Server (wheel.go), advanced by one goroutine every Options.Tick. A read refreshes the
+// connection's deadline with one atomic store. A timeout d fires between d and d+2 ticks
+// after the last byte was received.
+//
+// # Events
+//
+// Handler calls for one connection never overlap and come in order: OnOpen, OnData...,
+// OnClose exactly once. OnOpen runs before the socket is polled (TCP) or in the poller
+// that completed the upgrade (WebSocket); OnData runs in the poller; OnClose runs where
+// nbio reports the close, or in the poller right after an OnData that was running then (a
+// small state machine in conn.go hands it over without a lock). The error given to OnClose
+// is nil when this side closed the connection (Close, Shutdown, Listener.Close,
+// Server.Close), ErrIdleTimeout when a timeout fired, io.EOF when the peer closed it
+// (for WebSocket: sent a close frame), and the I/O or protocol error otherwise.
+//
+// # Working around nbio (v1.6.12)
+//
+//   - A poller that has not started its loop loses a Stop and spins forever; start waits
+//     until every poller has delivered a probe byte (pollers.go).
+//   - Conn.Writev queues nothing when the socket is full and drops the data; our write path
+//     does its own writev(2) and queues only the rest, in order (conn.go writeLocked).
+//   - Closing a descriptor before nbio registers it lets another connection reuse the
+//     number and be lost from nbio's table; closes asked for while a connection is being
+//     added wait until it is (conn.go closeWith).
+//   - nbio logs through a process-wide logger: the first New points it at slog.Default.
+//   - The race detector cannot see the hand-off through epoll: the hooks begin with an
+//     atomic load or a lock taken by the accepting side (see server.go onData).
+//
+// A panic in a handler call is logged and closes that connection (as net/http does for a
+// request), whichever transport it came through.
+//
+// # Transports
+//
+// tcp.go and websocket.go each hold what differs for their transport: how an accepted
+// socket is taken over, the framing of writes, what Shutdown sends first. TLS (tls, wss)
+// will be a third: crypto driven from the poller on the bytes nbio reads, with writes
+// encrypted in the write path. Until then Listen refuses those types.
+//
+// Files: listener.go the contract, Listener and its accept loop; server.go the Server and
+// its engine hooks; conn.go the connection record, its event state machine and write path;
+// tcp.go, websocket.go the transports; wheel.go the timing wheel; pollers.go the start-up
+// probe; writev_*.go the system calls.
+package listener
+
+import (
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bifrost-mqtt/bifrost/internal/conf"
+)
+
+// Conn is one client connection, whatever its transport. Safe for concurrent use.
+type Conn interface {
+	// Write queues b to be sent and returns at once; the caller may reuse b afterwards.
+	// On WebSocket each call is one binary message.
+	Write(b []byte) (int, error)
+	// Writev queues several buffers as one write (vectored on TCP; one message on WebSocket).
+	Writev(bufs [][]byte) (int, error)
+	// Close closes the connection at once; what is queued is dropped.
+	Close() error
+	// Shutdown closes gracefully: what is queued is sent, the write side is half-closed,
+	// and the connection is closed when the peer closes or after Options.DrainTimeout, so a
+	// client reads a final DISCONNECT instead of a reset. For WebSocket a close frame is
+	// sent first. Later writes fail with net.ErrClosed and received bytes are dropped.
+	Shutdown()
+	// SetIdleTimeout closes the connection (OnClose gets ErrIdleTimeout) when nothing is
+	// received for d, counted from now; 0 disables. Every connection starts with the
+	// connect timeout. Resolution: see the package doc.
+	SetIdleTimeout(d time.Duration)
+	// Buffered is the number of bytes queued and not yet written to the socket.
+	Buffered() int
+	RemoteAddr() net.Addr
+	LocalAddr() net.Addr
+	Listener() *Listener
+	// Value returns what SetValue stored. SetValue is meant for OnOpen (or the other
+	// callbacks of this connection); Value may then be read from any goroutine.
+	Value() any
+	SetValue(v any)
+}
+
+// Handler receives connection events. Calls for one connection never overlap and come in
+// order: OnOpen, OnData..., OnClose (exactly once). Calls for different connections may
+// run at the same time.
+type Handler interface {
+	// OnOpen is called for a new connection before any data. It may write, but on TCP
+	// only what the new socket takes at once (tens of KB; more closes the connection):
+	// the socket is not polled yet.
+	OnOpen(c Conn)
+	// OnData delivers bytes received; data is valid only during the call.
+	OnData(c Conn, data []byte)
+	// OnClose reports the end of the connection; err says why (see the package doc).
+	OnClose(c Conn, err error)
+}
+
+var (
+	// ErrIdleTimeout is given to OnClose when a connection received nothing for its idle
+	// (or connect) timeout.
+	ErrIdleTimeout = errors.New("listener: idle timeout")
+	// ErrServerClosed is returned by Listen after Close.
+	ErrServerClosed = errors.New("listener: server closed")
+)
+
+// Listener types, by the transport they serve.
+const (
+	kindTCP uint8 = iota + 1
+	kindWS
+)
+
+// Listener is one endpoint of a Server.
+type Listener struct {
+	srv  *Server
+	name string
+	typ  string // conf.ListenerTCP, ...
+	kind uint8
+	path string // WebSocket path
+	ln   net.Listener
+	n    atomic.Int64 // open connections (OnOpen delivered, OnClose not yet)
+
+	closeOnce sync.Once
+	closed    atomic.Bool
+	quit      chan struct{} // closed by stop: ends an accept back-off early
+	stopped   chan struct{} // closed when the accept loop has returned
+}
+
+// Name returns the listener's configured name.
+func (l *Listener) Name() string { return l.name }
+
+// Type returns the listener's type: tcp, ws.
+func (l *Listener) Type() string { return l.typ }
+
+// Addr returns the address the listener is bound to, with the port chosen when the
+// configured port was 0.
+func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
+
+// Conns returns the number of open connections: opened (OnOpen) and not yet closed
+// (OnClose). WebSocket connections count from the upgrade.
+func (l *Listener) Conns() int { return int(l.n.Load()) }
+
+// Close stops accepting and closes the listener's connections (OnClose for each follows,
+// asynchronously). Idempotent.
+func (l *Listener) Close() error {
+	err := l.stop()
+	l.srv.closeConns(l)
+	return err
+}
+
+// stop closes the socket and waits for the accept loop to return.
+func (l *Listener) stop() error {
+	var err error
+	l.closeOnce.Do(func() {
+		l.closed.Store(true)
+		close(l.quit)
+		err = l.ln.Close()
+		<-l.stopped
+		l.srv.forget(l)
+	})
+	return err
+}
+
+// Accept back-off, as net/http's Serve: 5ms doubling to 1s while accepting fails.
+const (
+	acceptBackoffMin = 5 * time.Millisecond
+	acceptBackoffMax = time.Second
+)
+
+// acceptLoop accepts connections until the listener is closed and hands each to admit.
+// Any other accept error (EMFILE, ENFILE, ENOBUFS, ECONNABORTED...) is logged and retried
+// after a back-off, so a listener never stops while it is open.
+func (l *Listener) acceptLoop(admit func(*Listener, net.Conn)) {
+	defer close(l.stopped)
+	var delay time.Duration
+	for {
+		c, err := l.ln.Accept()
+		if err != nil {
+			if l.closed.Load() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			if delay == 0 {
+				delay = acceptBackoffMin
+			} else {
+				delay = min(2*delay, acceptBackoffMax)
+			}
+			l.srv.log.Error("listener: accept failed; retrying",
+				slog.String("listener", l.name), slog.Any("err", err), slog.Duration("retry_in", delay))
+			t := time.NewTimer(delay)
+			select {
+			case <-t.C:
+			case <-l.quit:
+				t.Stop()
+				return
+			}
+			continue
+		}
+		delay = 0
+		admit(l, c)
+	}
+}
+
+// newListener checks cfg and fills its defaults; it does not open a socket.
+func newListener(s *Server, cfg conf.Listener) (*Listener, error) {
+	l := &Listener{srv: s, name: cfg.Name, typ: cfg.Type, path: cfg.Path,
+		quit: make(chan struct{}), stopped: make(chan struct{})}
+	if l.name == "" {
+		l.name = cfg.Type + "@" + cfg.Address
+	}
+	switch cfg.Type {
+	case conf.ListenerTCP:
+		l.kind = kindTCP
+	case conf.ListenerWS:
+		l.kind = kindWS
+		if l.path == "" {
+			l.path = conf.DefaultWSPath
+		}
+		if l.path[0] != '/' {
+			return nil, errors.New("listener: " + l.name + ": path must start with /: " + l.path)
+		}
+	case conf.ListenerTLS, conf.ListenerWSS:
+		return nil, errors.New("listener: " + l.name + ": type " + cfg.Type + " is not supported yet")
+	default:
+		return nil, errors.New("listener: " + l.name + ": unknown type " + cfg.Type)
+	}
+	return l, nil
+}

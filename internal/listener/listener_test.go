@@ -1,0 +1,767 @@
+package listener
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/coder/websocket"
+
+	"github.com/bifrost-mqtt/bifrost/internal/conf"
+)
+
+// transports runs f once per transport.
+func transports(t *testing.T, f func(t *testing.T, typ string)) {
+	for _, typ := range []string{conf.ListenerTCP, conf.ListenerWS} {
+		t.Run(typ, func(t *testing.T) { f(t, typ) })
+	}
+}
+
+// client is a connected test client of either transport, speaking in payload bytes.
+type client struct {
+	net.Conn           // the socket
+	ws       *wsClient // nil for TCP
+}
+
+func dial(t testing.TB, l *Listener) *client {
+	t.Helper()
+	if l.kind == kindWS {
+		ws := dialWS(t, l)
+		return &client{Conn: ws.Conn, ws: ws}
+	}
+	return &client{Conn: dialTCP(t, l)}
+}
+
+// send sends p as payload: raw bytes on TCP, one binary message on WebSocket.
+func (c *client) send(t testing.TB, p []byte) {
+	t.Helper()
+	if c.ws != nil {
+		c.ws.send(t, p)
+		return
+	}
+	if _, err := c.Write(p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// recv reads exactly n payload bytes.
+func (c *client) recv(t testing.TB, n int) []byte {
+	t.Helper()
+	var got []byte
+	for len(got) < n {
+		if c.ws != nil {
+			got = append(got, c.ws.readMessage(t)...)
+			continue
+		}
+		b := make([]byte, n-len(got))
+		k, err := c.Read(b)
+		if err != nil {
+			t.Fatalf("read after %d of %d bytes: %v", len(got), n, err)
+		}
+		got = append(got, b[:k]...)
+	}
+	return got
+}
+
+// expectEnd reads until the server ends the stream and checks that it ended cleanly: a
+// FIN (io.EOF), not a reset; on WebSocket after a close frame with status 1000.
+func (c *client) expectEnd(t testing.TB) {
+	t.Helper()
+	if c.ws != nil {
+		op, _, p, err := c.ws.readFrame()
+		if err != nil {
+			t.Fatalf("reading the close frame: %v", err)
+		}
+		if op != wsClose || len(p) < 2 || p[0] != 0x03 || p[1] != 0xE8 {
+			t.Fatalf("got opcode %d payload %x, want a close frame with status 1000", op, p)
+		}
+		if _, err := c.ws.r.ReadByte(); err != io.EOF {
+			t.Fatalf("after the close frame: %v, want EOF", err)
+		}
+		return
+	}
+	b, err := io.ReadAll(c)
+	if err != nil || len(b) > 0 {
+		t.Fatalf("read %d more bytes and %v, want a clean EOF", len(b), err)
+	}
+}
+
+func TestConnSize(t *testing.T) {
+	if n := unsafe.Sizeof(conn{}); n != 80 {
+		t.Errorf("conn is %d bytes, want 80: every idle connection pays for it", n)
+	}
+}
+
+func TestListenErrors(t *testing.T) {
+	s := newTestServer(t, newRecorder(t), Options{})
+	for _, cfg := range []conf.Listener{
+		{Type: conf.ListenerTLS, Address: "127.0.0.1:0"},
+		{Type: conf.ListenerWSS, Address: "127.0.0.1:0"},
+		{Type: "quic", Address: "127.0.0.1:0"},
+		{Type: conf.ListenerWS, Address: "127.0.0.1:0", Path: "mqtt"},
+		{Type: conf.ListenerTCP, Address: "127.0.0.1:99999"},
+	} {
+		if l, err := s.Listen(cfg); err == nil {
+			t.Errorf("Listen(%+v) = %v, want an error", cfg, l.Addr())
+		} else {
+			t.Logf("Listen(%s %s %q): %v", cfg.Type, cfg.Address, cfg.Path, err)
+		}
+	}
+	l := listen(t, s, conf.ListenerTCP)
+	if _, err := s.Listen(conf.Listener{Type: conf.ListenerTCP, Address: l.Addr().String()}); err == nil {
+		t.Error("a second listener on a port in use: no error")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := s.Listen(conf.Listener{Type: conf.ListenerTCP, Address: "127.0.0.1:0"}); !errors.Is(err, ErrServerClosed) {
+		t.Fatalf("Listen after Close: %v, want ErrServerClosed", err)
+	}
+}
+
+// TestSeveralListeners runs four listeners of both types in one Server.
+func TestSeveralListeners(t *testing.T) {
+	r := newRecorder(t)
+	r.echo = true
+	s := newTestServer(t, r, Options{})
+	var ls []*Listener
+	for i, cfg := range []conf.Listener{
+		{Name: "tcp-a", Type: conf.ListenerTCP},
+		{Name: "tcp-b", Type: conf.ListenerTCP},
+		{Name: "ws-a", Type: conf.ListenerWS},
+		{Name: "ws-b", Type: conf.ListenerWS, Path: "/other"},
+	} {
+		cfg.Address = "127.0.0.1:0"
+		l, err := s.Listen(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Name() != cfg.Name || l.Type() != cfg.Type {
+			t.Errorf("listener %d: name %q type %q", i, l.Name(), l.Type())
+		}
+		ls = append(ls, l)
+	}
+	for _, l := range ls {
+		var c *client
+		if l.path == "/other" {
+			raw := dialTCP(t, l)
+			ws, res, err := wsHandshake(raw, "/other", "mqtt")
+			if err != nil || res.StatusCode != http.StatusSwitchingProtocols {
+				t.Fatalf("%s: upgrade on /other: %v %v", l.Name(), res.Status, err)
+			}
+			c = &client{Conn: raw, ws: ws}
+		} else {
+			c = dial(t, l)
+		}
+		sc := recv(t, r.opened, "OnOpen")
+		if sc.Listener() != l {
+			t.Errorf("connection to %s reports listener %s", l.Name(), sc.Listener().Name())
+		}
+		if l.Conns() != 1 {
+			t.Errorf("%s: Conns() = %d, want 1", l.Name(), l.Conns())
+		}
+		msg := []byte("hello " + l.Name())
+		c.send(t, msg)
+		if got := c.recv(t, len(msg)); !bytes.Equal(got, msg) {
+			t.Errorf("%s: echo %q, want %q", l.Name(), got, msg)
+		}
+		if sc.LocalAddr().String() != l.Addr().String() || sc.RemoteAddr().String() != c.LocalAddr().String() {
+			t.Errorf("%s: addresses %v %v", l.Name(), sc.LocalAddr(), sc.RemoteAddr())
+		}
+		_ = c.Close()
+		ev := recv(t, r.closed, "OnClose")
+		if ev.c != sc || !errors.Is(ev.err, io.EOF) {
+			t.Errorf("%s: OnClose(%v), want io.EOF", l.Name(), ev.err)
+		}
+		waitFor(t, l.Name()+" Conns() == 0", func() bool { return l.Conns() == 0 })
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r.checkAllClosedOnce(t)
+}
+
+// TestDataInOrder sends a stream in random pieces and expects it whole and in order.
+func TestDataInOrder(t *testing.T) {
+	transports(t, func(t *testing.T, typ string) {
+		r := newRecorder(t)
+		s := newTestServer(t, r, Options{ReadBufferSize: 4096}) // several reads per piece
+		l := listen(t, s, typ)
+		c := dial(t, l)
+		sc := recv(t, r.opened, "OnOpen")
+		want := randomBytes(300 << 10)
+		for rest := want; len(rest) > 0; {
+			n := min(len(rest), 1+rand.IntN(20000))
+			c.send(t, rest[:n])
+			rest = rest[n:]
+		}
+		waitFor(t, "all bytes", func() bool { return len(r.received(sc)) >= len(want) })
+		if got := r.received(sc); !bytes.Equal(got, want) {
+			t.Fatalf("received %d bytes that differ from the %d sent", len(got), len(want))
+		}
+	})
+}
+
+// TestWSFrameSplits dribbles frames byte by byte and sends a fragmented message: the
+// payloads arrive whole and in order.
+func TestWSFrameSplits(t *testing.T) {
+	r := newRecorder(t)
+	s := newTestServer(t, r, Options{})
+	l := listen(t, s, conf.ListenerWS)
+	c := dialWS(t, l)
+	sc := recv(t, r.opened, "OnOpen")
+	var want []byte
+	one := frame(true, wsBinary, []byte("split across segments"))
+	for i := range one {
+		if _, err := c.Write(one[i : i+1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want = append(want, "split across segments"...)
+	frag := append(frame(false, wsBinary, []byte("frag-1|")), frame(false, 0, []byte("frag-2|"))...)
+	frag = append(frag, frame(true, 0, []byte("frag-3"))...)
+	if _, err := c.Write(frag); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, "frag-1|frag-2|frag-3"...)
+	big := randomBytes(70000) // a 64-bit length
+	c.send(t, big)
+	want = append(want, big...)
+	waitFor(t, "all payload", func() bool { return len(r.received(sc)) >= len(want) })
+	if got := r.received(sc); !bytes.Equal(got, want) {
+		t.Fatalf("received %q..., want %q...", got[:40], want[:40])
+	}
+}
+
+// TestWritev checks that Writev sends its buffers in order, as one message on WebSocket.
+func TestWritev(t *testing.T) {
+	transports(t, func(t *testing.T, typ string) {
+		r := newRecorder(t)
+		r.data = func(c Conn, data []byte) {
+			bufs := [][]byte{[]byte("head|"), nil, data, []byte("|tail")}
+			if n, err := c.Writev(bufs); n != len(data)+10 || err != nil {
+				t.Errorf("Writev = %d, %v", n, err)
+			}
+		}
+		s := newTestServer(t, r, Options{})
+		l := listen(t, s, typ)
+		c := dial(t, l)
+		c.send(t, []byte("body"))
+		if c.ws != nil {
+			if got := c.ws.readMessage(t); string(got) != "head|body|tail" {
+				t.Fatalf("message %q", got)
+			}
+			return
+		}
+		if got := c.recv(t, 14); string(got) != "head|body|tail" {
+			t.Fatalf("bytes %q", got)
+		}
+	})
+}
+
+// TestBuffered queues more than the socket takes, then lets the client read it all.
+func TestBuffered(t *testing.T) {
+	transports(t, func(t *testing.T, typ string) {
+		r := newRecorder(t)
+		const chunk, chunks = 64 << 10, 128 // 8 MiB: more than loopback's socket buffers
+		var queued atomic.Int64
+		r.data = func(c Conn, _ []byte) {
+			b := randomBytes(chunk)
+			for range chunks {
+				if _, err := c.Write(b); err != nil {
+					t.Error(err)
+				}
+			}
+			queued.Store(int64(c.Buffered()))
+		}
+		s := newTestServer(t, r, Options{})
+		l := listen(t, s, typ)
+		c := dial(t, l)
+		sc := recv(t, r.opened, "OnOpen")
+		if sc.Buffered() != 0 {
+			t.Fatalf("Buffered() = %d before any write", sc.Buffered())
+		}
+		c.send(t, []byte("go"))
+		waitFor(t, "the writes", func() bool { return queued.Load() != 0 })
+		if q := queued.Load(); q <= 0 || q > chunk*chunks+chunks*wsMaxHeader {
+			t.Fatalf("Buffered() = %d after writing %d bytes to a client that does not read", q, chunk*chunks)
+		}
+		got := c.recv(t, chunk*chunks)
+		if len(got) != chunk*chunks {
+			t.Fatalf("read %d bytes", len(got))
+		}
+		waitFor(t, "Buffered() == 0", func() bool { return sc.Buffered() == 0 })
+	})
+}
+
+// TestCloseOnce checks OnClose, exactly once and with the documented error, on every path
+// that closes a connection, for both transports.
+func TestCloseOnce(t *testing.T) {
+	type path struct {
+		name  string
+		opts  Options
+		open  func(Conn)                    // in OnOpen
+		data  func(Conn, []byte)            // in OnData
+		act   func(t *testing.T, c *client) // the client's part
+		check func(error) bool
+	}
+	isNil := func(err error) bool { return err == nil }
+	isEOF := func(err error) bool { return errors.Is(err, io.EOF) }
+	isIdle := func(err error) bool { return errors.Is(err, ErrIdleTimeout) }
+	paths := []path{
+		{name: "client closes", act: func(t *testing.T, c *client) { _ = c.Close() }, check: isEOF},
+		{name: "client resets", act: func(t *testing.T, c *client) {
+			_ = c.Conn.(*net.TCPConn).SetLinger(0)
+			_ = c.Close()
+		}, check: func(err error) bool { return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) }},
+		{name: "Close in OnData", data: func(c Conn, _ []byte) { _ = c.Close() },
+			act: func(t *testing.T, c *client) { c.send(t, []byte("x")) }, check: isNil},
+		{name: "Close in OnOpen", open: func(c Conn) { _ = c.Close() }, check: isNil},
+		{name: "Shutdown in OnData", data: func(c Conn, _ []byte) { c.Shutdown() },
+			act: func(t *testing.T, c *client) {
+				c.send(t, []byte("x"))
+				c.expectEnd(t)
+				_ = c.Close()
+			}, check: isNil},
+		{name: "idle timeout", open: func(c Conn) { c.SetIdleTimeout(30 * time.Millisecond) }, check: isIdle},
+		{name: "connect timeout", opts: Options{ConnectTimeout: 30 * time.Millisecond}, check: isIdle},
+		{name: "Close from another goroutine", open: func(c Conn) { go func() { _ = c.Close() }() }, check: isNil},
+		{name: "panic in OnData", data: func(Conn, []byte) { panic("boom") },
+			act:   func(t *testing.T, c *client) { c.send(t, []byte("x")) },
+			check: func(err error) bool { return err != nil && strings.Contains(err.Error(), "OnData panicked: boom") }},
+	}
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			transports(t, func(t *testing.T, typ string) {
+				r := newRecorder(t)
+				r.open, r.data = p.open, p.data
+				s := newTestServer(t, r, p.opts)
+				l := listen(t, s, typ)
+				c := dial(t, l)
+				if p.act != nil {
+					p.act(t, c)
+				}
+				ev := recv(t, r.closed, "OnClose")
+				if !p.check(ev.err) {
+					t.Errorf("OnClose(%v)", ev.err)
+				}
+				waitFor(t, "Conns() == 0", func() bool { return l.Conns() == 0 })
+				_ = s.Close()
+				r.checkAllClosedOnce(t)
+			})
+		})
+	}
+	t.Run("Server.Close", func(t *testing.T) {
+		r := newRecorder(t)
+		s := newTestServer(t, r, Options{})
+		lt, lw := listen(t, s, conf.ListenerTCP), listen(t, s, conf.ListenerWS)
+		var cs []*client
+		for range 10 {
+			cs = append(cs, dial(t, lt), dial(t, lw))
+		}
+		for range cs {
+			recv(t, r.opened, "OnOpen")
+		}
+		pending := dialTCP(t, lw) // a WebSocket connection still in its handshake
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(r.closed); n != len(cs) { // all delivered before Close returned
+			t.Fatalf("%d OnClose calls when Close returned, want %d", n, len(cs))
+		}
+		for range cs {
+			if ev := <-r.closed; ev.err != nil {
+				t.Errorf("OnClose(%v), want nil", ev.err)
+			}
+		}
+		r.checkAllClosedOnce(t)
+		for _, c := range append(cs, &client{Conn: pending}) {
+			_ = c.SetReadDeadline(time.Now().Add(waitTimeout))
+			if _, err := io.ReadAll(c); err != nil {
+				t.Errorf("client: %v, want EOF", err)
+			}
+		}
+		if lt.Conns() != 0 || lw.Conns() != 0 {
+			t.Errorf("Conns() = %d, %d after Close", lt.Conns(), lw.Conns())
+		}
+	})
+}
+
+// TestShutdown has the server queue far more than the socket takes, then Shutdown: the
+// client reads every byte and then a clean end (no reset), and the server closes when the
+// client does, well before the drain timeout.
+func TestShutdown(t *testing.T) {
+	transports(t, func(t *testing.T, typ string) {
+		r := newRecorder(t)
+		want := randomBytes(4 << 20)
+		var afterShutdown atomic.Value
+		r.data = func(c Conn, _ []byte) {
+			for b := want; len(b) > 0; b = b[min(len(b), 100000):] {
+				if _, err := c.Write(b[:min(len(b), 100000)]); err != nil {
+					t.Error(err)
+				}
+			}
+			c.Shutdown()
+			c.Shutdown() // idempotent
+			_, err := c.Write([]byte("late"))
+			afterShutdown.Store(errors.Join(err, errors.New("")))
+		}
+		s := newTestServer(t, r, Options{DrainTimeout: time.Minute})
+		l := listen(t, s, typ)
+		c := dial(t, l)
+		c.send(t, []byte("bye"))
+		if got := c.recv(t, len(want)); !bytes.Equal(got, want) {
+			t.Fatal("the data differ")
+		}
+		c.expectEnd(t)
+		if err := afterShutdown.Load().(error); !errors.Is(err, net.ErrClosed) {
+			t.Errorf("Write after Shutdown: %v, want net.ErrClosed", err)
+		}
+		select {
+		case ev := <-r.closed:
+			t.Fatalf("OnClose(%v) before the client closed", ev.err)
+		default:
+		}
+		c.send(t, []byte("dropped")) // received while draining: not delivered
+		_ = c.Close()
+		if ev := recv(t, r.closed, "OnClose"); ev.err != nil {
+			t.Errorf("OnClose(%v), want nil", ev.err)
+		}
+		_ = s.Close()
+		r.checkAllClosedOnce(t)
+	})
+}
+
+// TestShutdownDrain: a client that never closes is closed after the drain timeout.
+func TestShutdownDrain(t *testing.T) {
+	transports(t, func(t *testing.T, typ string) {
+		r := newRecorder(t)
+		r.data = func(c Conn, _ []byte) { c.Shutdown() }
+		s := newTestServer(t, r, Options{DrainTimeout: 50 * time.Millisecond})
+		l := listen(t, s, typ)
+		c := dial(t, l)
+		c.send(t, []byte("bye"))
+		c.expectEnd(t)
+		start := time.Now()
+		if ev := recv(t, r.closed, "OnClose"); ev.err != nil {
+			t.Errorf("OnClose(%v), want nil", ev.err)
+		}
+		t.Logf("closed %v after the client saw the end", time.Since(start))
+	})
+}
+
+// TestIdleTimeoutRefresh keeps a connection alive with traffic, then lets it go idle.
+func TestIdleTimeoutRefresh(t *testing.T) {
+	transports(t, func(t *testing.T, typ string) {
+		const idle = 300 * time.Millisecond
+		r := newRecorder(t)
+		r.open = func(c Conn) { c.SetIdleTimeout(idle) }
+		s := newTestServer(t, r, Options{ConnectTimeout: time.Hour})
+		l := listen(t, s, typ)
+		c := dial(t, l)
+		sc := recv(t, r.opened, "OnOpen")
+		var last time.Time
+		for range 20 { // 1 s of traffic, a byte every 50 ms
+			last = time.Now()
+			c.send(t, []byte{1})
+			time.Sleep(50 * time.Millisecond)
+		}
+		select {
+		case ev := <-r.closed:
+			t.Fatalf("OnClose(%v) while receiving", ev.err)
+		default:
+		}
+		waitFor(t, "the last byte", func() bool { return len(r.received(sc)) == 20 })
+		ev := recv(t, r.closed, "OnClose")
+		if elapsed := time.Since(last); !errors.Is(ev.err, ErrIdleTimeout) || elapsed < idle-50*time.Millisecond {
+			t.Fatalf("OnClose(%v) %v after the last byte, want ErrIdleTimeout after %v", ev.err, elapsed, idle)
+		}
+	})
+}
+
+// TestHandshakeTimeout: a connection to a ws listener that never upgrades is closed by
+// the connect timeout, without any event.
+func TestHandshakeTimeout(t *testing.T) {
+	r := newRecorder(t)
+	s := newTestServer(t, r, Options{ConnectTimeout: 30 * time.Millisecond})
+	l := listen(t, s, conf.ListenerWS)
+	silent := dialTCP(t, l)
+	notFound := dialTCP(t, l)
+	_, res, err := wsHandshake(notFound, "/elsewhere", "mqtt")
+	if err != nil || res.StatusCode != http.StatusNotFound {
+		t.Fatalf("upgrade on /elsewhere: %v %v", res, err)
+	}
+	for _, c := range []net.Conn{silent, notFound} {
+		_ = c.SetReadDeadline(time.Now().Add(waitTimeout))
+		if _, err := io.ReadAll(c); err != nil {
+			t.Errorf("client: %v, want EOF", err)
+		}
+	}
+	_ = s.Close()
+	if len(r.opened) != 0 || len(r.closed) != 0 {
+		t.Fatalf("events for connections never upgraded: %d opens, %d closes", len(r.opened), len(r.closed))
+	}
+	s.hsMu.Lock()
+	defer s.hsMu.Unlock()
+	if len(s.hs) != 0 {
+		t.Fatalf("%d handshakes left", len(s.hs))
+	}
+}
+
+// TestWSHandshake checks the path and the MQTT subprotocol.
+func TestWSHandshake(t *testing.T) {
+	r := newRecorder(t)
+	s := newTestServer(t, r, Options{})
+	l := listen(t, s, conf.ListenerWS)
+	for _, tc := range []struct {
+		path   string
+		protos []string
+		status int
+		proto  string
+	}{
+		{"/mqtt", []string{"mqtt"}, http.StatusSwitchingProtocols, "mqtt"},
+		{"/mqtt", []string{"mqttv3.1"}, http.StatusSwitchingProtocols, "mqttv3.1"},
+		{"/mqtt", []string{"chat", "mqttv3.1", "mqtt"}, http.StatusSwitchingProtocols, "mqtt"},
+		{"/mqtt", nil, http.StatusBadRequest, ""},
+		{"/mqtt", []string{"chat"}, http.StatusBadRequest, ""},
+		{"/", []string{"mqtt"}, http.StatusNotFound, ""},
+		{"/mqtt/x", []string{"mqtt"}, http.StatusNotFound, ""},
+	} {
+		c := dialTCP(t, l)
+		_, res, err := wsHandshake(c, tc.path, tc.protos...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := res.Header.Get("Sec-WebSocket-Protocol")
+		if res.StatusCode != tc.status || got != tc.proto {
+			t.Errorf("%s %v: %s, subprotocol %q; want %d %q", tc.path, tc.protos, res.Status, got, tc.status, tc.proto)
+		}
+		_ = c.Close()
+	}
+}
+
+// TestWSCoder talks to the server with an independent client library.
+func TestWSCoder(t *testing.T) {
+	r := newRecorder(t)
+	r.echo = true
+	s := newTestServer(t, r, Options{})
+	l := listen(t, s, conf.ListenerWS)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	url := "ws://" + l.Addr().String() + "/mqtt"
+
+	_, res, err := websocket.Dial(ctx, url, nil)
+	if err == nil || res == nil || res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("dial without subprotocol: %v, want 400", err)
+	}
+	c, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{Subprotocols: []string{"mqtt"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Subprotocol() != "mqtt" {
+		t.Fatalf("subprotocol %q", c.Subprotocol())
+	}
+	recv(t, r.opened, "OnOpen")
+	for i := range 10 {
+		msg := randomBytes(1 + i*1000)
+		if err := c.Write(ctx, websocket.MessageBinary, msg); err != nil {
+			t.Fatal(err)
+		}
+		typ, got, err := c.Read(ctx)
+		if err != nil || typ != websocket.MessageBinary || !bytes.Equal(got, msg) {
+			t.Fatalf("echo %d: %v %v", i, typ, err)
+		}
+	}
+	if err := c.Close(websocket.StatusNormalClosure, ""); err != nil {
+		t.Fatalf("close handshake: %v", err)
+	}
+	if ev := recv(t, r.closed, "OnClose"); !errors.Is(ev.err, io.EOF) {
+		t.Errorf("OnClose(%v), want io.EOF", ev.err)
+	}
+
+	// A text message breaks the MQTT binding: the server closes without delivering it.
+	c, _, err = websocket.Dial(ctx, url, &websocket.DialOptions{Subprotocols: []string{"mqtt"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := recv(t, r.opened, "OnOpen")
+	if err := c.Write(ctx, websocket.MessageText, []byte("text")); err != nil {
+		t.Fatal(err)
+	}
+	if ev := recv(t, r.closed, "OnClose"); !errors.Is(ev.err, errTextMessage) {
+		t.Errorf("OnClose(%v), want errTextMessage", ev.err)
+	}
+	if got := r.received(sc); len(got) != 0 {
+		t.Errorf("text delivered: %d bytes", len(got))
+	}
+	_ = c.CloseNow()
+}
+
+// TestWSPing: the server answers a ping with a pong carrying the same payload.
+func TestWSPing(t *testing.T) {
+	r := newRecorder(t)
+	r.echo = true
+	s := newTestServer(t, r, Options{})
+	l := listen(t, s, conf.ListenerWS)
+	c := dialWS(t, l)
+	if _, err := c.Write(frame(true, 0x9, []byte("are you there"))); err != nil {
+		t.Fatal(err)
+	}
+	op, fin, p, err := c.readFrame()
+	if err != nil || op != wsPong || !fin || string(p) != "are you there" {
+		t.Fatalf("got opcode %d %q %v, want a pong", op, p, err)
+	}
+	c.send(t, []byte("still echoing"))
+	if got := c.readMessage(t); string(got) != "still echoing" {
+		t.Fatalf("echo %q", got)
+	}
+}
+
+// TestListenerClose closes one listener: its connections close, the other's live on.
+func TestListenerClose(t *testing.T) {
+	r := newRecorder(t)
+	r.echo = true
+	s := newTestServer(t, r, Options{})
+	a, b := listen(t, s, conf.ListenerTCP), listen(t, s, conf.ListenerWS)
+	ca, cb := dial(t, a), dial(t, b)
+	recv(t, r.opened, "OnOpen")
+	recv(t, r.opened, "OnOpen")
+	pending := dialTCP(t, b) // in its handshake
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if ev := recv(t, r.closed, "OnClose"); ev.c.Listener() != b || ev.err != nil {
+		t.Fatalf("OnClose(%v) for %s", ev.err, ev.c.Listener().Name())
+	}
+	for _, c := range []net.Conn{cb, pending} {
+		_ = c.SetReadDeadline(time.Now().Add(waitTimeout))
+		if _, err := io.ReadAll(c); err != nil {
+			t.Errorf("client of the closed listener: %v", err)
+		}
+	}
+	if _, err := net.Dial("tcp", b.Addr().String()); err == nil {
+		t.Error("the closed listener still accepts")
+	}
+	ca.send(t, []byte("alive"))
+	if got := ca.recv(t, 5); string(got) != "alive" {
+		t.Fatalf("echo %q", got)
+	}
+	if a.Conns() != 1 || b.Conns() != 0 {
+		t.Fatalf("Conns() = %d, %d", a.Conns(), b.Conns())
+	}
+}
+
+// flakyListener fails Accept a number of times, then blocks until closed.
+type flakyListener struct {
+	net.Listener // for Addr
+	fails        atomic.Int32
+	calls        atomic.Int32
+	closed       chan struct{}
+	once         sync.Once
+}
+
+func (f *flakyListener) Accept() (net.Conn, error) {
+	f.calls.Add(1)
+	if f.fails.Add(-1) >= 0 {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: syscall.EMFILE}
+	}
+	<-f.closed
+	return nil, net.ErrClosed
+}
+
+func (f *flakyListener) Close() error {
+	f.once.Do(func() { close(f.closed) })
+	return nil
+}
+
+// logCounter counts log records at Error.
+type logCounter struct{ n atomic.Int32 }
+
+func (h *logCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logCounter) Handle(_ context.Context, r slog.Record) error {
+	if r.Level == slog.LevelError {
+		h.n.Add(1)
+	}
+	return nil
+}
+func (h *logCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *logCounter) WithGroup(string) slog.Handler      { return h }
+
+// TestAcceptBackoff: accept errors are logged and retried, and Close ends the loop.
+func TestAcceptBackoff(t *testing.T) {
+	logs := &logCounter{}
+	s := newTestServer(t, newRecorder(t), Options{Logger: slog.New(logs)})
+	l, err := newListener(s, conf.Listener{Type: conf.ListenerTCP, Address: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &flakyListener{closed: make(chan struct{})}
+	f.fails.Store(4)
+	l.ln = f
+	start := time.Now()
+	go l.acceptLoop(func(*Listener, net.Conn) { t.Error("admitted a connection") })
+	waitFor(t, "five accepts", func() bool { return f.calls.Load() == 5 })
+	if d := time.Since(start); d < (5+10+20+40)*time.Millisecond {
+		t.Errorf("four failures retried within %v: no back-off", d)
+	}
+	if n := logs.n.Load(); n != 4 {
+		t.Errorf("%d errors logged, want 4", n)
+	}
+	done := make(chan struct{})
+	go func() { _ = l.stop(); close(done) }()
+	recv(t, done, "the accept loop to stop")
+}
+
+// TestStartStop closes Servers right after their first Listen, with various numbers of
+// pollers: nbio loses a Stop that comes before a poller's loop has started (awaitPollers).
+func TestStartStop(t *testing.T) {
+	for _, pollers := range []int{1, 2, 3, 5, 8} {
+		for range 10 {
+			s := New(newRecorder(t), Options{Pollers: pollers, Logger: testLogger(t)})
+			if _, err := s.Listen(conf.Listener{Type: conf.ListenerTCP, Address: "127.0.0.1:0"}); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- s.Close() }()
+			if err := recv(t, done, "Close"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestOpenWrite: on TCP, OnOpen runs before the socket is polled, so a write the socket
+// cannot take at once closes the connection rather than waiting forever.
+func TestOpenWrite(t *testing.T) {
+	r := newRecorder(t)
+	big := make([]byte, 64<<20)
+	r.open = func(c Conn) {
+		if _, err := c.Write(big); !errors.Is(err, errOpenWrite) {
+			t.Errorf("Write in OnOpen: %v, want errOpenWrite", err)
+		}
+	}
+	s := newTestServer(t, r, Options{})
+	l := listen(t, s, conf.ListenerTCP)
+	dialTCP(t, l)
+	if ev := recv(t, r.closed, "OnClose"); !errors.Is(ev.err, errOpenWrite) {
+		t.Fatalf("OnClose(%v), want errOpenWrite", ev.err)
+	}
+}

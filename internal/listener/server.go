@@ -1,0 +1,366 @@
+package listener
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime"
+	"runtime/pprof"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lesismal/nbio"
+	"github.com/lesismal/nbio/logging"
+	"github.com/lesismal/nbio/nbhttp"
+	"github.com/lesismal/nbio/nbhttp/websocket"
+
+	"github.com/bifrost-mqtt/bifrost/internal/conf"
+)
+
+// Options configures a Server. Zero values mean the defaults given beside each field.
+type Options struct {
+	// ConnectTimeout is the idle timeout every connection starts with, until the handler
+	// sets its own (after CONNECT). Default 10s.
+	ConnectTimeout time.Duration
+	// DrainTimeout is how long a Shutdown waits for the peer to close before closing.
+	// Default 1s.
+	DrainTimeout time.Duration
+	// Tick is the timing wheel's resolution: timeouts fire up to two ticks late.
+	// Default 250ms.
+	Tick time.Duration
+	// Logger receives accept errors and the like. Default slog.Default().
+	Logger *slog.Logger
+	// Pollers is the number of event loops (goroutines) serving every connection.
+	// Default runtime.NumCPU().
+	Pollers int
+	// ReadBufferSize is the read buffer of each poller, shared by all its connections: the
+	// most one OnData call delivers. Default 32 KiB.
+	ReadBufferSize int
+	// MaxWSMessage is the largest WebSocket message accepted; a larger one closes the
+	// connection. It bounds what one connection can make the server buffer before the
+	// message is complete. Default 4 MiB.
+	MaxWSMessage int
+}
+
+// Defaults of Options.
+const (
+	DefaultConnectTimeout = 10 * time.Second
+	DefaultDrainTimeout   = time.Second
+	DefaultTick           = 250 * time.Millisecond
+	DefaultReadBufferSize = 32 << 10
+	DefaultMaxWSMessage   = 4 << 20
+)
+
+// wheelSlots is the number of slots: with the default tick the wheel turns once in 128 s,
+// longer than most keepalives, so most entries are visited once per timeout.
+const wheelSlots = 512
+
+func (o *Options) ensureDefaults() {
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = DefaultConnectTimeout
+	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = DefaultDrainTimeout
+	}
+	if o.Tick <= 0 {
+		o.Tick = DefaultTick
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Pollers <= 0 {
+		o.Pollers = runtime.NumCPU()
+	}
+	if o.ReadBufferSize <= 0 {
+		o.ReadBufferSize = DefaultReadBufferSize
+	}
+	if o.MaxWSMessage <= 0 {
+		o.MaxWSMessage = DefaultMaxWSMessage
+	}
+}
+
+// Server owns the event loops and all listeners. The loops start with the first Listen.
+type Server struct {
+	h     Handler
+	o     Options
+	log   *slog.Logger
+	wheel *wheel[conn, *conn]
+	done  chan struct{} // closed by Close: stops the wheel
+
+	mu        sync.Mutex
+	started   bool
+	closed    bool
+	listeners map[*Listener]struct{}
+	engine    *nbhttp.Engine // all connections, TCP and WebSocket
+	upgrader  *websocket.Upgrader
+
+	hsMu   sync.Mutex
+	hs     map[*nbio.Conn]*conn // WebSocket connections not yet upgraded
+	hsPeak int                  // most entries hs held since it was made
+
+	deferred sync.Map // *conn → error: the reason for a close asked for while admitting
+
+	wg      sync.WaitGroup // goroutines started by goroutine
+	running atomic.Int32
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New returns a Server that reports to h. Nothing runs until the first Listen.
+func New(h Handler, o Options) *Server {
+	o.ensureDefaults()
+	nbioLogOnce.Do(func() { logging.SetLogger(nbioLog{}) })
+	return &Server{
+		h:         h,
+		o:         o,
+		log:       o.Logger,
+		wheel:     newWheel[conn](o.Tick, wheelSlots, time.Now()),
+		done:      make(chan struct{}),
+		listeners: make(map[*Listener]struct{}),
+		hs:        make(map[*nbio.Conn]*conn),
+	}
+}
+
+// Listen starts one endpoint from config; the address may use port 0 (see Listener.Addr).
+func (s *Server) Listen(cfg conf.Listener) (*Listener, error) {
+	l, err := newListener(s, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrServerClosed
+	}
+	if !s.started {
+		if err := s.start(); err != nil {
+			return nil, err
+		}
+	}
+	l.ln, err = net.Listen("tcp", cfg.Address)
+	if err != nil {
+		return nil, fmt.Errorf("listener: %s: %w", l.name, err)
+	}
+	s.listeners[l] = struct{}{}
+	admit := s.admitTCP
+	if l.kind == kindWS {
+		admit = s.admitWS
+	}
+	s.goroutine("accept "+l.name, func() { l.acceptLoop(admit) })
+	return l, nil
+}
+
+// Close stops accepting on every listener and closes every connection (OnClose for each,
+// all delivered when Close returns), then stops the loops. Idempotent.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		ls := make([]*Listener, 0, len(s.listeners))
+		for l := range s.listeners {
+			ls = append(ls, l)
+		}
+		started := s.started
+		s.mu.Unlock()
+
+		var errs []error
+		for _, l := range ls {
+			if err := l.stop(); err != nil && !errors.Is(err, net.ErrClosed) {
+				errs = append(errs, err)
+			}
+		}
+		if started {
+			// Stop closes every connection and waits for their close hooks, then stops
+			// the pollers, which deliver any OnClose handed to them before they exit.
+			s.engine.Stop()
+		}
+		close(s.done)
+		s.wg.Wait()
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
+
+// start creates and starts the engine and the wheel. s.mu is held.
+func (s *Server) start() error {
+	e := nbhttp.NewEngine(nbhttp.Config{
+		Name:                    "bifrost",
+		NPoller:                 s.o.Pollers,
+		ReadBufferSize:          s.o.ReadBufferSize,
+		ReadLimit:               s.o.MaxWSMessage + 64, // a frame's header and a partial next one
+		Handler:                 http.HandlerFunc(s.serveHTTP),
+		ServerExecutor:          func(f func()) { f() }, // run parsed requests and messages in the poller
+		SupportServerOnly:       true,
+		ReleaseWebsocketPayload: true,
+	})
+	e.Engine.OnOpen(s.onOpen)
+	e.Engine.OnData(s.onData)
+	e.Engine.OnWrittenSize(s.onWritten)
+	e.OnClose(s.onClose)
+	s.engine, s.upgrader = e, s.newUpgrader(e) // before Start: the pollers read them
+	if err := e.Start(); err != nil {
+		s.engine, s.upgrader = nil, nil
+		return fmt.Errorf("listener: starting the event loops: %w", err)
+	}
+	if err := s.awaitPollers(); err != nil {
+		// Not stopped: Stop hangs on a poller that has not started (see awaitPollers).
+		s.engine, s.upgrader = nil, nil
+		return err
+	}
+	s.started = true
+	s.goroutine("timing wheel", func() { s.wheel.run(s.done, s.expire) })
+	return nil
+}
+
+// goroutine starts f in a goroutine that Close waits for, counted in s.running and
+// labelled for profiles. Every goroutine of ours goes through here; nbio's pollers are
+// started by nbio (Options.Pollers of them).
+func (s *Server) goroutine(name string, f func()) {
+	s.wg.Add(1)
+	s.running.Add(1)
+	go func() {
+		defer func() {
+			s.running.Add(-1)
+			s.wg.Done()
+		}()
+		pprof.Do(context.Background(), pprof.Labels("bifrost", name), func(context.Context) { f() })
+	}()
+}
+
+// forget drops a stopped listener.
+func (s *Server) forget(l *Listener) {
+	s.mu.Lock()
+	delete(s.listeners, l)
+	s.mu.Unlock()
+}
+
+// closeConns closes every connection of l, upgraded or not.
+func (s *Server) closeConns(l *Listener) {
+	var cs []*conn
+	s.wheel.each(func(c *conn) {
+		if c.l == l {
+			cs = append(cs, c)
+		}
+	})
+	for _, c := range cs {
+		_ = c.closeWith(nil)
+	}
+}
+
+// expire is the wheel's verdict on c: its timeout, or its Shutdown drain, has run out.
+func (s *Server) expire(c *conn) {
+	if c.state.Load()&stShutdown != 0 {
+		_ = c.closeWith(nil)
+		return
+	}
+	_ = c.closeWith(ErrIdleTimeout)
+}
+
+// connOf returns our record of an open (or opening) connection, or nil.
+func connOf(nc *nbio.Conn) *conn {
+	switch x := nc.Session().(type) {
+	case *conn:
+		return x
+	case *websocket.Conn:
+		c, _ := x.Session().(*conn)
+		return c
+	}
+	return nil
+}
+
+// onOpen is nbio's open hook, called in the accept goroutine once the poller is chosen and
+// before the socket is polled: nothing can be read before it returns.
+func (s *Server) onOpen(nc *nbio.Conn) {
+	switch x := nc.Session().(type) {
+	case *conn: // TCP
+		x.open()
+	case *nbhttp.Parser: // WebSocket before the upgrade: only the connect timeout
+		if c := s.handshake(nc, false); c != nil {
+			s.wheel.set(c, s.o.ConnectTimeout)
+		}
+	}
+}
+
+// onData is nbio's data hook, called in the poller with bytes read into its buffer.
+func (s *Server) onData(nc *nbio.Conn, data []byte) {
+	switch x := nc.Session().(type) {
+	case *conn:
+		x.touch()
+		x.onData(data)
+	case pollerProbe:
+		x.ready <- x.i
+	case *websocket.Conn:
+		if c, ok := x.Session().(*conn); ok {
+			c.touch()
+		}
+		s.engine.DataHandler(nc, data)
+	default: // HTTP: a WebSocket connection before its upgrade
+		// Taking hsMu orders this poller after admitWS for the race detector, which does
+		// not see the hand-off through epoll; reads of this kind are few.
+		s.handshake(nc, false)
+		s.engine.DataHandler(nc, data)
+	}
+}
+
+// onWritten is nbio's hook for bytes that reached the socket, called with nc locked.
+func (s *Server) onWritten(nc *nbio.Conn, _ []byte, n int) {
+	if c := connOf(nc); c != nil {
+		c.written(n)
+	}
+}
+
+// onClose is nbhttp's close hook, called once per connection after nbio closed it.
+func (s *Server) onClose(netc net.Conn, _ error) {
+	nc, ok := netc.(*nbio.Conn)
+	if !ok {
+		return
+	}
+	c := connOf(nc)
+	if c == nil {
+		c = s.handshake(nc, true)
+	}
+	if c != nil {
+		c.closed()
+	}
+}
+
+// handshake returns the record of a WebSocket connection not yet upgraded, and forgets it
+// if take.
+func (s *Server) handshake(nc *nbio.Conn, take bool) *conn {
+	s.hsMu.Lock()
+	c := s.hs[nc]
+	if take && c != nil {
+		delete(s.hs, nc)
+		s.hsPeak = max(s.hsPeak, len(s.hs)+1)
+		if len(s.hs) == 0 && s.hsPeak > 256 {
+			// A map never shrinks: let a storm's buckets go once it has passed.
+			s.hs, s.hsPeak = make(map[*nbio.Conn]*conn), 0
+		}
+	}
+	s.hsMu.Unlock()
+	return c
+}
+
+// nbioLog sends nbio's log, which is global to the process, to slog.Default: its Info and
+// Debug lines (engine start and stop) at Debug, the others at their level. Installed once,
+// by the first New.
+type nbioLog struct{}
+
+var nbioLogOnce sync.Once
+
+func (nbioLog) Debug(format string, v ...any) { nbioLogAt(slog.LevelDebug, format, v) }
+func (nbioLog) Info(format string, v ...any)  { nbioLogAt(slog.LevelDebug, format, v) }
+func (nbioLog) Warn(format string, v ...any)  { nbioLogAt(slog.LevelWarn, format, v) }
+func (nbioLog) Error(format string, v ...any) { nbioLogAt(slog.LevelError, format, v) }
+
+func nbioLogAt(level slog.Level, format string, v []any) {
+	l := slog.Default()
+	if l.Enabled(context.Background(), level) {
+		l.Log(context.Background(), level, fmt.Sprintf(format, v...), slog.String("component", "nbio"))
+	}
+}

@@ -1,0 +1,198 @@
+package listener
+
+import (
+	"encoding/binary"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/lesismal/nbio"
+	"github.com/lesismal/nbio/nbhttp"
+	"github.com/lesismal/nbio/nbhttp/websocket"
+)
+
+// MQTT over WebSocket (MQTT 5.0 section 6, 3.1.1 section 6): binary messages only, the
+// subprotocol "mqtt" ("mqttv3.1" for MQTT 3.1 clients), a message may hold part of a packet
+// or several. The upgrade and the frames are handled by nbhttp and nbhttp/websocket on the
+// Server's pollers (the executor is synchronous: no goroutine per connection or message).
+//
+// Life of a connection: accepted, it gets an nbhttp parser as its nbio session and a conn
+// record in Server.hs, under the connect timeout. When a GET on the listener's path with
+// the subprotocol upgrades, the nbio session becomes the *websocket.Conn, whose own session
+// is our conn, and OnOpen runs. Requests on other paths get 404, upgrades without an MQTT
+// subprotocol 400; such a connection stays an HTTP connection until it closes or its
+// connect timeout ends it.
+//
+// Writes do not go through websocket.Conn: our write path frames them (a 2-10 byte header
+// written with the payload in one writev) so that they are vectored and ordered with the
+// pongs and close frames, which go through it too.
+
+// errTextMessage closes a connection that sent a non-binary data message.
+var errTextMessage = errors.New("listener: WebSocket text message: MQTT needs binary messages")
+
+// Subprotocols we speak, in order of preference. Spec [MQTT-6.0.0-3], [MQTT-6.0.0-4].
+var wsSubprotocols = []string{"mqtt", "mqttv3.1"}
+
+// WebSocket opcodes (RFC 6455 section 5.2) and the frames we send.
+const (
+	wsBinary    = 0x2
+	wsClose     = 0x8
+	wsPong      = 0xA
+	wsMaxHeader = 10 // FIN/opcode, length 127, 64-bit length; server frames are not masked
+)
+
+// wsCloseNormal is a close frame with status 1000, normal closure.
+var wsCloseNormal = [4]byte{0x80 | wsClose, 2, 0x03, 0xE8}
+
+// appendWSHeader appends the header of one unfragmented, unmasked frame of n bytes.
+func appendWSHeader(b []byte, opcode byte, n int) []byte {
+	b = append(b, 0x80|opcode)
+	switch {
+	case n < 126:
+		return append(b, byte(n))
+	case n <= 0xFFFF:
+		return binary.BigEndian.AppendUint16(append(b, 126), uint16(n))
+	default:
+		return binary.BigEndian.AppendUint64(append(b, 127), uint64(n))
+	}
+}
+
+// admitWS takes over a connection accepted on a ws listener: it starts as HTTP.
+func (s *Server) admitWS(l *Listener, raw net.Conn) {
+	nc, err := nbio.NBConn(raw)
+	if err != nil {
+		_ = raw.Close()
+		s.log.Warn("listener: cannot take over connection", slog.String("listener", l.name), slog.Any("err", err))
+		return
+	}
+	hc := &nbhttp.Conn{Conn: nc}
+	hc.Parser = nbhttp.NewParser(hc, s.engine, nbhttp.NewServerProcessor(), false, nc.Execute)
+	nc.SetSession(hc.Parser)
+	c := &conn{nc: nc, l: l}
+	c.admitting()
+	s.hsMu.Lock()
+	s.hs[nc] = c
+	s.hsMu.Unlock()
+	_, err = s.engine.AddConn(nc) // the connect timeout starts in here
+	c.admitted()
+	if err != nil {
+		s.handshake(nc, true) // nbio may have closed it before the close hook could run
+		s.log.Warn("listener: cannot poll connection", slog.String("listener", l.name), slog.Any("err", err))
+	}
+}
+
+// newUpgrader returns the upgrader shared by every ws listener of s.
+func (s *Server) newUpgrader(e *nbhttp.Engine) *websocket.Upgrader {
+	u := websocket.NewUpgrader()
+	u.Engine = e
+	u.Subprotocols = wsSubprotocols
+	u.KeepaliveTime = 0 // no read deadline (a timer per connection): the wheel does it
+	u.MessageLengthLimit = s.o.MaxWSMessage
+	u.ReleasePayload = true
+	// Browsers' MQTT clients are served from any origin; authentication is MQTT's job.
+	u.CheckOrigin = func(*http.Request) bool { return true }
+	u.OnMessage(s.onWSMessage)
+	u.SetPingHandler(s.onWSPing)
+	u.SetPongHandler(func(*websocket.Conn, string) {})
+	u.SetCloseHandler(s.onWSClose)
+	return u
+}
+
+// serveHTTP answers every HTTP request on a ws listener, in the poller.
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	var nc *nbio.Conn
+	if res, ok := w.(*nbhttp.Response); ok && res.Parser != nil {
+		if hc, ok := res.Parser.Conn.(*nbhttp.Conn); ok {
+			nc, _ = hc.Conn.(*nbio.Conn)
+		}
+	}
+	var c *conn
+	if nc != nil {
+		c = s.handshake(nc, false)
+	}
+	switch {
+	case c == nil:
+		http.Error(w, "listener: unknown connection", http.StatusInternalServerError)
+		return
+	case r.URL.Path != c.l.path:
+		http.NotFound(w, r)
+		return
+	case !offersMQTT(r.Header):
+		http.Error(w, "listener: the WebSocket subprotocol mqtt is required", http.StatusBadRequest)
+		return
+	}
+	ws, err := s.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return // the upgrader answered
+	}
+	ws.SetSession(c)
+	s.handshake(nc, true)
+	c.open()
+}
+
+// offersMQTT reports whether the client offers one of our subprotocols.
+func offersMQTT(h http.Header) bool {
+	for _, v := range h.Values("Sec-WebSocket-Protocol") {
+		for p := range strings.SplitSeq(v, ",") {
+			p = strings.TrimSpace(p)
+			for _, want := range wsSubprotocols {
+				if p == want {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// onWSMessage delivers a data message's payload. Spec [MQTT-6.0.0-1]: anything but a
+// binary message closes the connection.
+func (s *Server) onWSMessage(ws *websocket.Conn, mt websocket.MessageType, data []byte) {
+	c, _ := ws.Session().(*conn)
+	if c == nil {
+		return
+	}
+	if mt != websocket.BinaryMessage {
+		_ = c.closeWith(errTextMessage)
+		return
+	}
+	c.onData(data)
+}
+
+// onWSPing answers a ping through our write path, so it cannot split one of our frames.
+func (s *Server) onWSPing(ws *websocket.Conn, data string) {
+	c, _ := ws.Session().(*conn)
+	if c == nil {
+		return
+	}
+	var hdr [wsMaxHeader]byte
+	bufs := [1][]byte{[]byte(data)}
+	c.wmu.Lock()
+	_ = c.writeLocked(appendWSHeader(hdr[:0], wsPong, len(data)), bufs[:])
+	c.wmu.Unlock()
+}
+
+// onWSClose handles the peer's close frame: unless we sent ours (Shutdown), echo its
+// status as RFC 6455 section 5.5.1 asks. nbhttp closes the connection when this returns.
+func (s *Server) onWSClose(ws *websocket.Conn, code int, _ string) {
+	c, _ := ws.Session().(*conn)
+	if c == nil {
+		return
+	}
+	c.state.Or(stPeerClose)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.state.Load()&stShutdown != 0 {
+		return
+	}
+	frame := [4]byte{0x80 | wsClose, 0}
+	n := 2
+	if code != 1005 { // 1005: the peer gave no status; answer with none
+		frame[1] = 2
+		binary.BigEndian.PutUint16(frame[2:], uint16(code))
+		n = 4
+	}
+	_ = c.writeLocked(frame[:n], nil)
+}
