@@ -1,9 +1,6 @@
 // Package bifrost embeds the bifrost MQTT broker in a Go program: build a Broker from a
-// Config, Start it, Close it. The bifrost binary (cmd/bifrost) is a thin shell around the
-// same API.
-//
-// This version serves the operator HTTP endpoint only (metrics, pprof, health, load); the
-// MQTT listeners in the Config are not served yet.
+// Config, Start it, publish and subscribe in-process, Close it. The bifrost binary
+// (cmd/bifrost) is a thin shell around the same API.
 package bifrost
 
 import (
@@ -16,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bifrost-mqtt/bifrost/internal/broker"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/logging"
 	"github.com/bifrost-mqtt/bifrost/internal/metrics"
@@ -53,6 +51,7 @@ type Broker struct {
 	started bool
 	closed  bool
 	http    *metrics.Server // nil before Start and when http.address is off
+	mqtt    *broker.Broker
 
 	routines routines
 }
@@ -87,12 +86,17 @@ func New(cfg *Config, opts ...Option) (*Broker, error) {
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.routines.init(b.ctx)
 	b.metrics = metrics.New(b.loadInput)
+	mqtt, err := broker.New(broker.Options{Config: cfg, Logger: b.log, Metrics: b.metrics, Go: b.routines.start})
+	if err != nil {
+		return nil, fmt.Errorf("bifrost: %w", err)
+	}
+	b.mqtt = mqtt
 	return b, nil
 }
 
-// Start binds the HTTP endpoint and starts serving. It returns once the endpoint accepts
-// connections (HTTPAddr is then set) or with the error that prevented it; after an error,
-// Close the Broker. ctx bounds the start only: the broker runs until Close.
+// Start opens the MQTT listeners and the HTTP endpoint. It returns once they accept
+// connections (Addrs and HTTPAddr are then set) or with the error that prevented it; after
+// an error, Close the Broker. ctx bounds the start only: the broker runs until Close.
 func (b *Broker) Start(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -107,8 +111,8 @@ func (b *Broker) Start(ctx context.Context) error {
 	}
 	b.started = true
 
-	if n := len(b.cfg.Listeners); n > 0 {
-		b.log.Warn("mqtt listeners are configured but not served: this version serves the http endpoint only", "listeners", n)
+	if err := b.mqtt.Start(); err != nil {
+		return fmt.Errorf("bifrost: %w", err)
 	}
 	srv, err := metrics.Listen(b.cfg.HTTP, b.metrics, b.log)
 	if err != nil {
@@ -128,9 +132,10 @@ func (b *Broker) Start(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the broker gracefully: /healthz turns to 503, HTTP requests in flight get up
-// to 5s to finish (long ones such as a CPU profile are cut short), and Close returns once
-// every goroutine the broker started has ended.
+// Close stops the broker gracefully: the listeners stop accepting, every client is
+// disconnected (MQTT 5 clients are told the server is shutting down), /healthz turns to
+// 503, HTTP requests in flight get up to 5s to finish (long ones such as a CPU profile are
+// cut short), and Close returns once every goroutine the broker started has ended.
 // Close may be called more than once, and before Start; later calls return nil.
 func (b *Broker) Close() error {
 	b.mu.Lock()
@@ -142,12 +147,15 @@ func (b *Broker) Close() error {
 	srv := b.http
 	b.mu.Unlock()
 
+	mqttErr := b.mqtt.Close()
 	// Cancelling first ends long requests (a 30s CPU profile) instead of waiting them out.
 	b.cancel()
-	var err error
+	err := mqttErr
 	if srv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-		err = srv.Shutdown(ctx) // turns /healthz to 503 first
+		if herr := srv.Shutdown(ctx); herr != nil && err == nil { // turns /healthz to 503 first
+			err = herr
+		}
 		cancel()
 		b.log.Debug("http endpoint shut down", "err", err)
 	}
@@ -169,9 +177,36 @@ func (b *Broker) HTTPAddr() net.Addr {
 	return b.http.Addr()
 }
 
-// loadInput samples the inputs of the load figure. There are no MQTT connections yet and
-// no cap on them, so memory against the runtime's limit alone decides.
+// Addrs returns the address of every MQTT listener, in config order, with the ports chosen
+// when the config says 0; nil before Start.
+func (b *Broker) Addrs() []net.Addr {
+	var out []net.Addr
+	for _, l := range b.mqtt.Listeners() {
+		out = append(out, l.Addr())
+	}
+	return out
+}
+
+// Publish publishes a message from the embedding program, with the broker as publisher.
+// The payload is copied; retain and QoS mean what they mean for a client's PUBLISH.
+func (b *Broker) Publish(topic string, payload []byte, qos byte, retain bool) error {
+	return b.mqtt.Publish(topic, payload, qos, retain)
+}
+
+// Subscribe calls fn for every message published to a topic that filter matches. fn runs
+// on the publisher's network goroutine and must return quickly; it must not keep payload.
+// The returned function ends the subscription.
+func (b *Broker) Subscribe(filter string, fn func(topic string, payload []byte)) (unsubscribe func(), err error) {
+	return b.mqtt.Subscribe(filter, fn)
+}
+
+// loadInput samples the inputs of the load figure: connections (there is no cap on them
+// yet) and memory against the runtime's limit.
 func (b *Broker) loadInput() metrics.LoadInput {
 	inUse, limit := metrics.RuntimeMemory()
-	return metrics.LoadInput{MemoryBytes: inUse, MemoryLimitBytes: limit}
+	in := metrics.LoadInput{MemoryBytes: inUse, MemoryLimitBytes: limit}
+	if b.mqtt != nil {
+		in.Connections = int64(b.mqtt.Clients())
+	}
+	return in
 }

@@ -3,18 +3,19 @@ package bifrost_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"log"
 	"log/slog"
-	"net/http"
 
 	"github.com/bifrost-mqtt/bifrost"
 )
 
-// A program embeds the broker: defaults, with the operator endpoint on a free port.
+// A program embeds the broker, listens to what clients publish and publishes itself.
 func Example() {
 	cfg := bifrost.DefaultConfig()
-	cfg.HTTP.Address = "127.0.0.1:0"
+	cfg.HTTP.Address = "off"
+	for i := range cfg.Listeners {
+		cfg.Listeners[i].Address = "127.0.0.1:0" // any free port
+	}
 	b, err := bifrost.New(cfg, bifrost.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		log.Fatal(err)
@@ -24,12 +25,18 @@ func Example() {
 	}
 	defer b.Close()
 
-	resp, err := http.Get("http://" + b.HTTPAddr().String() + "/healthz")
+	got := make(chan string, 1)
+	unsubscribe, err := b.Subscribe("sensors/+/temperature", func(topic string, payload []byte) {
+		got <- topic + " " + string(payload) // runs on the publisher's goroutine: do not block
+	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	fmt.Printf("%s %s", resp.Status, body)
-	// Output: 200 OK ok
+	defer unsubscribe()
+
+	if err := b.Publish("sensors/kitchen/temperature", []byte("21.5"), 1, false); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(<-got)
+	// Output: sensors/kitchen/temperature 21.5
 }

@@ -1,0 +1,254 @@
+// Package broker wires bifrost's parts into an MQTT broker: the listeners feed bytes to
+// per-connection clients, clients drive their sessions, the publish path matches topics in
+// the pubsub index and hands messages to the sessions that subscribed.
+//
+// # Goroutines
+//
+// The broker starts no goroutine per connection. Packets are handled on the listener's
+// event-loop goroutine that read them (OnData), and writes they cause are batched per
+// destination session and flushed at the end of that OnData call. Timers exist only for
+// sessions that have no connection: a will waiting for its delay and a session waiting to
+// expire (time.AfterFunc, which parks no goroutine). One goroutine publishes $SYS.
+//
+// # Lock order
+//
+//	Broker.mu (session registry) → session.Session's lock → pubsub's locks
+//
+// No code holds two sessions' locks at once; idMu (the ID → session table) is a leaf
+// taken alone or after Broker.mu.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/listener"
+	"github.com/bifrost-mqtt/bifrost/internal/metrics"
+	"github.com/bifrost-mqtt/bifrost/internal/pubsub"
+	"github.com/bifrost-mqtt/bifrost/internal/session"
+)
+
+// Options configure a Broker.
+type Options struct {
+	Config  *conf.Config // validated, defaults filled
+	Logger  *slog.Logger
+	Metrics *metrics.Registry // may be nil
+	// Auth decides CONNECTs; nil admits every client (the config's auth section is
+	// enforced by the auth part when it lands).
+	Auth Authenticator
+	// Go starts a long-lived goroutine with a name (the embedding Broker counts them);
+	// nil uses the go statement.
+	Go func(name string, f func(ctx context.Context)) bool
+}
+
+// A Broker is a running MQTT broker. Its methods are safe for concurrent use.
+type Broker struct {
+	cfg   *conf.Config
+	log   *slog.Logger
+	auth  Authenticator
+	lim   session.Limits
+	index *pubsub.Index
+	ret   *pubsub.Retained[*session.Message]
+	net   *listener.Server
+	stats stats
+	start time.Time
+	goFn  func(name string, f func(ctx context.Context)) bool
+
+	maxQoS          uint8
+	retainAvailable bool
+	maxKeepalive    uint16
+	expiryMax       uint32
+
+	mu        sync.Mutex // guards the fields below
+	sessions  map[string]*session.Session
+	wills     map[*session.Session]*time.Timer // wills waiting for their delay
+	expiries  map[*session.Session]*time.Timer // offline sessions waiting to expire
+	listeners []*listener.Listener
+	closed    bool
+
+	idMu  sync.RWMutex
+	byID  []target // SubscriberID → recipient; 0 unused
+	freeI []uint32
+
+	batches sync.Pool
+	done    chan struct{} // closed when Close begins
+	clients atomic.Int64  // connections that completed CONNECT
+	nextCID atomic.Uint64
+}
+
+// target is what a SubscriberID names: a session, or an in-process subscriber.
+type target struct {
+	s     *session.Session
+	local func(topic string, payload []byte)
+}
+
+// New builds a broker from a validated config. It serves nothing until Start.
+func New(o Options) (*Broker, error) {
+	c := o.Config
+	if c == nil {
+		return nil, errors.New("broker: no config")
+	}
+	b := &Broker{
+		cfg:             c,
+		log:             o.Logger,
+		auth:            o.Auth,
+		index:           pubsub.NewIndex(),
+		ret:             pubsub.NewRetained[*session.Message](),
+		sessions:        make(map[string]*session.Session),
+		wills:           make(map[*session.Session]*time.Timer),
+		expiries:        make(map[*session.Session]*time.Timer),
+		byID:            make([]target, 1, 1024),
+		maxQoS:          uint8(*c.MQTT.MaxQoS),
+		retainAvailable: *c.MQTT.RetainAvailable,
+		maxKeepalive:    uint16(c.MQTT.MaxKeepalive),
+		expiryMax:       uint32(c.MQTT.SessionExpiryMax),
+		goFn:            o.Go,
+		start:           time.Now(),
+		done:            make(chan struct{}),
+	}
+	if b.log == nil {
+		b.log = slog.Default()
+	}
+	if b.auth == nil {
+		b.auth = AllowAll{}
+	}
+	b.stats.init(o.Metrics)
+	b.lim = session.Limits{
+		ReceiveMaximum:    uint16(c.MQTT.ReceiveMaximum),
+		MaxPacketSize:     uint32(c.MQTT.MaxPacketSize),
+		TopicAliasMaximum: uint16(*c.MQTT.TopicAliasMaximum),
+		QueueMessages:     c.Queue.OfflineMessages,
+		QueueBytes:        int(c.Queue.OfflineBytes),
+		SlowBytes:         slowBytes(c),
+		Sent:              &b.stats.sent,
+		BytesSent:         &b.stats.bytesSent,
+	}
+	b.batches.New = func() any { return new(batch) }
+	b.net = listener.New(b, listener.Options{
+		ConnectTimeout: time.Duration(c.MQTT.ConnectTimeout),
+		Logger:         b.log,
+	})
+	return b, nil
+}
+
+// slowBytes derives the QoS 0 shedding threshold from the online queue bound: the bytes
+// of that many average (1 KiB) messages, at least 64 KiB so a burst of small messages is
+// never shed.
+func slowBytes(c *conf.Config) int {
+	return max(c.Queue.OnlineMessages*1024, 64<<10)
+}
+
+// Start opens every configured listener. On error the listeners opened so far stay open;
+// Close them with Close.
+func (b *Broker) Start() error {
+	for _, lc := range b.cfg.Listeners {
+		l, err := b.net.Listen(lc)
+		if err != nil {
+			return fmt.Errorf("broker: listener %s (%s %s): %w", lc.Name, lc.Type, lc.Address, err)
+		}
+		b.mu.Lock()
+		b.listeners = append(b.listeners, l)
+		b.mu.Unlock()
+		b.log.Info("mqtt listening", "listener", l.Name(), "type", l.Type(), "addr", l.Addr().String())
+	}
+	if iv := b.cfg.SysInterval; iv != nil && *iv > 0 {
+		b.startSys(time.Duration(*iv))
+	}
+	return nil
+}
+
+// Listeners returns the open listeners, in config order.
+func (b *Broker) Listeners() []*listener.Listener {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]*listener.Listener(nil), b.listeners...)
+}
+
+// Close stops accepting, closes every connection (sending v5 clients DISCONNECT 0x8B,
+// server shutting down, and publishing the wills that a connection loss publishes), and
+// stops the timers. Idempotent.
+func (b *Broker) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	close(b.done)
+	var online []*session.Session
+	for _, s := range b.sessions {
+		if s.Online() {
+			online = append(online, s)
+		}
+	}
+	b.mu.Unlock()
+	for _, s := range online {
+		s.Disconnect(packetServerShuttingDown)
+	}
+	err := b.net.Close()
+	b.mu.Lock()
+	for s, t := range b.wills {
+		t.Stop()
+		delete(b.wills, s)
+	}
+	for s, t := range b.expiries {
+		t.Stop()
+		delete(b.expiries, s)
+	}
+	b.mu.Unlock()
+	return err
+}
+
+// Clients is the number of connected clients.
+func (b *Broker) Clients() int { return int(b.clients.Load()) }
+
+// lookup returns the recipient of a SubscriberID; the caller holds idMu for reading.
+func (b *Broker) lookup(id pubsub.SubscriberID) target {
+	if int(id) < len(b.byID) {
+		return b.byID[id]
+	}
+	return target{}
+}
+
+// allocID reserves a SubscriberID for t.
+func (b *Broker) allocID(t target) uint32 {
+	b.idMu.Lock()
+	defer b.idMu.Unlock()
+	if n := len(b.freeI); n > 0 {
+		id := b.freeI[n-1]
+		b.freeI = b.freeI[:n-1]
+		b.byID[id] = t
+		return id
+	}
+	b.byID = append(b.byID, t)
+	return uint32(len(b.byID) - 1)
+}
+
+// setTarget fills in the session of an ID reserved before the session existed.
+func (b *Broker) setTarget(id uint32, t target) {
+	b.idMu.Lock()
+	b.byID[id] = t
+	b.idMu.Unlock()
+}
+
+func (b *Broker) freeID(id uint32) {
+	b.idMu.Lock()
+	b.byID[id] = target{}
+	b.freeI = append(b.freeI, id)
+	b.idMu.Unlock()
+}
+
+// goRoutine starts a long-lived goroutine through Options.Go, so the embedder counts it.
+func (b *Broker) goRoutine(name string, f func(ctx context.Context)) {
+	if b.goFn != nil {
+		b.goFn(name, f)
+		return
+	}
+	go f(context.Background())
+}

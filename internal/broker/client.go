@@ -1,0 +1,242 @@
+package broker
+
+import (
+	"errors"
+	"sync/atomic"
+
+	"github.com/bifrost-mqtt/bifrost/internal/listener"
+	"github.com/bifrost-mqtt/bifrost/internal/packet"
+	"github.com/bifrost-mqtt/bifrost/internal/pubsub"
+	"github.com/bifrost-mqtt/bifrost/internal/session"
+)
+
+const packetServerShuttingDown = packet.ServerShuttingDown
+
+// client is one network connection: its packet reader and, after CONNECT, its session.
+// Its fields are used only by the connection's own event-loop calls (OnData, OnClose),
+// which never overlap, except the atomic ones.
+type client struct {
+	conn listener.Conn
+	r    packet.Reader
+	s    *session.Session // nil until CONNECT is accepted
+	// closing: the connection is being closed; no further packet is handled.
+	closing bool
+	// willOnClose: publish the will when the connection closes (false after a normal
+	// DISCONNECT [MQTT-3.1.2-10]).
+	willOnClose bool
+	// takenOver is set by another connection's CONNECT that took the session over.
+	takenOver atomic.Bool
+}
+
+// batch is the per-OnData scratch space: decode targets, match results and the sessions
+// that have bytes to flush. Pooled, so handling packets allocates nothing.
+type batch struct {
+	connect     packet.Connect
+	publish     packet.Publish
+	ack         packet.Ack
+	subscribe   packet.Subscribe
+	unsubscribe packet.Unsubscribe
+	disconnect  packet.Disconnect
+	auth        packet.Auth
+	suback      packet.Suback
+	unsuback    packet.Unsuback
+	matches     pubsub.Matches
+	recipients  []recipient
+	msg         session.Message // the borrowed message of the PUBLISH being routed
+	props       []byte          // scratch for msg's encoded properties
+	dirty       []*session.Session
+}
+
+// mark records that s has bytes to flush.
+func (bt *batch) mark(s *session.Session, dirtied bool) {
+	if dirtied {
+		bt.dirty = append(bt.dirty, s)
+	}
+}
+
+// flush writes every dirty session's bytes, once each.
+func (bt *batch) flush() {
+	for i, s := range bt.dirty {
+		s.Flush()
+		bt.dirty[i] = nil
+	}
+	bt.dirty = bt.dirty[:0]
+}
+
+func (b *Broker) getBatch() *batch { return b.batches.Get().(*batch) }
+
+func (b *Broker) putBatch(bt *batch) {
+	bt.flush()
+	bt.msg = session.Message{}
+	clear(bt.recipients)
+	bt.recipients = bt.recipients[:0]
+	bt.matches.Reset()
+	if cap(bt.dirty) > 1024 {
+		bt.dirty = nil
+	}
+	if cap(bt.recipients) > 1024 {
+		bt.recipients = nil
+	}
+	b.batches.Put(bt)
+}
+
+// OnOpen implements listener.Handler.
+func (b *Broker) OnOpen(c listener.Conn) {
+	cl := &client{conn: c}
+	cl.r.MaxSize = int(b.lim.MaxPacketSize)
+	c.SetValue(cl)
+	b.stats.connection(c.Listener().Name(), 1)
+}
+
+// OnData implements listener.Handler: it reads every complete packet in data and handles
+// it, then flushes the sessions those packets wrote to.
+func (b *Broker) OnData(c listener.Conn, data []byte) {
+	cl, _ := c.Value().(*client)
+	if cl == nil || cl.closing {
+		return
+	}
+	b.stats.bytesRecv.Add(uint64(len(data)))
+	bt := b.getBatch()
+	cl.r.Feed(data)
+	for !cl.closing {
+		if cl.takenOver.Load() {
+			cl.closing = true
+			break
+		}
+		h, body, ok, err := cl.r.Next()
+		if err != nil {
+			b.protocolError(bt, cl, err)
+			break
+		}
+		if !ok {
+			break
+		}
+		b.handle(bt, cl, h, body)
+	}
+	if cl.closing {
+		cl.r.Release()
+	}
+	b.putBatch(bt)
+}
+
+// handle dispatches one packet.
+func (b *Broker) handle(bt *batch, cl *client, h packet.Header, body []byte) {
+	if cl.s == nil {
+		if h.Type != packet.CONNECT {
+			// The first packet must be CONNECT [MQTT-3.1.0-1].
+			b.closeNow(cl)
+			return
+		}
+		b.onConnect(bt, cl, h, body)
+		return
+	}
+	v := cl.r.Version
+	var err error
+	switch h.Type {
+	case packet.PUBLISH:
+		if err = bt.publish.Decode(h, body, v); err == nil {
+			err = b.onPublish(bt, cl, &bt.publish)
+		}
+	case packet.PUBACK, packet.PUBREC, packet.PUBCOMP:
+		if err = bt.ack.Decode(h, body, v); err == nil {
+			dirtied, dropped := cl.s.Ack(&bt.ack, now())
+			bt.mark(cl.s, dirtied)
+			for _, d := range dropped {
+				b.stats.drop(d)
+			}
+		}
+	case packet.PUBREL:
+		if err = bt.ack.Decode(h, body, v); err == nil {
+			b.onPubrel(bt, cl, &bt.ack)
+		}
+	case packet.SUBSCRIBE:
+		if err = bt.subscribe.Decode(h, body, v); err == nil {
+			err = b.onSubscribe(bt, cl, &bt.subscribe)
+		}
+	case packet.UNSUBSCRIBE:
+		if err = bt.unsubscribe.Decode(h, body, v); err == nil {
+			b.onUnsubscribe(bt, cl, &bt.unsubscribe)
+		}
+	case packet.PINGREQ:
+		if err = (packet.Pingreq{}).Decode(h, body, v); err == nil {
+			bt.mark(cl.s, cl.s.Send(packet.Pingresp{})) // [MQTT-3.12.4-1]
+		}
+	case packet.DISCONNECT:
+		if err = bt.disconnect.Decode(h, body, v); err == nil {
+			err = b.onDisconnect(bt, cl, &bt.disconnect)
+		}
+	case packet.AUTH:
+		if err = bt.auth.Decode(h, body, v); err == nil {
+			err = b.onAuth(bt, cl, &bt.auth)
+		}
+	case packet.CONNECT:
+		err = errSecondConnect
+	default: // CONNACK, SUBACK, UNSUBACK, PINGRESP: a server never receives these
+		err = errServerPacket
+	}
+	if err != nil {
+		b.protocolError(bt, cl, err)
+	}
+}
+
+var (
+	errSecondConnect = &packet.Error{Code: packet.ProtocolError, Rule: "MQTT-3.1.0-2", Text: "second CONNECT"}
+	errServerPacket  = &packet.Error{Code: packet.ProtocolError, Rule: "MQTT-2.1.3-1", Text: "packet type only a server sends"}
+)
+
+// protocolError ends a connection over a violation: a v5 client first gets a DISCONNECT
+// (or, before CONNACK, a CONNACK) with the reason code the error carries [MQTT-4.13.1-1];
+// the connection is then shut down gracefully so it can read it. The will is published:
+// this is not a normal disconnect.
+func (b *Broker) protocolError(bt *batch, cl *client, err error) {
+	rc := packet.MalformedPacket
+	var code packet.ReasonCode
+	if errors.As(err, &code) {
+		rc = code
+	}
+	b.log.Debug("closing connection on protocol error", "remote", cl.conn.RemoteAddr().String(), "err", err)
+	cl.closing = true
+	if cl.s == nil {
+		cl.conn.Shutdown()
+		return
+	}
+	bt.flush() // what was queued before the violation goes first
+	cl.s.Disconnect(rc)
+}
+
+// closeNow closes a connection without a word: before CONNECT nothing may be sent.
+func (b *Broker) closeNow(cl *client) {
+	cl.closing = true
+	cl.conn.Close()
+}
+
+// OnClose implements listener.Handler: the connection is gone. The session is detached,
+// the will published or scheduled, and the session ended or left to expire.
+func (b *Broker) OnClose(c listener.Conn, err error) {
+	cl, _ := c.Value().(*client)
+	if cl == nil {
+		return
+	}
+	cl.closing = true
+	cl.r.Release()
+	b.stats.connection(c.Listener().Name(), -1)
+	s := cl.s
+	if s == nil {
+		return
+	}
+	b.clients.Add(-1)
+	shared, detached := s.Detach(c)
+	if !detached {
+		return // taken over: the new connection owns the session now
+	}
+	bt := b.getBatch()
+	defer b.putBatch(bt)
+	for _, d := range shared {
+		b.redeliverShared(bt, s, d)
+	}
+	will := s.TakeWill()
+	if !cl.willOnClose {
+		will = nil
+	}
+	b.sessionOffline(bt, s, will)
+}

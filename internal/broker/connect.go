@@ -1,0 +1,200 @@
+package broker
+
+import (
+	"crypto/rand"
+	"encoding/base32"
+	"errors"
+	"time"
+
+	"github.com/bifrost-mqtt/bifrost/internal/packet"
+	"github.com/bifrost-mqtt/bifrost/internal/session"
+)
+
+func now() int64 { return time.Now().UnixNano() }
+
+// onConnect handles the CONNECT packet: it validates what the codec cannot, admits the
+// client, finds or creates its session (taking it over from a live connection if need be)
+// and answers with CONNACK.
+func (b *Broker) onConnect(bt *batch, cl *client, h packet.Header, body []byte) {
+	c := &bt.connect
+	if err := c.Decode(h, body, 0); err != nil {
+		var rc packet.ReasonCode
+		errors.As(err, &rc)
+		switch {
+		case rc == packet.UnsupportedProtocolVersion:
+			// Answer in the version the client asked for, then close [MQTT-3.1.2-2].
+			v := packet.V311
+			if c.Version == packet.V5 {
+				v = packet.V5
+			}
+			b.refuse(cl, v, rc)
+		case c.Version == packet.V5 && rc != 0:
+			b.refuse(cl, packet.V5, rc) // spec 3.1.4: CONNACK with 0x81/0x82, then close
+		default:
+			b.closeNow(cl)
+		}
+		return
+	}
+	v := c.Version
+	cl.r.Version = v
+
+	cid, assigned := string(c.ClientID), false
+	if cid == "" {
+		if v != packet.V5 && !c.CleanStart || v == packet.V31 {
+			// A 3.1.1 client must set clean session with an empty id [MQTT-3.1.3-8];
+			// 3.1 requires an id.
+			b.refuse(cl, v, packet.ClientIdentifierNotValid)
+			return
+		}
+		cid, assigned = b.assignClientID(), true // [MQTT-3.1.3-6]
+	}
+	if err := b.auth.Authenticate(c, cl.conn.RemoteAddr().String()); err != nil {
+		rc := packet.NotAuthorized
+		var code packet.ReasonCode
+		if errors.As(err, &code) {
+			rc = code
+		}
+		b.refuse(cl, v, rc)
+		return
+	}
+	if v == packet.V5 && c.Props.AuthMethod != nil {
+		// Enhanced authentication needs an authentication hook that knows the method;
+		// none is configured [MQTT-4.12.0-1].
+		b.refuse(cl, v, packet.BadAuthenticationMethod)
+		return
+	}
+	will, rc := b.willOf(c)
+	if rc != packet.Success {
+		b.refuse(cl, v, rc)
+		return
+	}
+
+	expiry, expiryCapped := b.sessionExpiry(c)
+	keepAlive, kaChanged := c.KeepAlive, false
+	if v == packet.V5 && b.maxKeepalive > 0 && (keepAlive == 0 || keepAlive > b.maxKeepalive) {
+		keepAlive, kaChanged = b.maxKeepalive, true // told to the client as Server Keep Alive
+	}
+
+	s, present, old := b.claimSession(cid, c.CleanStart, cl)
+	if s == nil {
+		b.refuse(cl, v, packet.ServerUnavailable) // shutting down
+		return
+	}
+	if old != nil {
+		b.takeOver(bt, old)
+	}
+	info := session.ConnectInfo{Version: v, Username: string(c.Username), Expiry: expiry, Will: will}
+	if v == packet.V5 {
+		info.ClientMaxPacket = c.Props.MaximumPacketSize.V
+		info.ClientRecvMax = c.Props.ReceiveMaximum.V
+		info.ClientAliasMax = c.Props.TopicAliasMaximum.V
+		info.NoProblemDetails = c.Props.RequestProblemInfo.Set && c.Props.RequestProblemInfo.V == 0
+	}
+	s.Attach(cl.conn, info)
+	cl.s = s
+	cl.willOnClose = true
+	b.clients.Add(1)
+	b.stats.connects.Add(1)
+
+	connack := packet.Connack{SessionPresent: present}
+	if v == packet.V5 {
+		p := &connack.Props
+		if assigned {
+			p.AssignedClientID = []byte(cid)
+		}
+		if kaChanged {
+			p.ServerKeepAlive = packet.Some(keepAlive)
+		}
+		if expiryCapped {
+			p.SessionExpiry = packet.Some(expiry)
+		}
+		if b.lim.ReceiveMaximum != 65535 {
+			p.ReceiveMaximum = packet.Some(b.lim.ReceiveMaximum)
+		}
+		if b.lim.MaxPacketSize != 0 {
+			p.MaximumPacketSize = packet.Some(b.lim.MaxPacketSize)
+		}
+		p.TopicAliasMaximum = packet.Some(b.lim.TopicAliasMaximum)
+		if b.maxQoS < 2 {
+			p.MaximumQoS = packet.Some(b.maxQoS)
+		}
+		if !b.retainAvailable {
+			p.RetainAvailable = packet.Some[uint8](0)
+		}
+		// Wildcards, subscription identifiers and shared subscriptions are all supported;
+		// saying so explicitly spares clients the defaults lookup.
+		p.WildcardSubAvailable = packet.Some[uint8](1)
+		p.SubIDAvailable = packet.Some[uint8](1)
+		p.SharedSubAvailable = packet.Some[uint8](1)
+	}
+	bt.mark(s, s.Send(&connack))
+	bt.mark(s, s.Resume(now()))
+	if keepAlive > 0 {
+		// Close after one and a half keep alive periods of silence [MQTT-3.1.2-24].
+		cl.conn.SetIdleTimeout(time.Duration(keepAlive) * 1500 * time.Millisecond)
+	} else {
+		cl.conn.SetIdleTimeout(0)
+	}
+	b.log.Debug("client connected", "client", cid, "version", v.String(), "clean", c.CleanStart,
+		"present", present, "remote", cl.conn.RemoteAddr().String())
+}
+
+// refuse answers a CONNECT with a failing CONNACK and closes the connection [MQTT-3.2.2-7].
+func (b *Broker) refuse(cl *client, v packet.Version, rc packet.ReasonCode) {
+	ack := packet.Connack{Code: rc}
+	buf := ack.AppendTo(make([]byte, 0, 8), v)
+	_, _ = cl.conn.Write(buf)
+	cl.closing = true
+	cl.conn.Shutdown()
+}
+
+// assignClientID makes a unique client identifier for a client that sent none.
+func (b *Broker) assignClientID() string {
+	var r [10]byte
+	_, _ = rand.Read(r[:])
+	return "bifrost-" + base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(r[:])
+}
+
+// sessionExpiry is the session expiry interval the session gets: the v5 property (absent:
+// 0), or for older clients 0 with clean session and "never" without; capped by
+// mqtt.session_expiry_max. capped reports that a v5 client must be told.
+func (b *Broker) sessionExpiry(c *packet.Connect) (expiry uint32, capped bool) {
+	switch {
+	case c.Version == packet.V5:
+		expiry = c.Props.SessionExpiry.V
+	case !c.CleanStart:
+		expiry = session.NoExpiry
+	}
+	if b.expiryMax > 0 && expiry > b.expiryMax {
+		return b.expiryMax, c.Version == packet.V5
+	}
+	return expiry, false
+}
+
+// willOf builds the will message of a CONNECT, refusing what the broker does not offer:
+// a will QoS above the maximum [MQTT-3.2.2-12] or a retained will without retain support
+// [MQTT-3.2.2-13] (5.0; older clients get their will downgraded instead).
+func (b *Broker) willOf(c *packet.Connect) (*session.Will, packet.ReasonCode) {
+	if !c.WillFlag {
+		return nil, packet.Success
+	}
+	qos, retain := c.WillQoS, c.WillRetain
+	if qos > b.maxQoS {
+		if c.Version == packet.V5 {
+			return nil, packet.QoSNotSupported
+		}
+		qos = b.maxQoS
+	}
+	if retain && !b.retainAvailable {
+		if c.Version == packet.V5 {
+			return nil, packet.RetainNotSupported
+		}
+		retain = false
+	}
+	p := packet.Publish{Topic: c.WillTopic, Payload: c.WillPayload, QoS: qos, Retain: retain, Props: c.WillProps}
+	// The will's expiry counts from when it is published, not from CONNECT (3.1.3.2.4).
+	p.Props.MessageExpiry = packet.Opt[uint32]{}
+	w := &session.Will{Msg: session.NewMessage(&p, p.Topic, 0, time.Time{}), Delay: c.WillProps.WillDelay.V,
+		Expiry: c.WillProps.MessageExpiry.V}
+	return w, packet.Success
+}

@@ -1,0 +1,268 @@
+package broker
+
+import (
+	"bytes"
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/bifrost-mqtt/bifrost/internal/packet"
+	"github.com/bifrost-mqtt/bifrost/internal/pubsub"
+	"github.com/bifrost-mqtt/bifrost/internal/session"
+)
+
+// The publish path
+//
+// A PUBLISH is handled on the event loop of the connection that sent it, in five steps:
+//
+//  1. onPublish checks it against what the broker offers (maximum QoS, retain) and the
+//     session's state (topic alias, QoS 2 packet ids).
+//  2. route borrows it as a session.Message that points into the read buffer: no copy yet.
+//  3. deliver updates the retained store (which owns a copy), matches the topic in the
+//     index and merges overlapping subscriptions of one subscriber into one delivery at the
+//     highest QoS carrying every subscription identifier [MQTT-3.3.4-2], [MQTT-3.3.4-3].
+//  4. Each recipient session takes its delivery: QoS 0 is encoded into the session's
+//     pending buffer at once (so a QoS 0 message is never copied), QoS 1 and 2 enter the
+//     session's window or queue, which keep one owned copy shared by all recipients.
+//  5. The batch flushes every session that got bytes, once, when OnData returns.
+//
+// The alternatives rejected: a goroutine or channel per subscriber (memory per idle
+// connection, and a context switch per message), and copying every message up front (an
+// allocation per QoS 0 message that nobody keeps).
+
+var (
+	errQoSNotSupported    = &packet.Error{Code: packet.QoSNotSupported, Rule: "MQTT-3.2.2-11", Text: "PUBLISH above the maximum QoS"}
+	errRetainNotSupported = &packet.Error{Code: packet.RetainNotSupported, Rule: "MQTT-3.2.2-14", Text: "retained PUBLISH while retain is not available"}
+	errReceiveMaximum     = &packet.Error{Code: packet.ReceiveMaximumExceeded, Rule: "MQTT-3.3.4-9", Text: "more QoS 2 messages in flight than the receive maximum"}
+	sysPrefix             = []byte("$SYS/")
+)
+
+// onPublish handles an inbound PUBLISH and acknowledges it.
+func (b *Broker) onPublish(bt *batch, cl *client, p *packet.Publish) error {
+	s := cl.s
+	if p.QoS > b.maxQoS {
+		return errQoSNotSupported
+	}
+	if p.Retain && !b.retainAvailable {
+		return errRetainNotSupported
+	}
+	topic, err := s.ResolveTopic(p)
+	if err != nil {
+		return err
+	}
+	b.stats.received[p.QoS].Add(1)
+	// $SYS belongs to the broker: like Mosquitto, a client's publish there is accepted
+	// and acknowledged, but not routed.
+	internal := bytes.HasPrefix(topic, sysPrefix)
+	switch p.QoS {
+	case 0:
+		if !internal {
+			b.route(bt, p, topic, s.ID())
+		}
+	case 1:
+		n := 0
+		if !internal {
+			n = b.route(bt, p, topic, s.ID())
+		}
+		ack := &bt.ack
+		*ack = packet.Ack{PacketType: packet.PUBACK, PacketID: p.PacketID, Props: ack.Props}
+		ack.Props.Reset()
+		if n == 0 && cl.r.Version == packet.V5 {
+			ack.Code = packet.NoMatchingSubscribers
+		}
+		bt.mark(s, s.Send(ack))
+	case 2:
+		dup, full := s.ReceiveQoS2(p.PacketID)
+		if full {
+			return errReceiveMaximum
+		}
+		n := 1
+		if !dup && !internal {
+			n = b.route(bt, p, topic, s.ID())
+		}
+		ack := &bt.ack
+		*ack = packet.Ack{PacketType: packet.PUBREC, PacketID: p.PacketID, Props: ack.Props}
+		ack.Props.Reset()
+		if n == 0 && cl.r.Version == packet.V5 {
+			ack.Code = packet.NoMatchingSubscribers
+		}
+		bt.mark(s, s.Send(ack))
+	}
+	return nil
+}
+
+// onPubrel completes an inbound QoS 2 exchange with PUBCOMP (0x92 for an unknown packet
+// id in 5.0, spec 3.7.2.1).
+func (b *Broker) onPubrel(bt *batch, cl *client, a *packet.Ack) {
+	known := cl.s.Release(a.PacketID)
+	ack := &bt.ack
+	*ack = packet.Ack{PacketType: packet.PUBCOMP, PacketID: a.PacketID, Props: ack.Props}
+	ack.Props.Reset()
+	if !known {
+		ack.Code = packet.PacketIdentifierNotFound
+	}
+	bt.mark(cl.s, cl.s.Send(ack))
+}
+
+// route publishes p (topic resolved) from session origin, borrowing it from the read
+// buffer. It returns the number of recipients.
+func (b *Broker) route(bt *batch, p *packet.Publish, topic []byte, origin uint32) int {
+	bt.props = bt.msg.Borrow(p, topic, origin, time.Now(), bt.props)
+	return b.deliver(bt, &bt.msg)
+}
+
+// routeOwned publishes a message the broker already owns (wills, $SYS, in-process).
+func (b *Broker) routeOwned(bt *batch, m *session.Message) int {
+	return b.deliver(bt, m)
+}
+
+// recipient is one merged delivery before its session is looked up.
+type recipient struct {
+	id pubsub.SubscriberID
+	d  session.Delivery
+}
+
+// deliver is steps 3 to 4 of the publish path.
+func (b *Broker) deliver(bt *batch, m *session.Message) int {
+	topic := m.Topic()
+	if m.Retain {
+		if len(m.Payload()) == 0 {
+			b.ret.Delete(topic) // [MQTT-3.3.1-6], [MQTT-3.3.1-7]
+		} else {
+			m = m.Own()
+			b.ret.Set(topic, m) // [MQTT-3.3.1-5]
+		}
+		b.retainedGauge()
+	}
+	bt.matches.Reset()
+	b.index.Match(topic, &bt.matches)
+	rs := b.merge(bt, m)
+	n := 0
+	nowNs := now()
+	for i := range rs {
+		r := &rs[i]
+		if r.d.QoS > 0 && m.Borrowed() {
+			m = m.Own() // the first recipient that keeps it makes the one copy
+		}
+		r.d.Msg = m
+		if b.deliverTo(bt, r.id, r.d, nowNs) {
+			n++
+		}
+	}
+	for _, g := range bt.matches.Groups {
+		if b.deliverShared(bt, g, m, nowNs, 0) {
+			n++
+		}
+	}
+	return n
+}
+
+// merge turns the matched subscriptions into one delivery per subscriber: No Local
+// subscriptions of the publisher are dropped [MQTT-3.8.3-3], overlapping ones are merged at
+// the highest QoS with all their subscription identifiers [MQTT-3.3.4-2]. The QoS is the
+// lower of the message's and the subscription's [MQTT-3.8.4-8]; the retain flag is kept
+// only for Retain As Published subscriptions [MQTT-3.3.1-12], [MQTT-3.3.1-13].
+func (b *Broker) merge(bt *batch, m *session.Message) []recipient {
+	subs := bt.matches.Subs
+	if m.Origin != 0 {
+		keep := subs[:0]
+		for _, s := range subs {
+			if s.Flags&pubsub.NoLocal == 0 || uint32(s.Subscriber) != m.Origin {
+				keep = append(keep, s)
+			}
+		}
+		subs = keep
+	}
+	if len(subs) > 1 {
+		slices.SortFunc(subs, func(a, b pubsub.Sub) int { return cmp.Compare(a.Subscriber, b.Subscriber) })
+	}
+	rs := bt.recipients[:0]
+	for i := 0; i < len(subs); {
+		j := i + 1
+		for j < len(subs) && subs[j].Subscriber == subs[i].Subscriber {
+			j++
+		}
+		r := recipient{id: subs[i].Subscriber}
+		for _, s := range subs[i:j] {
+			r.d.QoS = max(r.d.QoS, min(s.QoS, m.QoS))
+			if s.Flags&pubsub.RetainAsPublished != 0 && m.Retain {
+				r.d.Retain = true
+			}
+			switch {
+			case s.ID == 0:
+			case r.d.SubID == 0:
+				r.d.SubID = s.ID
+			default:
+				r.d.More = append(r.d.More, s.ID) // rare: several identifiers for one client
+			}
+		}
+		rs = append(rs, r)
+		i = j
+	}
+	bt.recipients = rs
+	return rs
+}
+
+// deliverTo hands d to the recipient id names and reports whether it took it.
+func (b *Broker) deliverTo(bt *batch, id pubsub.SubscriberID, d session.Delivery, nowNs int64) bool {
+	b.idMu.RLock()
+	t := b.lookup(id)
+	b.idMu.RUnlock()
+	switch {
+	case t.local != nil:
+		t.local(string(d.Msg.Topic()), d.Msg.Payload())
+		return true
+	case t.s == nil:
+		return false
+	}
+	dirtied, drop := t.s.Deliver(d, nowNs)
+	bt.mark(t.s, dirtied)
+	b.stats.drop(drop)
+	return drop == session.Delivered
+}
+
+// deliverShared gives m to one member of shared group g: round robin over the members
+// that are online (spec 4.8.2 leaves the strategy to the server), else to an offline
+// member whose persistent session queues it. skip excludes a member (the one that just
+// disconnected, on redelivery).
+func (b *Broker) deliverShared(bt *batch, g pubsub.Group, m *session.Message, nowNs int64, skip uint32) bool {
+	online := func(s pubsub.Sub) bool {
+		if uint32(s.Subscriber) == skip {
+			return false
+		}
+		b.idMu.RLock()
+		t := b.lookup(s.Subscriber)
+		b.idMu.RUnlock()
+		return t.local != nil || (t.s != nil && t.s.Online())
+	}
+	sub, ok := b.index.Pick(g, online)
+	if !ok {
+		sub, ok = b.index.Pick(g, func(s pubsub.Sub) bool { return uint32(s.Subscriber) != skip })
+		if !ok {
+			return false
+		}
+	}
+	d := session.Delivery{QoS: min(sub.QoS, m.QoS), SubID: sub.ID, Share: b.index.GroupName(g)}
+	if sub.Flags&pubsub.RetainAsPublished != 0 {
+		d.Retain = m.Retain
+	}
+	if d.QoS > 0 {
+		m = m.Own()
+	}
+	d.Msg = m
+	return b.deliverTo(bt, sub.Subscriber, d, nowNs)
+}
+
+// redeliverShared sends a message that reached session from via a shared subscription,
+// unacknowledged when it disconnected, to another member of the group (spec 4.8.2).
+func (b *Broker) redeliverShared(bt *batch, from *session.Session, d session.Delivery) {
+	if g, ok := b.index.GroupOf([]byte(d.Share)); ok {
+		b.deliverShared(bt, g, d.Msg, now(), from.ID())
+	}
+}
+
+func (b *Broker) retainedGauge() {
+	if b.stats.m != nil {
+		b.stats.m.RetainedMessages.Set(float64(b.ret.Len()))
+	}
+}

@@ -1,0 +1,177 @@
+package broker
+
+import (
+	"time"
+
+	"github.com/bifrost-mqtt/bifrost/internal/packet"
+	"github.com/bifrost-mqtt/bifrost/internal/pubsub"
+	"github.com/bifrost-mqtt/bifrost/internal/session"
+)
+
+// claimSession finds or creates the session of client id cid for a new connection. With
+// clean start, an existing session is cleared [MQTT-3.1.2-4]; without, it resumes and
+// present is true [MQTT-3.2.2-2]. If a live connection holds the session, its client is
+// returned as old so the caller takes it over [MQTT-3.1.4-3]. A will waiting for its delay
+// and an expiry timer are cancelled: the client is back [MQTT-3.1.3-9].
+func (b *Broker) claimSession(cid string, clean bool, cl *client) (s *session.Session, present bool, old *session.Session) {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil, false, nil
+	}
+	s = b.sessions[cid]
+	if s == nil {
+		id := b.allocID(target{})
+		s = session.New(id, cid, &b.lim)
+		b.setTarget(id, target{s: s})
+		b.sessions[cid] = s
+		b.mu.Unlock()
+		return s, false, nil
+	}
+	if t := b.wills[s]; t != nil {
+		t.Stop()
+		delete(b.wills, s)
+		s.PendingWill() // the client is back before the delay: the will is not sent
+	}
+	if t := b.expiries[s]; t != nil {
+		t.Stop()
+		delete(b.expiries, s)
+	}
+	if s.Online() {
+		old = s
+	}
+	b.mu.Unlock()
+	if clean {
+		b.unsubscribeAll(s)
+		return s, false, old
+	}
+	return s, true, old
+}
+
+// takeOver disconnects the connection that holds s, for a new CONNECT with the same
+// client id: a v5 client is told why (0x8E) [MQTT-3.1.4-3]. The old connection's will is
+// published as for any connection lost, unless a v5 will delay defers it; a new connection
+// to the session then cancels it [MQTT-3.1.3-9].
+func (b *Broker) takeOver(bt *batch, s *session.Session) {
+	oldConn := s.Conn()
+	if oldConn == nil {
+		return
+	}
+	if oc, ok := oldConn.(interface{ Value() any }); ok {
+		if ocl, _ := oc.Value().(*client); ocl != nil {
+			ocl.takenOver.Store(true)
+		}
+	}
+	will := s.TakeWill()
+	s.Disconnect(packet.SessionTakenOver)
+	s.Detach(oldConn)
+	b.clients.Add(-1)
+	if will != nil && will.Delay == 0 {
+		b.publishWill(bt, will)
+	}
+}
+
+// sessionOffline decides the fate of a session whose connection closed: its will is
+// published now or after its delay, and the session ends now (expiry 0) or when its
+// expiry interval runs out.
+func (b *Broker) sessionOffline(bt *batch, s *session.Session, will *session.Will) {
+	expiry := s.Expiry()
+	if will != nil {
+		if will.Delay == 0 || expiry == 0 {
+			b.publishWill(bt, will) // [MQTT-3.1.2-8]; the session ends before the delay
+		} else {
+			b.scheduleWill(s, will, min(will.Delay, expiry))
+		}
+	}
+	if expiry == 0 {
+		b.endSession(s)
+		return
+	}
+	if expiry != session.NoExpiry {
+		b.scheduleExpiry(s, time.Duration(expiry)*time.Second)
+	}
+}
+
+// endSession removes an offline session: its subscriptions leave the index, its ID is
+// freed and a will still waiting is published [MQTT-3.1.3-9].
+func (b *Broker) endSession(s *session.Session) {
+	b.mu.Lock()
+	if b.sessions[s.ClientID()] != s || s.Online() {
+		b.mu.Unlock()
+		return // reconnected meanwhile
+	}
+	delete(b.sessions, s.ClientID())
+	wt := b.wills[s]
+	delete(b.wills, s)
+	if t := b.expiries[s]; t != nil {
+		t.Stop()
+		delete(b.expiries, s)
+	}
+	b.mu.Unlock()
+	b.unsubscribeAll(s)
+	b.freeID(s.ID())
+	if wt != nil {
+		// The will was still waiting: the session ending sends it now. PendingWill hands
+		// it out once, so a timer firing at this moment cannot send it twice.
+		wt.Stop()
+		if w := s.PendingWill(); w != nil {
+			bt := b.getBatch()
+			b.publishWill(bt, w)
+			b.putBatch(bt)
+		}
+	}
+}
+
+// unsubscribeAll removes all of s's subscriptions from the index and drops its stored
+// state (a clean start, or the session's end).
+func (b *Broker) unsubscribeAll(s *session.Session) {
+	subs := s.Clear()
+	for _, sub := range subs {
+		if b.index.Unsubscribe([]byte(sub.Filter), pubsub.SubscriberID(s.ID())) {
+			b.stats.subscriptions(-1)
+		}
+	}
+}
+
+// scheduleWill publishes will after delay seconds unless the client reconnects first.
+func (b *Broker) scheduleWill(s *session.Session, will *session.Will, delay uint32) {
+	s.SetPendingWill(will)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	b.wills[s] = time.AfterFunc(time.Duration(delay)*time.Second, func() {
+		b.mu.Lock()
+		delete(b.wills, s)
+		b.mu.Unlock()
+		if w := s.PendingWill(); w != nil {
+			bt := b.getBatch()
+			b.publishWill(bt, w)
+			b.putBatch(bt)
+		}
+	})
+}
+
+// scheduleExpiry ends s after d unless a client resumes it first.
+func (b *Broker) scheduleExpiry(s *session.Session, d time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	b.expiries[s] = time.AfterFunc(d, func() {
+		b.mu.Lock()
+		_, waiting := b.expiries[s]
+		delete(b.expiries, s)
+		b.mu.Unlock()
+		if waiting {
+			b.endSession(s)
+		}
+	})
+}
+
+// publishWill publishes a will message as the broker.
+func (b *Broker) publishWill(bt *batch, w *session.Will) {
+	b.routeOwned(bt, w.Publishable(now()))
+}

@@ -1,0 +1,83 @@
+package broker
+
+import (
+	"sync/atomic"
+
+	"github.com/bifrost-mqtt/bifrost/internal/metrics"
+	"github.com/bifrost-mqtt/bifrost/internal/session"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// counter counts in an atomic, which $SYS reads, and in its Prometheus twin, which
+// /metrics exports; both cost an atomic add.
+type counter struct {
+	n    atomic.Uint64
+	prom prometheus.Counter
+}
+
+// Add implements session.Counter.
+func (c *counter) Add(n uint64) {
+	c.n.Add(n)
+	if c.prom != nil {
+		c.prom.Add(float64(n))
+	}
+}
+
+func (c *counter) Load() uint64 { return c.n.Load() }
+
+// stats are the broker's running totals.
+type stats struct {
+	sentC     [3]counter
+	sent      [3]session.Counter // &sentC[i], as session.Limits wants them
+	received  [3]counter
+	bytesSent counter
+	bytesRecv counter
+	dropped   [6]counter // by session.Drop
+	connects  counter
+	subs      atomic.Int64
+	m         *metrics.Registry
+}
+
+func (st *stats) init(m *metrics.Registry) {
+	st.m = m
+	for i := range st.sentC {
+		st.sent[i] = &st.sentC[i]
+	}
+	if m == nil {
+		return
+	}
+	for q := range 3 {
+		st.sentC[q].prom = m.MessagesSent[q]
+		st.received[q].prom = m.MessagesReceived[q]
+	}
+	st.bytesSent.prom = m.BytesSent
+	st.bytesRecv.prom = m.BytesReceived
+	for d := session.DropQueueFull; int(d) < len(st.dropped); d++ {
+		st.dropped[d].prom = m.MessagesDropped.WithLabelValues(d.String())
+	}
+}
+
+// drop counts a message not delivered.
+func (st *stats) drop(d session.Drop) {
+	if d != session.Delivered {
+		st.dropped[d].Add(1)
+	}
+}
+
+func (st *stats) subscriptions(delta int) {
+	n := st.subs.Add(int64(delta))
+	if st.m != nil {
+		st.m.Subscriptions.Set(float64(n))
+	}
+}
+
+// connection counts a connection opening (+1) or closing (-1) on the named listener.
+func (st *stats) connection(listener string, delta int) {
+	if st.m == nil {
+		return
+	}
+	st.m.ConnectionsCurrent.WithLabelValues(listener).Add(float64(delta))
+	if delta > 0 {
+		st.m.ConnectionsTotal.WithLabelValues(listener).Inc()
+	}
+}

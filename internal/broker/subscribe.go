@@ -1,0 +1,93 @@
+package broker
+
+import (
+	"github.com/bifrost-mqtt/bifrost/internal/packet"
+	"github.com/bifrost-mqtt/bifrost/internal/pubsub"
+	"github.com/bifrost-mqtt/bifrost/internal/session"
+)
+
+// retainReq is a subscription that asks for the retained messages of its filter, sent
+// after the SUBACK.
+type retainReq struct {
+	filter []byte
+	qos    uint8
+	subID  uint32
+}
+
+// onSubscribe handles SUBSCRIBE: each filter enters the index with the QoS granted (the
+// lower of the asked and the broker's maximum [MQTT-3.8.4-6]), SUBACK answers with one code
+// per filter in order [MQTT-3.8.4-7], and retained messages follow per retain handling
+// [MQTT-3.3.1-9], [MQTT-3.3.1-10], [MQTT-3.3.1-11] (none for shared subscriptions
+// [MQTT-3.8.4-?]: spec 4.8.2).
+func (b *Broker) onSubscribe(bt *batch, cl *client, p *packet.Subscribe) error {
+	s := cl.s
+	var subID uint32
+	if len(p.Props.SubscriptionIDs) > 0 {
+		subID = p.Props.SubscriptionIDs[0]
+	}
+	ack := &bt.suback
+	ack.PacketID = p.PacketID
+	ack.Codes = ack.Codes[:0]
+	ack.Props.Reset()
+	var reqs [8]retainReq
+	want := reqs[:0]
+	for i := range p.Subscriptions {
+		sub := &p.Subscriptions[i]
+		granted := min(sub.QoS, b.maxQoS)
+		var flags uint8
+		if sub.NoLocal {
+			flags |= pubsub.NoLocal
+		}
+		if sub.RetainAsPublished {
+			flags |= pubsub.RetainAsPublished
+		}
+		existed := b.index.Subscribe(sub.Filter, pubsub.Sub{Subscriber: pubsub.SubscriberID(s.ID()), ID: subID, QoS: granted, Flags: flags})
+		opts := *sub
+		opts.Filter = nil
+		opts.QoS = granted
+		s.AddSub(session.Sub{Filter: string(sub.Filter), Opts: opts, ID: subID})
+		if !existed {
+			b.stats.subscriptions(1)
+		}
+		ack.Codes = append(ack.Codes, packet.ReasonCode(granted))
+		_, _, shared := packet.SplitShared(sub.Filter)
+		if !shared && b.retainAvailable && (sub.RetainHandling == 0 || sub.RetainHandling == 1 && !existed) {
+			want = append(want, retainReq{filter: sub.Filter, qos: granted, subID: subID})
+		}
+	}
+	bt.mark(s, s.Send(ack))
+	nowNs := now()
+	for _, r := range want {
+		b.ret.Match(r.filter, func(_ string, m *session.Message) bool {
+			// Retained messages are sent with the retain flag set [MQTT-3.3.1-8].
+			d := session.Delivery{Msg: m, QoS: min(m.QoS, r.qos), Retain: true, SubID: r.subID}
+			dirtied, drop := s.Deliver(d, nowNs)
+			bt.mark(s, dirtied)
+			b.stats.drop(drop)
+			return true
+		})
+	}
+	return nil
+}
+
+// onUnsubscribe handles UNSUBSCRIBE and answers UNSUBACK [MQTT-3.10.4-4], in 5.0 with a
+// code per filter [MQTT-3.11.3-1].
+func (b *Broker) onUnsubscribe(bt *batch, cl *client, p *packet.Unsubscribe) {
+	s := cl.s
+	ack := &bt.unsuback
+	ack.PacketID = p.PacketID
+	ack.Codes = ack.Codes[:0]
+	ack.Props.Reset()
+	for _, f := range p.Filters {
+		removed := b.index.Unsubscribe(f, pubsub.SubscriberID(s.ID()))
+		s.RemoveSub(f)
+		code := packet.Success
+		if removed {
+			b.stats.subscriptions(-1)
+		} else {
+			code = packet.NoSubscriptionExisted
+		}
+		ack.Codes = append(ack.Codes, code)
+	}
+	bt.mark(s, s.Send(ack))
+}

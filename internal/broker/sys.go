@@ -1,0 +1,73 @@
+package broker
+
+import (
+	"context"
+	"runtime"
+	"strconv"
+	"time"
+)
+
+// Version is reported in $SYS/broker/version; the binary sets it.
+var Version = "dev"
+
+// startSys publishes the $SYS topics Mosquitto publishes, retained, every interval
+// (sys_interval), until the broker closes.
+func (b *Broker) startSys(interval time.Duration) {
+	b.goRoutine("sys", func(ctx context.Context) {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		b.publishSys()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-b.stopped():
+				return
+			case <-t.C:
+				b.publishSys()
+			}
+		}
+	})
+}
+
+// stopped is closed when Close begins.
+func (b *Broker) stopped() <-chan struct{} { return b.done }
+
+// publishSys publishes one round of $SYS figures.
+func (b *Broker) publishSys() {
+	st := &b.stats
+	var recv, sent uint64
+	for q := range 3 {
+		recv += st.received[q].Load()
+		sent += st.sentC[q].Load()
+	}
+	var dropped uint64
+	for i := range st.dropped {
+		dropped += st.dropped[i].Load()
+	}
+	b.mu.Lock()
+	total := len(b.sessions)
+	b.mu.Unlock()
+	connected := b.Clients()
+	figures := [...]struct {
+		topic string
+		value string
+	}{
+		{"$SYS/broker/version", "bifrost " + Version + " (" + runtime.Version() + ")"},
+		{"$SYS/broker/uptime", strconv.FormatInt(int64(time.Since(b.start)/time.Second), 10) + " seconds"},
+		{"$SYS/broker/clients/connected", strconv.Itoa(connected)},
+		{"$SYS/broker/clients/disconnected", strconv.Itoa(max(total-connected, 0))},
+		{"$SYS/broker/clients/total", strconv.Itoa(max(total, connected))},
+		{"$SYS/broker/connections/total", strconv.FormatUint(st.connects.Load(), 10)},
+		{"$SYS/broker/messages/received", strconv.FormatUint(recv, 10)},
+		{"$SYS/broker/messages/sent", strconv.FormatUint(sent, 10)},
+		{"$SYS/broker/publish/messages/dropped", strconv.FormatUint(dropped, 10)},
+		{"$SYS/broker/bytes/received", strconv.FormatUint(st.bytesRecv.Load(), 10)},
+		{"$SYS/broker/bytes/sent", strconv.FormatUint(st.bytesSent.Load(), 10)},
+		{"$SYS/broker/subscriptions/count", strconv.FormatInt(st.subs.Load(), 10)},
+		{"$SYS/broker/retained messages/count", strconv.Itoa(b.ret.Len())},
+	}
+	for _, f := range figures {
+		_ = b.Publish(f.topic, []byte(f.value), 0, true)
+	}
+}
