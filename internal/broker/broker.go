@@ -79,7 +79,6 @@ type Broker struct {
 	batches sync.Pool
 	done    chan struct{} // closed when Close begins
 	clients atomic.Int64  // connections that completed CONNECT
-	nextCID atomic.Uint64
 }
 
 // target is what a SubscriberID names: a session, or an in-process subscriber.
