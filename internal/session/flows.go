@@ -1,5 +1,7 @@
 package session
 
+import "sync"
+
 // flows is the part of a session that only traffic needs: created on the first QoS 1/2
 // message, alias or queued message, and dropped when all of it is empty again.
 type flows struct {
@@ -63,9 +65,14 @@ func (e *entry) delivery() Delivery {
 	return Delivery{Msg: e.msg, QoS: e.qos, Retain: e.flags&entryRetain != 0, SubID: e.subID, More: e.more, Share: e.share}
 }
 
+// flowsPool recycles traffic state: a session streaming QoS 1 messages empties its window
+// with every acknowledgement, and taking the state (with its window's capacity) from a
+// pool keeps that from costing an allocation per message.
+var flowsPool = sync.Pool{New: func() any { return new(flows) }}
+
 func (s *Session) flows() *flows {
 	if s.fl == nil {
-		s.fl = &flows{}
+		s.fl = flowsPool.Get().(*flows)
 	}
 	return s.fl
 }
@@ -75,6 +82,8 @@ func (s *Session) releaseFlowsIfIdle() {
 	f := s.fl
 	if f != nil && len(f.inflight) == 0 && f.queueLen() == 0 && len(f.awaitRel) == 0 && f.aliasIn == nil && f.aliasOut == nil {
 		s.fl = nil
+		*f = flows{inflight: f.inflight[:0], queue: f.queue[:0]} // empty, capacity kept
+		flowsPool.Put(f)
 	}
 }
 
