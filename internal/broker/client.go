@@ -224,11 +224,11 @@ func (b *Broker) OnClose(c listener.Conn, err error) {
 	if s == nil {
 		return
 	}
-	b.clients.Add(-1)
 	shared, detached := s.Detach(c)
 	if !detached {
-		return // taken over: the new connection owns the session now
+		return // taken over: the new connection owns the session, takeOver counted it
 	}
+	b.clients.Add(-1)
 	bt := b.getBatch()
 	defer b.putBatch(bt)
 	for _, d := range shared {
