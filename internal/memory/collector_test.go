@@ -1,0 +1,60 @@
+package memory
+
+import (
+	"testing"
+	"testing/fstest"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/metrics"
+)
+
+func TestCollector(t *testing.T) {
+	keepGCSettings(t)
+	sys := fixtureSystem(fstest.MapFS{})
+	sys.read = func() runtimeSample { return runtimeSample{Live: 95 * mib} }
+	p, err := apply(conf.Memory{Profile: conf.ProfileEdge, Limit: 100 * mib}, discard(), sys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	p.returned.Store(3)
+	p.retBytes.Store(30 * mib)
+
+	// The broker's registry takes it: no series clashes with the runtime collectors.
+	if err := metrics.New(nil).Register(p.Collector()); err != nil {
+		t.Fatal(err)
+	}
+
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(p.Collector())
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		m := mf.GetMetric()[0]
+		switch {
+		case m.GetGauge() != nil:
+			got[mf.GetName()] = m.GetGauge().GetValue()
+		case m.GetCounter() != nil:
+			got[mf.GetName()] = m.GetCounter().GetValue()
+		}
+	}
+	want := map[string]float64{
+		"bifrost_memory_pressure":             float64(Hard),
+		"bifrost_memory_used_bytes":           95 * mib,
+		"bifrost_memory_returned_total":       3,
+		"bifrost_memory_returned_bytes_total": 30 * mib,
+	}
+	if len(got) != len(want) {
+		t.Errorf("gathered %v, want %v", got, want)
+	}
+	for name, v := range want {
+		if got[name] != v {
+			t.Errorf("%s = %v, want %v", name, got[name], v)
+		}
+	}
+}

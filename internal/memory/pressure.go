@@ -1,0 +1,151 @@
+package memory
+
+import (
+	"log/slog"
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// A Level is how close the process is to its memory limit; the broker's admission control
+// acts on it. Levels are ordered: a higher one implies the actions of the lower ones.
+type Level uint32
+
+// Pressure levels.
+const (
+	// None: admit everything.
+	None Level = iota
+	// Soft (used ≥ 80% of the limit): refuse new connections (CONNACK server busy / quota
+	// exceeded) and shed QoS 0 messages queued for slow consumers. What is left of the
+	// limit is kept for the clients already connected.
+	Soft
+	// Hard (used ≥ 90%): also stop reading from publishers, so that backpressure reaches
+	// them through TCP instead of the heap growing until the kernel kills the process.
+	Hard
+)
+
+// String returns none, soft or hard.
+func (l Level) String() string {
+	switch l {
+	case Soft:
+		return "soft"
+	case Hard:
+		return "hard"
+	default:
+		return "none"
+	}
+}
+
+// Thresholds of the pressure levels, in percent of the limit.
+//
+// The figure compared with the limit is runtimeSample.Used: the live heap after the last
+// GC plus the runtime's non-heap memory. It is not the heap in use: with GOGC=400 the heap
+// grows towards the limit between cycles by design, and garbage is not pressure. Used only
+// changes meaningfully when a GC cycle ends, so it is sampled then.
+//
+// Soft at 80% leaves the last fifth of the limit to the clients already connected; Hard
+// at 90% stops intake before the soft limit makes the GC run back to back. A level is left
+// only once Used is hysteresisPercent below its threshold, so that admission does not flip
+// on every cycle while Used hovers at a threshold.
+const (
+	softPercent       = 80
+	hardPercent       = 90
+	hysteresisPercent = 5
+)
+
+// nextLevel returns the level for used bytes against limit, given the previous level.
+// A limit of 0 (none) is never under pressure.
+func nextLevel(prev Level, used, limit uint64) Level {
+	if limit == 0 {
+		return None
+	}
+	pct := float64(used) * 100 / float64(limit)
+	switch {
+	case pct >= hardPercent || prev == Hard && pct >= hardPercent-hysteresisPercent:
+		return Hard
+	case pct >= softPercent || prev >= Soft && pct >= softPercent-hysteresisPercent:
+		return Soft
+	default:
+		return None
+	}
+}
+
+// pressure holds the current level for the hot path and refreshes it at the end of every
+// GC cycle.
+//
+// Why at GC end and not on a timer: the live heap is only measured by a GC, so sampling
+// more often learns nothing new and a timer would wake an idle broker for nothing; and when
+// memory is tight the limit makes cycles frequent, so the level follows closely exactly
+// when it matters. Reading the figures costs a few microseconds against a cycle's
+// milliseconds. The hook is a cleanup on a sentinel object that re-arms itself; between
+// cycles Pressure is one atomic load.
+type pressure struct {
+	cur     atomic.Uint32 // Level
+	used    atomic.Uint64 // Used at the last sample
+	samples atomic.Uint64 // samples taken, for tests
+	stopped atomic.Bool
+
+	limit func() int64
+	read  func() runtimeSample
+	log   *slog.Logger
+
+	mu sync.Mutex // serializes refresh (the GC hook and Reload)
+}
+
+// gcSentinel is allocated to be collected. It holds a pointer so that it is not placed
+// in a tiny-allocator block, whose cleanups wait for every object in the block to die.
+type gcSentinel struct{ _ *byte }
+
+// init sets where the samples come from.
+func (p *pressure) init(limit func() int64, read func() runtimeSample, log *slog.Logger) {
+	p.limit, p.read, p.log = limit, read, log
+}
+
+// start takes the first sample and arms the GC hook. init must have been called.
+func (p *pressure) start() {
+	p.refresh()
+	p.arm()
+}
+
+// stop ends the GC hook at the next cycle.
+func (p *pressure) stop() { p.stopped.Store(true) }
+
+func (p *pressure) arm() {
+	runtime.AddCleanup(&gcSentinel{}, onGC, p)
+}
+
+// onGC runs after each GC cycle that swept the sentinel.
+func onGC(p *pressure) {
+	if p.stopped.Load() {
+		return
+	}
+	p.refresh()
+	p.arm()
+}
+
+// level returns the level of the last sample.
+func (p *pressure) level() Level { return Level(p.cur.Load()) }
+
+// refresh samples the runtime and updates the level, logging changes.
+func (p *pressure) refresh() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.read()
+	used := s.Used()
+	limit := uint64(max(p.limit(), 0))
+	prev := p.level()
+	next := nextLevel(prev, used, limit)
+	p.used.Store(used)
+	p.cur.Store(uint32(next))
+	p.samples.Add(1)
+	if next == prev {
+		return
+	}
+	attrs := []any{"level", next.String(), "was", prev.String(),
+		"used", formatBytes(int64(used)), "limit", formatBytes(int64(limit))}
+	if next > prev {
+		p.log.Warn("memory: pressure rising", attrs...)
+	} else {
+		p.log.Info("memory: pressure falling", attrs...)
+	}
+}

@@ -1,0 +1,120 @@
+package memory
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"testing"
+	"time"
+)
+
+func TestNextLevel(t *testing.T) {
+	const limit = 1000
+	tests := []struct {
+		prev Level
+		used uint64
+		want Level
+	}{
+		{None, 0, None},
+		{None, 799, None},
+		{None, 800, Soft},
+		{None, 899, Soft},
+		{None, 900, Hard},
+		{None, 1500, Hard}, // past the soft limit
+		{Soft, 760, Soft},  // within the hysteresis band
+		{Soft, 750, Soft},
+		{Soft, 749, None},
+		{Soft, 900, Hard},
+		{Hard, 860, Hard}, // within the hysteresis band
+		{Hard, 850, Hard},
+		{Hard, 849, Soft},
+		{Hard, 749, None},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s/%d", tt.prev, tt.used), func(t *testing.T) {
+			if got := nextLevel(tt.prev, tt.used, limit); got != tt.want {
+				t.Fatalf("nextLevel(%s, %d, %d) = %s, want %s", tt.prev, tt.used, limit, got, tt.want)
+			}
+		})
+	}
+	if got := nextLevel(Hard, 1<<40, 0); got != None {
+		t.Fatalf("without a limit: %s, want none", got)
+	}
+}
+
+func TestUsed(t *testing.T) {
+	s := runtimeSample{
+		Live:     10 * mib,
+		Total:    64 * mib,
+		Objects:  30 * mib, // 20 MiB of it garbage
+		Unused:   4 * mib,
+		Free:     8 * mib,
+		Released: 16 * mib,
+	}
+	// Outside the heap: 64 - (30+4+8+16) = 6 MiB of stacks and metadata.
+	if got, want := s.Used(), uint64(16*mib); got != want {
+		t.Fatalf("Used = %d, want %d", got, want)
+	}
+	if got, want := s.Retained(), uint64(42*mib); got != want {
+		t.Fatalf("Retained = %d, want %d", got, want)
+	}
+	if got, want := s.Mapped(), uint64(48*mib); got != want {
+		t.Fatalf("Mapped = %d, want %d", got, want)
+	}
+}
+
+// TestPressureFollowsGC checks that the level is refreshed after a GC cycle, with no timer.
+func TestPressureFollowsGC(t *testing.T) {
+	var p pressure
+	used := make(chan uint64, 1)
+	used <- 0
+	p.init(func() int64 { return 100 * mib }, func() runtimeSample {
+		u := <-used
+		used <- u
+		return runtimeSample{Live: u}
+	}, discard())
+	p.start()
+	defer p.stop()
+	if got := p.level(); got != None {
+		t.Fatalf("level = %s, want none", got)
+	}
+
+	<-used
+	used <- 95 * mib
+	waitFor(t, "a GC to refresh the level", func() bool {
+		runtime.GC()
+		return p.level() == Hard
+	})
+	<-used
+	used <- 10 * mib
+	waitFor(t, "the level to fall", func() bool {
+		runtime.GC()
+		return p.level() == None
+	})
+}
+
+// waitFor retries cond until it holds, failing the test after a generous deadline: the
+// condition is met as soon as the runtime has run a cleanup, nothing is timed.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		runtime.Gosched()
+	}
+}
+
+func TestReadGCPercent(t *testing.T) {
+	_, gogc := keepGCSettings(t)
+	debug.SetGCPercent(-1)
+	if got := readGCPercent(); got != -1 {
+		t.Errorf("readGCPercent with GOGC=off = %d, want -1", got)
+	}
+	debug.SetGCPercent(250)
+	if got := readGCPercent(); got != 250 {
+		t.Errorf("readGCPercent = %d, want 250", got)
+	}
+	debug.SetGCPercent(gogc)
+}

@@ -1,0 +1,159 @@
+package memory
+
+import (
+	"context"
+	"time"
+)
+
+// A releaseRule decides when the return-to-OS loop calls debug.FreeOSMemory. At every
+// check (every memory.return_to_os) it samples RSS and the runtime's heap figures, and it
+// releases when, at Checks consecutive checks:
+//
+//   - RSS is above Target: there is something worth giving back; and
+//   - the heap the runtime holds (Retained: objects, their spans' free space and free
+//     spans not yet released) is at least 1.5× the heap goal and at least MinSlack above
+//     it: the heap has shrunk well below what a spike made the runtime map;
+//
+// and the last release was at least Spacing ago.
+//
+// Why this rule: FreeOSMemory forces a full GC and then returns every free page, so it
+// costs a cycle's CPU and, if the memory is needed again soon, page faults to get it back.
+// In steady state the runtime holds about its goal (the scavenger trims it to ~110%), so
+// the 1.5× test is false and a broker that is just busy is never released, however high
+// its RSS: no thrash. After a release the runtime holds about its live heap, so the test
+// can only come true again after a new spike. Two checks in a row mean the memory has
+// stayed unused for at least one interval, and the spacing bounds the cost when spikes
+// come back faster than that. The runtime's own scavenger would return the memory too, but
+// paced at about 1% of a CPU; on a device the spike's memory belongs to other programs.
+//
+// The live heap, and so the goal, is measured by the last GC; the runtime forces one at
+// least every two minutes, so after a spike an idle broker is released within minutes.
+type releaseRule struct {
+	Target   uint64        // RSS above which a release is considered
+	MinSlack uint64        // Retained must exceed the goal by at least this much
+	Checks   int           // consecutive checks the conditions must hold
+	Spacing  time.Duration // least time between two releases
+}
+
+// Defaults of the release rule.
+const (
+	// releaseTargetMin: the edge profile aims at ~15 MB RSS; below 16 MiB nothing is
+	// worth a forced GC. A larger limit raises the target to a quarter of it.
+	releaseTargetMin = 16 << 20
+	// releaseMinSlack: less than 2 MiB back is not worth a full GC, even on a device.
+	releaseMinSlack = 2 << 20
+	releaseChecks   = 2
+	// releaseSpacing is the runtime's own forced-GC period: the policy never forces
+	// collections more often than the runtime does on an idle process.
+	releaseSpacing = 2 * time.Minute
+)
+
+// newReleaseRule returns the rule for a memory limit (0: none).
+func newReleaseRule(limit int64) releaseRule {
+	return releaseRule{
+		Target:   max(uint64(max(limit, 0))/4, releaseTargetMin),
+		MinSlack: releaseMinSlack,
+		Checks:   releaseChecks,
+		Spacing:  releaseSpacing,
+	}
+}
+
+// A releaseSample is what one check sees.
+type releaseSample struct {
+	RSS      uint64 // resident set size
+	Retained uint64 // runtimeSample.Retained
+	Goal     uint64 // runtimeSample.Goal
+}
+
+// spike reports whether the heap the runtime holds is well above what it plans to use.
+func (r releaseRule) spike(s releaseSample) bool {
+	return s.Retained >= s.Goal+s.Goal/2 && s.Retained-s.Goal >= r.MinSlack
+}
+
+// A releaser applies a releaseRule to a sequence of checks. It is not safe for concurrent
+// use: the return-to-OS loop owns it.
+type releaser struct {
+	rule   releaseRule
+	streak int       // consecutive checks at which the conditions held
+	last   time.Time // of the last release; zero: none yet
+}
+
+// check records a check at now and reports whether to release.
+func (r *releaser) check(now time.Time, s releaseSample) bool {
+	if s.RSS <= r.rule.Target || !r.rule.spike(s) {
+		r.streak = 0
+		return false
+	}
+	r.streak++
+	if r.streak < r.rule.Checks || (!r.last.IsZero() && now.Sub(r.last) < r.rule.Spacing) {
+		return false
+	}
+	r.streak = 0
+	r.last = now
+	return true
+}
+
+// returnLoop checks every memory.return_to_os whether to hand memory back to the OS, until
+// ctx is done, the policy closes, or a reload sets the interval to 0.
+func (p *Policy) returnLoop(ctx context.Context) {
+	p.mu.Lock()
+	interval := p.interval
+	p.mu.Unlock()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			p.loopStopped()
+			return
+		case <-p.done:
+			return
+		case <-p.reset:
+			p.mu.Lock()
+			interval = p.interval
+			if interval <= 0 {
+				p.running = false
+				p.mu.Unlock()
+				return
+			}
+			p.mu.Unlock()
+			t.Reset(interval)
+			p.rel.streak = 0 // checks at another pace are not consecutive
+		case now := <-t.C:
+			p.checkReturn(now)
+		}
+	}
+}
+
+func (p *Policy) loopStopped() {
+	p.mu.Lock()
+	p.running = false
+	p.mu.Unlock()
+}
+
+// checkReturn runs one check of the release rule and releases if it says so.
+func (p *Policy) checkReturn(now time.Time) {
+	p.rel.rule = newReleaseRule(p.limit.Load()) // the limit may have been reloaded
+	rt := p.sys.read()
+	rss := p.rss(rt)
+	if !p.rel.check(now, releaseSample{RSS: rss, Retained: rt.Retained(), Goal: rt.Goal}) {
+		return
+	}
+	p.sys.free()
+	after := p.rss(p.sys.read())
+	p.returned.Add(1)
+	if after < rss {
+		p.retBytes.Add(rss - after)
+	}
+	p.log.Debug("memory: returned memory to the OS",
+		"rss_before", formatBytes(int64(rss)), "rss_after", formatBytes(int64(after)))
+}
+
+// rss returns the resident set size, or the runtime's mapped memory where /proc is not
+// available.
+func (p *Policy) rss(rt runtimeSample) uint64 {
+	if v, ok := p.sys.rss(); ok {
+		return v
+	}
+	return rt.Mapped()
+}
