@@ -16,6 +16,7 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/logging"
+	"github.com/bifrost-mqtt/bifrost/internal/memory"
 	"github.com/bifrost-mqtt/bifrost/internal/metrics"
 )
 
@@ -52,6 +53,7 @@ type Broker struct {
 	closed  bool
 	http    *metrics.Server // nil before Start and when http.address is off
 	mqtt    *broker.Broker
+	memory  *memory.Policy // nil before Start
 
 	routines routines
 }
@@ -111,6 +113,18 @@ func (b *Broker) Start(ctx context.Context) error {
 	}
 	b.started = true
 
+	// The memory policy is process-wide (the GC's limit and percent); Close restores it.
+	pol, err := memory.Apply(b.cfg.Memory, b.log)
+	if err != nil {
+		return fmt.Errorf("bifrost: %w", err)
+	}
+	b.memory = pol
+	if err := b.metrics.Register(pol.Collector()); err != nil {
+		return fmt.Errorf("bifrost: %w", err)
+	}
+	pol.Start(b.routines.start)
+	b.log.Info("memory policy", "profile", b.cfg.Memory.Profile, "limit", pol.Limit(), "gogc", pol.GCPercent())
+
 	if err := b.mqtt.Start(); err != nil {
 		return fmt.Errorf("bifrost: %w", err)
 	}
@@ -145,6 +159,7 @@ func (b *Broker) Close() error {
 	}
 	b.closed = true
 	srv := b.http
+	pol := b.memory
 	b.mu.Unlock()
 
 	mqttErr := b.mqtt.Close()
@@ -160,6 +175,9 @@ func (b *Broker) Close() error {
 		b.log.Debug("http endpoint shut down", "err", err)
 	}
 	b.routines.wait()
+	if pol != nil {
+		pol.Close()
+	}
 	if err != nil {
 		return fmt.Errorf("bifrost: close: %w", err)
 	}
