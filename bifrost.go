@@ -123,7 +123,6 @@ func (b *Broker) Start(ctx context.Context) error {
 		return fmt.Errorf("bifrost: %w", err)
 	}
 	pol.Start(b.routines.start)
-	b.log.Info("memory policy", "profile", b.cfg.Memory.Profile, "limit", pol.Limit(), "gogc", pol.GCPercent())
 
 	if err := b.mqtt.Start(); err != nil {
 		return fmt.Errorf("bifrost: %w", err)
