@@ -2,6 +2,7 @@
 //
 //	bifrost [serve] [-c FILE]      run the broker (the default command); no -c: built-in defaults
 //	bifrost check-config -c FILE   check a config file, print every problem, exit 1 if any
+//	bifrost bench MODE [flags]     load a broker on this machine: conns, fanin, fanout, pair
 //	bifrost version                print the version, the Go version and the VCS revision
 //
 // serve stops gracefully on SIGINT or SIGTERM; SIGHUP re-reads the config file.
@@ -29,6 +30,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serve(args, stderr)
 	case "check-config":
 		return checkConfig(args, stdout, stderr)
+	case "bench":
+		return bench(args, stdout, stderr)
 	case "version":
 		return printVersion(stdout)
 	case "help":
@@ -42,5 +45,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 const usage = `usage:
   bifrost [serve] [-c FILE]      run the broker; without -c, on built-in defaults
   bifrost check-config -c FILE   check a config file
+  bifrost bench MODE [flags]     measure a broker on this machine (bifrost bench -h)
   bifrost version                print version information
 `
