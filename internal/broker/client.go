@@ -202,6 +202,7 @@ func (b *Broker) protocolError(bt *batch, cl *client, err error) {
 	}
 	bt.flush() // what was queued before the violation goes first
 	cl.s.Disconnect(rc)
+	b.detach(bt, cl)
 }
 
 // closeNow closes a connection without a word: before CONNECT nothing may be sent.
@@ -220,17 +221,28 @@ func (b *Broker) OnClose(c listener.Conn, err error) {
 	cl.closing = true
 	cl.r.Release()
 	b.stats.connection(c.Listener().Name(), -1)
-	s := cl.s
-	if s == nil {
+	if cl.s == nil {
 		return
 	}
-	shared, detached := s.Detach(c)
-	if !detached {
-		return // taken over: the new connection owns the session, takeOver counted it
-	}
-	b.clients.Add(-1)
 	bt := b.getBatch()
 	defer b.putBatch(bt)
+	b.detach(bt, cl)
+}
+
+// detach takes cl's session off its connection: unacknowledged shared-subscription
+// messages go to other members, the will is published or scheduled, and the session ends
+// or is left to expire. The broker calls it as soon as it decides to end a connection (a
+// DISCONNECT, a protocol error), before the socket closes: a client that sees the close and
+// reconnects at once must find the session offline, not a live connection to take over
+// (with expiry 0, not find it at all). OnClose calls it for every other end; a second call,
+// or one after a takeover, finds the session detached and does nothing.
+func (b *Broker) detach(bt *batch, cl *client) {
+	s := cl.s
+	shared, detached := s.Detach(cl.conn)
+	if !detached {
+		return // taken over (takeOver counted it), or detached already
+	}
+	b.clients.Add(-1)
 	for _, d := range shared {
 		b.redeliverShared(bt, s, d)
 	}

@@ -25,6 +25,7 @@ func (b *Broker) onDisconnect(bt *batch, cl *client, d *packet.Disconnect) error
 	cl.willOnClose = d.Code == packet.DisconnectWithWillMessage
 	cl.closing = true
 	bt.flush()
+	b.detach(bt, cl) // before the close the client may see and reconnect after
 	cl.conn.Close()
 	return nil
 }
