@@ -1,0 +1,499 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/bifrost-mqtt/bifrost/internal/conf"
+)
+
+// pebbleFormat is the Pebble format a new store is created with and an older one raised
+// to: FormatNewest of Pebble v2.1.7, named so that upgrading Pebble never changes the
+// files silently. It includes the WAL sync chunks that tell a torn tail from corruption.
+const pebbleFormat = pebble.FormatValueSeparation
+
+// reopenBackoff is the least time between two attempts to reopen the database after a
+// failed write, so that a full disk is not hammered with recoveries.
+const reopenBackoff = time.Second
+
+// openPebble opens the store in cfg.Dir on fs (vfs.Default if nil).
+func openPebble(cfg conf.Store, log *slog.Logger, fs vfs.FS) (*store, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("store: no directory configured (store.dir)")
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	if fs == nil {
+		fs = vfs.Default
+	}
+	policy, err := parseSync(cfg.Sync)
+	if err != nil {
+		return nil, err
+	}
+	dir := cfg.Dir
+	c := conf.Config{Store: cfg}
+	c.EnsureDefaults()
+	cfg = c.Store
+
+	existing, err := checkDir(fs, dir)
+	if err != nil {
+		return nil, err
+	}
+	wal := &walWatch{FS: fs}
+	opts := pebbleOptions(cfg, wal, log)
+	if existing {
+		// Open an existing database at its own format: if it turns out not to be ours,
+		// it must leave as it came. Ours is raised to pebbleFormat after the check.
+		opts.FormatMajorVersion = pebble.FormatMinSupported
+	}
+	db, err := pebble.Open(dir, opts)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", dir, err)
+	}
+	if err := checkFormat(db, dir); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	if db.FormatMajorVersion() < pebbleFormat {
+		if err := db.RatchetFormatMajorVersion(pebbleFormat); err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("store: open %s: %w", dir, err)
+		}
+	}
+	opts.FormatMajorVersion = pebbleFormat
+
+	e := &pebbleEngine{dir: dir, opts: opts, log: log, wal: wal, db: db,
+		chunkBytes: int(cfg.MemtableSize / 4), backoff: reopenBackoff}
+	maxQueue := max(int(cfg.MemtableSize/2), 256<<10)
+	return newStore(e, policy, time.Duration(cfg.SyncInterval), maxQueue, log), nil
+}
+
+// pebbleOptions sizes Pebble from cfg. Everything else is Pebble's default, which suits
+// a store this small: one compaction at a time, WAL files recycled.
+func pebbleOptions(cfg conf.Store, fs vfs.FS, log *slog.Logger) *pebble.Options {
+	opts := &pebble.Options{
+		FS:                 fs,
+		CacheSize:          int64(cfg.CacheSize),
+		MemTableSize:       uint64(cfg.MemtableSize),
+		FormatMajorVersion: pebbleFormat,
+		Logger:             pebbleLogger{log},
+	}
+	// Pebble's default today, pinned: zstd is never used (package doc, Build).
+	for i := range opts.Levels {
+		opts.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.SnappyCompression }
+	}
+	return opts
+}
+
+// checkDir creates dir if need be and reports whether it holds a Pebble database. A
+// directory that holds anything else is refused before Pebble writes there: Pebble
+// deletes files that look like its own obsolete ones.
+func checkDir(fs vfs.FS, dir string) (existing bool, err error) {
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return false, fmt.Errorf("store: create %s: %w", dir, err)
+	}
+	desc, err := pebble.Peek(dir, fs)
+	if err != nil {
+		return false, fmt.Errorf("store: open %s: %w", dir, err)
+	}
+	if desc.Exists {
+		return true, nil
+	}
+	names, err := fs.List(dir)
+	if err != nil {
+		return false, fmt.Errorf("store: open %s: %w", dir, err)
+	}
+	for _, name := range names {
+		if !leftover(name) {
+			return false, fmt.Errorf("%w: %s holds %q and no store; point store.dir at an empty or new directory",
+				ErrForeign, dir, name)
+		}
+	}
+	return false, nil
+}
+
+// leftover reports whether a file may be in a directory that holds no database yet: a
+// file system's lost+found (the directory is a mount point), or what a first Open that
+// was interrupted leaves before the database exists, named as Pebble names its files.
+func leftover(name string) bool {
+	switch {
+	case name == "lost+found", name == "LOCK", strings.HasPrefix(name, "marker."):
+		return true
+	}
+	for _, prefix := range []string{"OPTIONS-", "MANIFEST-"} {
+		if rest, ok := strings.CutPrefix(name, prefix); ok {
+			return digits(rest)
+		}
+	}
+	if rest, ok := strings.CutSuffix(name, ".log"); ok { // a WAL: 000002.log, 000002-001.log
+		return digits(strings.Replace(rest, "-", "", 1))
+	}
+	return false
+}
+
+func digits(s string) bool {
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// checkFormat checks the format-version record of db, writing it into a database that is
+// empty: a new one, or one whose creation was interrupted before the record was written.
+func checkFormat(db *pebble.DB, dir string) error {
+	v, closer, err := db.Get(metaKey)
+	switch {
+	case err == nil:
+		defer closer.Close()
+		if len(v) != len(formatMagic)+1 || !bytes.HasPrefix(v, []byte(formatMagic)) {
+			return fmt.Errorf("%w: %s holds a Pebble database with a foreign format record %q", ErrForeign, dir, v)
+		}
+		if ver := v[len(formatMagic)]; ver != formatVersion {
+			return fmt.Errorf("%w: %s holds a store of format %d; this build reads format %d",
+				ErrVersion, dir, ver, formatVersion)
+		}
+		return nil
+	case !errors.Is(err, pebble.ErrNotFound):
+		return fmt.Errorf("store: open %s: %w", dir, err)
+	}
+	it, err := db.NewIter(nil)
+	if err != nil {
+		return fmt.Errorf("store: open %s: %w", dir, err)
+	}
+	empty := !it.First()
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return fmt.Errorf("store: open %s: %w", dir, err)
+	}
+	if !empty {
+		return fmt.Errorf("%w: %s holds a Pebble database without bifrost's format record", ErrForeign, dir)
+	}
+	if err := db.Set(metaKey, appendMeta(nil), pebble.Sync); err != nil {
+		return fmt.Errorf("store: create %s: %w", dir, err)
+	}
+	return nil
+}
+
+// pebbleEngine is the engine on disk. The committer calls write and flush; Load calls
+// iter. After a failed write or flush the database is closed and reopened by the next
+// write (package doc, Failures).
+type pebbleEngine struct {
+	dir        string
+	opts       *pebble.Options
+	log        *slog.Logger
+	wal        *walWatch
+	chunkBytes int           // the most one Pebble batch takes (commit.go, invariant 4)
+	backoff    time.Duration // reopenBackoff; shorter in tests
+
+	// mu is held shared while db is used and exclusively to replace it.
+	mu      sync.RWMutex
+	db      *pebble.DB    // nil while broken
+	broken  error         // why db is nil
+	retryAt time.Time     // the earliest reopen
+	pb      *pebble.Batch // the committer's, reused from group to group
+}
+
+func (e *pebbleEngine) write(group []*Batch, sync bool) error {
+	if err := e.reopen(); err != nil {
+		return err
+	}
+	e.mu.RLock()
+	err := e.apply(group, sync)
+	e.mu.RUnlock()
+	if err != nil {
+		e.fail(err)
+	}
+	return err
+}
+
+// apply merges group into Pebble batches of at most chunkBytes and applies them, the last
+// with sync. mu is held shared.
+func (e *pebbleEngine) apply(group []*Batch, sync bool) error {
+	if e.db == nil {
+		return e.broken
+	}
+	if e.pb == nil {
+		e.pb = e.db.NewBatch()
+	}
+	pb := e.pb
+	for _, b := range group {
+		if !pb.Empty() && pb.Len()+b.Size() > e.chunkBytes {
+			if err := e.commit(pb, pebble.NoSync); err != nil {
+				return err
+			}
+			pb.Reset()
+		}
+		for off := 0; off < len(b.data); {
+			var op byte
+			var k, v []byte
+			op, k, v, off = b.op(off)
+			var err error
+			switch op {
+			case opSet:
+				err = pb.Set(k, v, nil)
+			case opDelete:
+				err = pb.Delete(k, nil)
+			case opDeleteRange:
+				err = pb.DeleteRange(k, v, nil)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	if pb.Empty() { // empty batches: nothing to write, but a sync may be due
+		if sync {
+			return e.logSync()
+		}
+		return nil
+	}
+	o := pebble.NoSync
+	if sync {
+		o = pebble.Sync
+	}
+	err := e.commit(pb, o)
+	pb.Reset()
+	return err
+}
+
+// commit applies pb, turning Pebble's fatal commit error (see pebbleLogger) into an
+// error.
+func (e *pebbleEngine) commit(pb *pebble.Batch, o *pebble.WriteOptions) (err error) {
+	if err := e.wal.failed(); err != nil {
+		return err
+	}
+	defer recoverFatal(&err)
+	return e.db.Apply(pb, o)
+}
+
+func (e *pebbleEngine) flush() error {
+	e.mu.RLock()
+	var err error
+	if e.db != nil {
+		err = e.logSync()
+	}
+	e.mu.RUnlock()
+	if err != nil {
+		e.fail(err)
+	}
+	return err
+}
+
+func (e *pebbleEngine) logSync() (err error) {
+	if err := e.wal.failed(); err != nil {
+		return err
+	}
+	defer recoverFatal(&err)
+	return e.db.LogData(nil, pebble.Sync)
+}
+
+// fail closes the database after a failed write: Pebble's WAL writer keeps its first
+// error, so the database cannot write again until reopened.
+func (e *pebbleEngine) fail(cause error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.pb = nil // Pebble forbids reusing a batch whose commit failed
+	if e.db == nil {
+		return
+	}
+	e.log.Error("store: write failed; the database reopens before the next commit",
+		slog.String("dir", e.dir), slog.Any("err", cause))
+	if err := closeDB(e.db); err != nil {
+		e.log.Debug("store: closing after a failed write", slog.Any("err", err))
+	}
+	e.db, e.broken = nil, cause
+	e.retryAt = time.Now().Add(e.backoff)
+}
+
+// reopen opens the database again if a failure closed it and the backoff has passed.
+func (e *pebbleEngine) reopen() error {
+	e.mu.RLock()
+	ok := e.db != nil
+	e.mu.RUnlock()
+	if ok {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.db != nil {
+		return nil
+	}
+	if time.Now().Before(e.retryAt) {
+		return e.broken
+	}
+	e.wal.reset()
+	db, err := pebble.Open(e.dir, e.opts)
+	if err != nil {
+		e.broken = fmt.Errorf("reopen %s: %w", e.dir, err)
+		e.retryAt = time.Now().Add(e.backoff)
+		return e.broken
+	}
+	e.log.Info("store: reopened after a failed write", slog.String("dir", e.dir))
+	e.db, e.broken = db, nil
+	return nil
+}
+
+func (e *pebbleEngine) iter(lower, upper []byte) (iterator, error) {
+	if err := e.reopen(); err != nil {
+		return nil, err
+	}
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+}
+
+func (e *pebbleEngine) close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.db == nil {
+		return nil
+	}
+	err := closeDB(e.db)
+	e.db = nil
+	return err
+}
+
+// closeDB closes db, turning a fatal error of Pebble's into an error.
+func closeDB(db *pebble.DB) (err error) {
+	defer recoverFatal(&err)
+	return db.Close()
+}
+
+// A fatalError is what pebbleLogger.Fatalf panics with.
+type fatalError struct {
+	msg   string
+	cause error // the first error among Fatalf's arguments
+}
+
+func (f *fatalError) Error() string { return f.msg }
+func (f *fatalError) Unwrap() error { return f.cause }
+
+// recoverFatal recovers a fatalError panic into *err; other panics go on.
+func recoverFatal(err *error) {
+	if p := recover(); p != nil {
+		f, ok := p.(*fatalError)
+		if !ok {
+			panic(p)
+		}
+		*err = f
+	}
+}
+
+// pebbleLogger sends Pebble's messages to slog. Pebble reports a failed commit through
+// Fatalf and expects it not to return (its default logger exits the process); Fatalf
+// panics instead, so that the committer can recover, fail the group and reopen the
+// database. In any other goroutine the panic stops the process, as Pebble intends.
+type pebbleLogger struct{ log *slog.Logger }
+
+func (l pebbleLogger) Infof(format string, args ...any) {
+	l.log.Debug("pebble: " + fmt.Sprintf(format, args...))
+}
+
+func (l pebbleLogger) Errorf(format string, args ...any) {
+	l.log.Error("pebble: " + fmt.Sprintf(format, args...))
+}
+
+func (l pebbleLogger) Fatalf(format string, args ...any) {
+	f := &fatalError{msg: fmt.Sprintf(format, args...)}
+	for _, a := range args {
+		if err, ok := a.(error); ok {
+			f.cause = err
+			break
+		}
+	}
+	l.log.Error("pebble: fatal: " + f.msg)
+	panic(f)
+}
+
+// walWatch is the file system under Pebble. It records the first error that a write-ahead
+// log file returns from a write or sync. Pebble's WAL writer keeps such an error too, and
+// panics, holding its commit lock, at the first write handed to it after the error
+// surfaced; the engine checks failed before every write and reopens the database
+// instead (commit.go, invariant 5).
+type walWatch struct {
+	vfs.FS
+	mu  sync.Mutex
+	err error
+}
+
+func (w *walWatch) failed() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+func (w *walWatch) set(err error) {
+	w.mu.Lock()
+	if w.err == nil {
+		w.err = err
+	}
+	w.mu.Unlock()
+}
+
+func (w *walWatch) reset() {
+	w.mu.Lock()
+	w.err = nil
+	w.mu.Unlock()
+}
+
+func (w *walWatch) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	return w.wrap(name)(w.FS.Create(name, c))
+}
+
+func (w *walWatch) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	return w.wrap(newname)(w.FS.ReuseForWrite(oldname, newname, c))
+}
+
+// Unwrap returns the file system underneath, as vfs.FS requires.
+func (w *walWatch) Unwrap() vfs.FS { return w.FS }
+
+func (w *walWatch) wrap(name string) func(vfs.File, error) (vfs.File, error) {
+	return func(f vfs.File, err error) (vfs.File, error) {
+		if err != nil || !strings.HasSuffix(name, ".log") {
+			return f, err
+		}
+		return &walFile{f, w}, nil
+	}
+}
+
+// walFile is a WAL file under walWatch.
+type walFile struct {
+	vfs.File
+	w *walWatch
+}
+
+func (f *walFile) check(err error) error {
+	if err != nil {
+		f.w.set(err)
+	}
+	return err
+}
+
+func (f *walFile) Write(p []byte) (int, error) {
+	n, err := f.File.Write(p)
+	return n, f.check(err)
+}
+
+func (f *walFile) WriteAt(p []byte, off int64) (int, error) {
+	n, err := f.File.WriteAt(p, off)
+	return n, f.check(err)
+}
+
+func (f *walFile) Sync() error     { return f.check(f.File.Sync()) }
+func (f *walFile) SyncData() error { return f.check(f.File.SyncData()) }
+
+func (f *walFile) SyncTo(length int64) (bool, error) {
+	full, err := f.File.SyncTo(length)
+	return full, f.check(err)
+}
