@@ -52,10 +52,17 @@ func (s *Session) Deliver(d Delivery, now int64) (dirtied bool, drop Drop) {
 
 // writePublish encodes e as a PUBLISH for this client: the per-recipient properties (the
 // expiry left, subscription identifiers, a topic alias) next to the message's shared ones.
+//
+// A resend (dup) is never dropped for expiry: once onward delivery has started the
+// message must be completed [MQTT-3.3.2-5], [MQTT-4.4.0-1]; it then carries the smallest
+// expiry, 1 second.
 func (s *Session) writePublish(e *entry, now int64, dup bool) (dirtied bool, drop Drop) {
 	secs, has, alive := e.msg.Remaining(now)
 	if !alive {
-		return false, DropExpired
+		if !dup {
+			return false, DropExpired
+		}
+		secs = 1
 	}
 	p := packet.Publish{Topic: e.msg.Topic(), Payload: e.msg.Payload(), QoS: e.qos, PacketID: e.pid,
 		Retain: e.flags&entryRetain != 0, Dup: dup}

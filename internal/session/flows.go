@@ -117,14 +117,17 @@ func (f *flows) resetConnectionState() {
 	f.aliasIn, f.aliasOut, f.aliasNext = nil, nil, 0
 }
 
-// takeShared removes the messages that came through shared subscriptions and were not yet
-// received by the client (QoS 2 messages past PUBREC stay: the client has them).
+// takeShared removes, for redelivery to other members of their groups, the messages that
+// came through shared subscriptions: queued ones and sent QoS 1 ones not acknowledged.
 func (f *flows) takeShared() []Delivery {
 	var out []Delivery
 	keep := f.inflight[:0]
 	for i := range f.inflight {
 		e := &f.inflight[i]
-		if e.share != "" && e.flags&entryReleased == 0 {
+		// A QoS 2 message once sent stays with this member: its delivery is completed when
+		// the member returns, and never given to another [MQTT-4.8.2-4], [MQTT-4.8.2-5].
+		// A sent QoS 1 message may go to another member (spec 4.8.2).
+		if e.share != "" && e.qos == 1 {
 			out = append(out, e.delivery())
 			continue
 		}

@@ -301,15 +301,26 @@ func TestResume(t *testing.T) {
 // TestResumeExpired: a message that expired while the client was away is not sent again,
 // and if nothing else is left the traffic state goes.
 func TestResumeExpired(t *testing.T) {
-	s, c := online(t, nil, ConnectInfo{})
+	// A message whose delivery has started is completed after a reconnect even when its
+	// expiry has passed meanwhile [MQTT-3.3.2-5], [MQTT-4.4.0-1]: it is resent with DUP and
+	// the smallest expiry, 1 second.
+	s, c := online(t, nil, ConnectInfo{Version: packet.V5})
 	deliver(t, s, Delivery{Msg: pub{topic: "t", payload: "x", expiry: 5}.owned(), QoS: 1}, at(0), Delivered)
 	s.Flush()
-	c = reconnect(t, s, c, ConnectInfo{}, at(10*time.Second))
-	if len(c.buf) > 0 {
-		t.Errorf("resent an expired message: %v", c)
+	c = reconnect(t, s, c, ConnectInfo{Version: packet.V5}, at(10*time.Second))
+	pkts := c.packets(t, packet.V5)
+	if len(pkts) != 1 {
+		t.Fatalf("wrote %d packets, want the one resend", len(pkts))
 	}
-	if in, q := s.Pending(); in+q != 0 || s.fl != nil {
-		t.Errorf("Pending() = %d, %d, traffic state %v", in, q, s.fl != nil)
+	p, ok := pkts[0].(*packet.Publish)
+	if !ok {
+		t.Fatalf("wrote %T", pkts[0])
+	}
+	if !p.Dup || p.PacketID != 1 || !p.Props.MessageExpiry.Set || p.Props.MessageExpiry.V != 1 {
+		t.Errorf("resend: dup %v id %d expiry %+v", p.Dup, p.PacketID, p.Props.MessageExpiry)
+	}
+	if in, _ := s.Pending(); in != 1 {
+		t.Errorf("inflight %d, want 1 until acknowledged", in)
 	}
 }
 
@@ -565,5 +576,26 @@ func TestPIDReuse(t *testing.T) {
 	}
 	if fmt.Sprint(ids) != "[1 65535 2 3]" {
 		t.Errorf("ids %v, want [1 65535 2 3]", ids)
+	}
+}
+
+// TestDetachSharedQoS2Stays: a QoS 2 message sent through a shared subscription and not
+// yet acknowledged stays with its member, to be completed when it returns, and is never
+// handed to another member [MQTT-4.8.2-4], [MQTT-4.8.2-5]; a QoS 1 one is handed back.
+func TestDetachSharedQoS2Stays(t *testing.T) {
+	s, c := online(t, nil, ConnectInfo{})
+	m := msg("t", "x")
+	deliver(t, s, Delivery{Msg: m, QoS: 2, Share: "$share/g/t"}, at(0), Delivered)
+	deliver(t, s, Delivery{Msg: m, QoS: 1, Share: "$share/g/t"}, at(0), Delivered)
+	s.Flush()
+	shared, ok := s.Detach(c)
+	if !ok {
+		t.Fatal("not attached")
+	}
+	if len(shared) != 1 || shared[0].QoS != 1 {
+		t.Fatalf("handed back %+v, want only the QoS 1 message", shared)
+	}
+	if in, _ := s.Pending(); in != 1 {
+		t.Fatalf("inflight %d, want the QoS 2 message kept", in)
 	}
 }
