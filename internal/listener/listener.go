@@ -49,6 +49,10 @@
 //   - Closing a descriptor before nbio registers it lets another connection reuse the
 //     number and be lost from nbio's table; closes asked for while a connection is being
 //     added wait until it is (conn.go closeWith).
+//   - nbio takes a socket over with a dup that is not close-on-exec: every child process
+//     would keep the sockets of closed connections, and their epoll events, alive, and
+//     nbio would close a new connection that reuses such a descriptor number with io.EOF
+//     (tcp.go takeOver).
 //   - nbio logs through a process-wide logger: the first New points it at slog.Default.
 //   - The race detector cannot see the hand-off through epoll: the hooks begin with an
 //     atomic load or a lock taken by the accepting side (see server.go onData).

@@ -50,7 +50,7 @@ func (s *Server) awaitPollers() error {
 			// a growing number of spare ones shifts it to other pollers.
 			collisions++
 			for range collisions {
-				fd, err := syscall.Dup(peer)
+				fd, err := dupCloexec(peer)
 				if err != nil {
 					return fmt.Errorf("listener: probing the pollers: %w", err)
 				}
@@ -88,12 +88,17 @@ type pollerProbe struct {
 // socketPair returns one end of a new Unix socket pair as an nbio conn (not yet polled)
 // and the other end's descriptor.
 func socketPair() (*nbio.Conn, int, error) {
+	// Close-on-exec from the start, as every descriptor of ours: see takeOver.
+	syscall.ForkLock.RLock()
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err == nil {
+		syscall.CloseOnExec(fds[0])
+		syscall.CloseOnExec(fds[1])
+	}
+	syscall.ForkLock.RUnlock()
 	if err != nil {
 		return nil, 0, err
 	}
-	syscall.CloseOnExec(fds[0])
-	syscall.CloseOnExec(fds[1])
 	f := os.NewFile(uintptr(fds[0]), "probe")
 	c, err := net.FileConn(f) // a duplicate
 	_ = f.Close()
@@ -101,10 +106,21 @@ func socketPair() (*nbio.Conn, int, error) {
 		_ = syscall.Close(fds[1])
 		return nil, 0, err
 	}
-	nc, err := nbio.NBConn(c) // another duplicate; c is closed
+	nc, err := takeOver(c) // another duplicate; c is closed
 	if err != nil {
 		_ = syscall.Close(fds[1])
 		return nil, 0, err
 	}
 	return nc, fds[1], nil
+}
+
+// dupCloexec duplicates fd, close-on-exec (see takeOver).
+func dupCloexec(fd int) (int, error) {
+	syscall.ForkLock.RLock()
+	defer syscall.ForkLock.RUnlock()
+	nfd, err := syscall.Dup(fd)
+	if err == nil {
+		syscall.CloseOnExec(nfd)
+	}
+	return nfd, err
 }

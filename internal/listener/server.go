@@ -197,6 +197,13 @@ func (s *Server) start() error {
 		ServerExecutor:          func(f func()) { f() }, // run parsed requests and messages in the poller
 		SupportServerOnly:       true,
 		ReleaseWebsocketPayload: true,
+		// nbio reads a socket at most this many times per readiness event, and closes it
+		// when the same event also reports the peer's hang-up: bytes beyond the reads are
+		// lost. nbio's default, 3 (96 KiB here), loses the end of a large PUBLISH and the
+		// DISCONNECT of a client that sends them and closes at once (mosquitto_pub -s).
+		// 256 reads (8 MiB) cover any socket receive buffer the kernel grants by default,
+		// while one client flooding a poller still yields it after 8 MiB.
+		MaxConnReadTimesPerEventLoop: 256,
 	})
 	e.Engine.OnOpen(s.onOpen)
 	e.Engine.OnData(s.onData)

@@ -61,7 +61,7 @@ func appendWSHeader(b []byte, opcode byte, n int) []byte {
 
 // admitWS takes over a connection accepted on a ws listener: it starts as HTTP.
 func (s *Server) admitWS(l *Listener, raw net.Conn) {
-	nc, err := nbio.NBConn(raw)
+	nc, err := takeOver(raw) // close-on-exec: see takeOver
 	if err != nil {
 		_ = raw.Close()
 		s.log.Warn("listener: cannot take over connection", slog.String("listener", l.name), slog.Any("err", err))
