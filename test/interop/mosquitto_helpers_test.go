@@ -85,17 +85,7 @@ type mqBroker struct {
 // mqStart starts a broker; edit, if not nil, changes the config first. t closes it.
 func mqStart(t testing.TB, edit func(*bifrost.Config)) *mqBroker {
 	t.Helper()
-	cfg := bifrost.DefaultConfig()
-	cfg.Listeners = []conf.Listener{
-		{Name: "tcp", Type: conf.ListenerTCP, Address: "127.0.0.1:0"},
-		{Name: "ws", Type: conf.ListenerWS, Address: "127.0.0.1:0", Path: "/mqtt"},
-	}
-	cfg.HTTP.Address = "127.0.0.1:0"
-	cfg.Store.Dir = t.TempDir()
-	cfg.Log.Level = "debug"
-	if edit != nil {
-		edit(cfg)
-	}
+	cfg := mqConfig(t, edit)
 	logs := &mqLogs{}
 	b, err := bifrost.New(cfg, bifrost.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	if err != nil {
@@ -121,6 +111,23 @@ func mqStart(t testing.TB, edit func(*bifrost.Config)) *mqBroker {
 		mb.http = a.String()
 	}
 	return mb
+}
+
+// mqConfig is the config the interop brokers run with: loopback listeners on free ports,
+// a store in the test's temporary directory, debug logs; edit, if not nil, changes it.
+func mqConfig(t testing.TB, edit func(*bifrost.Config)) *bifrost.Config {
+	cfg := bifrost.DefaultConfig()
+	cfg.Listeners = []conf.Listener{
+		{Name: "tcp", Type: conf.ListenerTCP, Address: "127.0.0.1:0"},
+		{Name: "ws", Type: conf.ListenerWS, Address: "127.0.0.1:0", Path: "/mqtt"},
+	}
+	cfg.HTTP.Address = "127.0.0.1:0"
+	cfg.Store.Dir = t.TempDir()
+	cfg.Log.Level = "debug"
+	if edit != nil {
+		edit(cfg)
+	}
+	return cfg
 }
 
 // port returns the port of a host:port address, as the command-line clients want it.

@@ -42,7 +42,7 @@ const (
 // [MQTT-3.8.4-6]), with the retain flag clear.
 func TestMosquittoPubSub(t *testing.T) {
 	mqTool(t, "mosquitto_sub")
-	b := mqStart(t, nil)
+	b := mqStartProcess(t, nil)
 	type tc struct {
 		subV, pubV     string
 		subQoS, pubQoS int
@@ -84,7 +84,7 @@ func TestMosquittoPubSub(t *testing.T) {
 // message, which reaches the broker in many reads and leaves it in many writes.
 func TestMosquittoOrder(t *testing.T) {
 	mqTool(t, "mosquitto_sub")
-	b := mqStart(t, nil)
+	b := mqStartProcess(t, nil)
 	for _, v := range []string{mqV311, mqV5} {
 		for q := range 3 {
 			t.Run(fmt.Sprintf("%s/q%d/stream", v, q), func(t *testing.T) {
@@ -147,7 +147,7 @@ func mqSum(s string) string {
 // the retain flag set, and clears it with an empty retained message.
 func TestMosquittoRetained(t *testing.T) {
 	mqTool(t, "mosquitto_sub")
-	b := mqStart(t, nil)
+	b := mqStartProcess(t, nil)
 	port := mqPort(b.tcp)
 	for _, v := range []string{mqV31, mqV311, mqV5} {
 		t.Run(v, func(t *testing.T) {
@@ -206,7 +206,7 @@ func TestMosquittoRetained(t *testing.T) {
 // left stop at once [MQTT-3.10.4-2], while the other subscription lives on.
 func TestMosquittoUnsubscribe(t *testing.T) {
 	mqTool(t, "mosquitto_sub")
-	b := mqStart(t, nil)
+	b := mqStartProcess(t, nil)
 	port := mqPort(b.tcp)
 	for _, v := range []string{mqV31, mqV311, mqV5} {
 		t.Run(v, func(t *testing.T) {
@@ -229,7 +229,7 @@ func TestMosquittoUnsubscribe(t *testing.T) {
 // connection.
 func TestMosquittoKeepAlive(t *testing.T) {
 	mqTool(t, "mosquitto_sub")
-	b := mqStart(t, nil)
+	b := mqStartProcess(t, nil)
 	port := mqPort(b.tcp)
 	for _, v := range []string{mqV311, mqV5} {
 		t.Run(v, func(t *testing.T) {
@@ -253,7 +253,7 @@ func TestMosquittoKeepAlive(t *testing.T) {
 // (5.0 [MQTT-3.14.4-3]).
 func TestMosquittoWill(t *testing.T) {
 	mqTool(t, "mosquitto_sub")
-	b := mqStart(t, nil)
+	b := mqStartProcess(t, nil)
 	port := mqPort(b.tcp)
 	// watch subscribes to topic and waits for its SUBACK.
 	watch := func(t *testing.T, v, topic, format string) *mqProc {
@@ -385,7 +385,7 @@ func TestMosquittoWill(t *testing.T) {
 // expiry counted down [MQTT-3.3.2-6].
 func TestMosquittoProperties(t *testing.T) {
 	mqTool(t, "mosquitto_sub")
-	b := mqStart(t, nil)
+	b := mqStartProcess(t, nil)
 	port := mqPort(b.tcp)
 	t.Run("publish", func(t *testing.T) {
 		t.Parallel()
@@ -498,7 +498,7 @@ func TestMosquittoProperties(t *testing.T) {
 // what is tested, so this test waits for the clock.
 func TestMosquittoInflightExpiry(t *testing.T) {
 	mqTool(t, "mosquitto_sub")
-	b := mqStart(t, nil)
+	b := mqStartProcess(t, nil)
 	port := mqPort(b.tcp)
 	for _, q := range []string{"1", "2"} {
 		t.Run("q"+q, func(t *testing.T) {
@@ -538,7 +538,7 @@ func TestMosquittoInflightExpiry(t *testing.T) {
 // when it reconnects [MQTT-4.8.2-4].
 func TestMosquittoSharedQoS2(t *testing.T) {
 	mqTool(t, "mosquitto_sub")
-	b := mqStart(t, nil)
+	b := mqStartProcess(t, nil)
 	port := mqPort(b.tcp)
 	const filter, topic = "$share/g/shared/q2", "shared/q2"
 	first := []string{"-p", port, "-V", mqV5, "-i", "member-1", "-c", "-x", "3600", "-t", filter, "-q", "2"}
@@ -568,7 +568,7 @@ func TestMosquittoSharedQoS2(t *testing.T) {
 // wildcards starting the filter do not match them [MQTT-4.7.2-1].
 func TestMosquittoSys(t *testing.T) {
 	mqTool(t, "mosquitto_sub")
-	b := mqStart(t, func(c *bifrost.Config) {
+	b := mqStartProcess(t, func(c *bifrost.Config) {
 		iv := conf.Duration(20 * time.Millisecond)
 		c.SysInterval = &iv
 	})
@@ -700,7 +700,7 @@ func TestPyPahoWebSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := mqStart(t, nil)
+	b := mqStartProcess(t, nil)
 	for _, v := range []string{"3.1.1", "5"} {
 		for q := range 3 {
 			t.Run(fmt.Sprintf("v%s/q%d", v, q), func(t *testing.T) {
