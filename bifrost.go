@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
@@ -53,7 +54,8 @@ type Broker struct {
 	closed  bool
 	http    *metrics.Server // nil before Start and when http.address is off
 	mqtt    *broker.Broker
-	memory  *memory.Policy // nil before Start
+	memory  *memory.Policy                // nil before Start
+	policy  atomic.Pointer[memory.Policy] // memory, for the connection paths without b.mu
 
 	routines routines
 }
@@ -88,7 +90,8 @@ func New(cfg *Config, opts ...Option) (*Broker, error) {
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.routines.init(b.ctx)
 	b.metrics = metrics.New(b.loadInput)
-	mqtt, err := broker.New(broker.Options{Config: cfg, Logger: b.log, Metrics: b.metrics, Go: b.routines.start})
+	mqtt, err := broker.New(broker.Options{Config: cfg, Logger: b.log, Metrics: b.metrics, Go: b.routines.start,
+		Pressure: b.pressure})
 	if err != nil {
 		return nil, fmt.Errorf("bifrost: %w", err)
 	}
@@ -119,6 +122,7 @@ func (b *Broker) Start(ctx context.Context) error {
 		return fmt.Errorf("bifrost: %w", err)
 	}
 	b.memory = pol
+	b.policy.Store(pol)
 	if err := b.metrics.Register(pol.Collector()); err != nil {
 		return fmt.Errorf("bifrost: %w", err)
 	}
@@ -215,6 +219,14 @@ func (b *Broker) Publish(topic string, payload []byte, qos byte, retain bool) er
 // The returned function ends the subscription.
 func (b *Broker) Subscribe(filter string, fn func(topic string, payload []byte)) (unsubscribe func(), err error) {
 	return b.mqtt.Subscribe(filter, fn)
+}
+
+// pressure is the memory policy's pressure level; none before Start.
+func (b *Broker) pressure() memory.Level {
+	if pol := b.policy.Load(); pol != nil {
+		return pol.Pressure()
+	}
+	return memory.None
 }
 
 // loadInput samples the inputs of the load figure: connections (there is no cap on them

@@ -16,12 +16,17 @@ import (
 // benchConn is a listener.Conn that counts what is written to it, so that the publish
 // path can be measured without sockets.
 type benchConn struct {
+	last    []byte // the last write, for tests that read an answer
 	written atomic.Int64
 	value   any
 	l       listener.Listener
 }
 
-func (c *benchConn) Write(b []byte) (int, error) { c.written.Add(int64(len(b))); return len(b), nil }
+func (c *benchConn) Write(b []byte) (int, error) {
+	c.last = append(c.last[:0], b...)
+	c.written.Add(int64(len(b)))
+	return len(b), nil
+}
 func (c *benchConn) Writev(bs [][]byte) (int, error) {
 	n := 0
 	for _, b := range bs {

@@ -29,6 +29,7 @@ import (
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/listener"
+	"github.com/bifrost-mqtt/bifrost/internal/memory"
 	"github.com/bifrost-mqtt/bifrost/internal/metrics"
 	"github.com/bifrost-mqtt/bifrost/internal/pubsub"
 	"github.com/bifrost-mqtt/bifrost/internal/session"
@@ -45,6 +46,8 @@ type Options struct {
 	// Go starts a long-lived goroutine with a name (the embedding Broker counts them);
 	// nil uses the go statement.
 	Go func(name string, f func(ctx context.Context)) bool
+	// Pressure reports the memory pressure (memory.Policy.Pressure); nil: never any.
+	Pressure func() memory.Level
 }
 
 // A Broker is a running MQTT broker. Its methods are safe for concurrent use.
@@ -59,6 +62,7 @@ type Broker struct {
 	stats stats
 	start time.Time
 	goFn  func(name string, f func(ctx context.Context)) bool
+	press func() memory.Level
 
 	maxQoS          uint8
 	retainAvailable bool
@@ -108,6 +112,7 @@ func New(o Options) (*Broker, error) {
 		maxKeepalive:    uint16(c.MQTT.MaxKeepalive),
 		expiryMax:       uint32(c.MQTT.SessionExpiryMax),
 		goFn:            o.Go,
+		press:           o.Pressure,
 		start:           time.Now(),
 		done:            make(chan struct{}),
 	}
@@ -250,4 +255,12 @@ func (b *Broker) goRoutine(name string, f func(ctx context.Context)) {
 		return
 	}
 	go f(context.Background())
+}
+
+// pressure is the current memory pressure level.
+func (b *Broker) pressure() memory.Level {
+	if b.press == nil {
+		return memory.None
+	}
+	return b.press()
 }

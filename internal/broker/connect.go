@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/bifrost-mqtt/bifrost/internal/memory"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 	"github.com/bifrost-mqtt/bifrost/internal/session"
 )
@@ -37,6 +38,13 @@ func (b *Broker) onConnect(bt *batch, cl *client, h packet.Header, body []byte) 
 	}
 	v := c.Version
 	cl.r.Version = v
+	if b.pressure() >= memory.Soft {
+		// Admission control: near the memory limit new clients are refused with server
+		// busy (3.1.1: server unavailable), so the clients already connected keep their
+		// share and the process does not grow until the kernel kills it.
+		b.refuse(cl, v, packet.ServerBusy)
+		return
+	}
 
 	cid, assigned := string(c.ClientID), false
 	if cid == "" {
