@@ -31,6 +31,7 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/listener"
 	"github.com/bifrost-mqtt/bifrost/internal/memory"
 	"github.com/bifrost-mqtt/bifrost/internal/metrics"
+	"github.com/bifrost-mqtt/bifrost/internal/packet"
 	"github.com/bifrost-mqtt/bifrost/internal/pubsub"
 	"github.com/bifrost-mqtt/bifrost/internal/session"
 )
@@ -193,7 +194,7 @@ func (b *Broker) Close() error {
 	}
 	b.mu.Unlock()
 	for _, s := range online {
-		s.Disconnect(packetServerShuttingDown)
+		s.Disconnect(packet.ServerShuttingDown)
 	}
 	err := b.net.Close()
 	b.mu.Lock()

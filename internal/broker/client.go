@@ -10,8 +10,6 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/session"
 )
 
-const packetServerShuttingDown = packet.ServerShuttingDown
-
 // client is one network connection: its packet reader and, after CONNECT, its session.
 // Its fields are used only by the connection's own event-loop calls (OnData, OnClose),
 // which never overlap, except the atomic ones.

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"github.com/bifrost-mqtt/bifrost/internal/metrics"
@@ -35,6 +36,7 @@ type stats struct {
 	dropped   [6]counter // by session.Drop
 	connects  counter
 	subs      atomic.Int64
+	conns     sync.Map // listener name → *connMetrics
 	m         *metrics.Registry
 }
 
@@ -71,13 +73,28 @@ func (st *stats) subscriptions(delta int) {
 	}
 }
 
+// connMetrics are one listener's connection series, resolved once (metrics package doc:
+// WithLabelValues hashes and locks, so it stays off the accept and close paths).
+type connMetrics struct {
+	current prometheus.Gauge
+	total   prometheus.Counter
+}
+
 // connection counts a connection opening (+1) or closing (-1) on the named listener.
 func (st *stats) connection(listener string, delta int) {
 	if st.m == nil {
 		return
 	}
-	st.m.ConnectionsCurrent.WithLabelValues(listener).Add(float64(delta))
+	v, ok := st.conns.Load(listener)
+	if !ok {
+		v, _ = st.conns.LoadOrStore(listener, &connMetrics{
+			current: st.m.ConnectionsCurrent.WithLabelValues(listener),
+			total:   st.m.ConnectionsTotal.WithLabelValues(listener),
+		})
+	}
+	cm := v.(*connMetrics)
+	cm.current.Add(float64(delta))
 	if delta > 0 {
-		st.m.ConnectionsTotal.WithLabelValues(listener).Inc()
+		cm.total.Inc()
 	}
 }
