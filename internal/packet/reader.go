@@ -102,6 +102,39 @@ func (r *Reader) Hold() {
 	r.owned, r.in = ob, *ob
 }
 
+// Keep adds p to the unread input and holds all of it, as Hold does: for a connection
+// that goes on receiving while it may not handle packets yet (its CONNECT is being
+// authenticated). The caller bounds what it keeps with Held.
+func (r *Reader) Keep(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	if r.done {
+		r.done = false
+		r.releaseCarry()
+	}
+	var prefix []byte
+	if r.carry != nil {
+		prefix = *r.carry
+	}
+	ob := bufpool.Get(len(prefix) + len(r.in) + len(p))
+	*ob = append(append(append(*ob, prefix...), r.in...), p...)
+	r.releaseCarry()
+	if r.owned != nil {
+		bufpool.Put(r.owned) // after the copy: r.in may point into it
+	}
+	r.owned, r.in = ob, *ob
+}
+
+// Held is the number of bytes the reader holds: a partial packet and unread input.
+func (r *Reader) Held() int {
+	n := len(r.in)
+	if r.carry != nil && !r.done {
+		n += len(*r.carry)
+	}
+	return n
+}
+
 // Release gives back any buffer the reader holds; call it when the connection closes.
 func (r *Reader) Release() {
 	r.releaseCarry()

@@ -187,3 +187,55 @@ func TestReaderIdleHoldsNoBuffer(t *testing.T) {
 		t.Fatal("an idle reader holds a buffer")
 	}
 }
+
+// TestReaderKeep pauses the reader after its first packet, keeps every later chunk
+// (scribbling over each one after Keep, as a network layer reuses its buffer) and then
+// reads on: the stream must come out whole and the reader must end holding nothing.
+func TestReaderKeep(t *testing.T) {
+	data, sizes := stream(V5)
+	for _, chunk := range []int{1, 2, 7, 64, len(data)} {
+		r := &Reader{Version: V5}
+		var got [][]byte
+		read := func() {
+			for {
+				h, body, ok, err := r.Next()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !ok {
+					return
+				}
+				got = append(got, append(appendHeader(nil, byte(h.Type)<<4|h.Flags, h.Remaining), body...))
+			}
+		}
+		paused := false
+		for off := 0; off < len(data); off += chunk {
+			in := append([]byte(nil), data[off:min(off+chunk, len(data))]...)
+			if paused {
+				r.Keep(in)
+			} else {
+				r.Feed(in)
+				h, body, ok, err := r.Next()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ok {
+					got = append(got, append(appendHeader(nil, byte(h.Type)<<4|h.Flags, h.Remaining), body...))
+					r.Hold()
+					paused = true
+				}
+			}
+			for i := range in {
+				in[i] = 0xee
+			}
+		}
+		if want := len(data) - len(got[0]); r.Held() != want {
+			t.Fatalf("chunk %d: Held = %d, want %d", chunk, r.Held(), want)
+		}
+		read()
+		checkPackets(t, data, sizes, got)
+		if r.Pending() || r.carry != nil || r.owned != nil || r.Held() != 0 {
+			t.Fatalf("chunk %d: reader holds a buffer after the stream ended", chunk)
+		}
+	}
+}
