@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/logging"
@@ -58,6 +59,10 @@ type Broker struct {
 	policy  atomic.Pointer[memory.Policy] // memory, for the connection paths without b.mu
 
 	routines routines
+
+	auth        *auth.Set // the configuration's auth blocks, for ReloadFiles
+	hook        Authenticator
+	hookMethods []AuthMethod
 }
 
 // An Option changes how New builds a Broker.
@@ -90,8 +95,12 @@ func New(cfg *Config, opts ...Option) (*Broker, error) {
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.routines.init(b.ctx)
 	b.metrics = metrics.New(b.loadInput)
+	sec, own, err := b.security()
+	if err != nil {
+		return nil, fmt.Errorf("bifrost: %w", err)
+	}
 	mqtt, err := broker.New(broker.Options{Config: cfg, Logger: b.log, Metrics: b.metrics, Go: b.routines.start,
-		Pressure: b.pressure})
+		Pressure: b.pressure, Security: sec, Listeners: own})
 	if err != nil {
 		return nil, fmt.Errorf("bifrost: %w", err)
 	}

@@ -3,6 +3,7 @@
 //	bifrost [serve] [-c FILE]      run the broker (the default command); no -c: built-in defaults
 //	bifrost check-config -c FILE   check a config file, print every problem, exit 1 if any
 //	bifrost bench MODE [flags]     load a broker on this machine: conns, fanin, fanout, pair
+//	bifrost passwd [-c|-b|-D] FILE USER   manage a password file, as mosquitto_passwd does
 //	bifrost version                print the version, the Go version and the VCS revision
 //
 // serve stops gracefully on SIGINT or SIGTERM; SIGHUP re-reads the config file.
@@ -32,6 +33,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return checkConfig(args, stdout, stderr)
 	case "bench":
 		return bench(args, stdout, stderr)
+	case "passwd":
+		return passwd(args, os.Stdin, stdout, stderr)
 	case "version":
 		return printVersion(stdout)
 	case "help":
@@ -46,5 +49,6 @@ const usage = `usage:
   bifrost [serve] [-c FILE]      run the broker; without -c, on built-in defaults
   bifrost check-config -c FILE   check a config file
   bifrost bench MODE [flags]     measure a broker on this machine (bifrost bench -h)
+  bifrost passwd FILE USER       set a user's password in a password file (bifrost passwd -h)
   bifrost version                print version information
 `

@@ -50,6 +50,7 @@ func serve(args []string, stderr io.Writer) int {
 	for sig := range sigs {
 		if sig == syscall.SIGHUP {
 			reload(path, cfg, level, log)
+			_ = b.ReloadFiles() // password, ACL and certificate files; logs its own outcome
 			continue
 		}
 		log.Info("shutting down", "signal", sig.String())

@@ -1,19 +1,352 @@
 package broker
 
-import "github.com/bifrost-mqtt/bifrost/internal/packet"
+import (
+	"crypto/tls"
+	"errors"
 
-// Authenticator decides whether a client may connect. It is called on the connection's
-// event loop, so an implementation that is slow (a password hash, a remote call) must
-// answer from a cache or hand the work elsewhere; the auth part provides such an
-// implementation.
-type Authenticator interface {
-	// Authenticate returns nil to accept the CONNECT, or an error carrying the reason code
-	// to refuse it with (packet.BadUserNameOrPassword, packet.NotAuthorized, ...).
-	Authenticate(c *packet.Connect, remote string) error
+	"github.com/bifrost-mqtt/bifrost/internal/auth"
+	"github.com/bifrost-mqtt/bifrost/internal/packet"
+	"github.com/bifrost-mqtt/bifrost/internal/session"
+)
+
+// Authentication
+//
+// A CONNECT is decided by the configured auth.Authenticator, or, when a v5 client names an
+// Authentication Method, by the auth.Method of that name through an exchange of AUTH
+// packets (enhanced authentication, spec 4.12). Deciding may be slow: a password hash
+// costs tens of milliseconds by design. The event loop must not wait for it, so unless
+// the authenticator can answer at once (auth.Quick: anonymous access, a cached success),
+// the CONNECT is parked:
+//
+//   - its bytes are copied into the client's authState and the work goes to the auth
+//     pool, a few goroutines that exist only while there is work;
+//   - what the client sends meanwhile is kept, unread, by the packet reader (a client may
+//     send packets right after CONNECT without waiting for CONNACK, spec 3.1.4) up to
+//     maxHeldBytes;
+//   - the pool's goroutine finishes the CONNECT under the client's lock, which OnData and
+//     OnClose take too, then handles the packets that were kept.
+//
+// Enhanced authentication adds the wait for the client: after a step that is not done,
+// the broker sends AUTH 0x18 and handles the next packets as they come; until CONNACK
+// only AUTH and DISCONNECT are allowed [MQTT-3.1.2-30]. A client connected with a method
+// may re-authenticate with AUTH 0x19 and the same method [MQTT-4.12.1-1]; a failure ends
+// the connection with DISCONNECT 0x87 (spec 4.12.1).
+
+// Security is what a broker asks who may connect and what they may touch. Nil fields allow
+// everything: every client connects, no method is offered, every topic is open.
+type Security struct {
+	Authenticator auth.Authenticator
+	Methods       []auth.Method
+	Authorizer    auth.Authorizer
 }
 
-// AllowAll admits every client.
-type AllowAll struct{}
+// maxHeldBytes bounds what a client may send while its CONNECT is being decided; past it
+// the connection is closed. Generous for a client that pipelines its first SUBSCRIBE and
+// PUBLISHes, small next to a flood.
+const maxHeldBytes = 256 << 10
 
-// Authenticate implements Authenticator.
-func (AllowAll) Authenticate(*packet.Connect, string) error { return nil }
+var (
+	errUnexpectedAuth  = &packet.Error{Code: packet.ProtocolError, Rule: "MQTT-4.12.0-1", Text: "AUTH without an authentication method at CONNECT"}
+	errAuthMethod      = &packet.Error{Code: packet.ProtocolError, Rule: "MQTT-4.12.1-1", Text: "AUTH with another authentication method than CONNECT's"}
+	errAuthCode        = &packet.Error{Code: packet.ProtocolError, Rule: "MQTT-4.12.0-2", Text: "AUTH reason code out of turn"}
+	errBeforeConnack   = &packet.Error{Code: packet.ProtocolError, Rule: "MQTT-3.1.2-30", Text: "packet other than AUTH or DISCONNECT during enhanced authentication"}
+	errReauthIdentity  = &packet.Error{Code: packet.NotAuthorized, Text: "re-authentication as another user"}
+	errHeldBytes       = &packet.Error{Code: packet.ProtocolError, Text: "too much data sent while the CONNECT is being authenticated"}
+)
+
+// authState is a client's authentication in progress: the parked CONNECT, and for
+// enhanced authentication the exchange and its method. It exists only while a decision
+// is pending, or for the life of a connection that used enhanced authentication (which
+// may re-authenticate).
+type authState struct {
+	h        packet.Header
+	body     []byte // the CONNECT, copied; nil once connected
+	cid      string // the client identifier, assigned if the client sent none
+	assigned bool
+	method   string
+	ex       auth.Exchange
+	user     string // the identity the connection has, for re-authentication
+	working  bool   // a step is on the auth pool: hold what the client sends
+	reauth   bool   // the exchange is a re-authentication of a connected client
+}
+
+// authRequest is what the client presents, for the authenticator.
+func (b *Broker) authRequest(cl *client, c *packet.Connect, cid string) *auth.Request {
+	return &auth.Request{
+		ClientID:    cid,
+		Username:    string(c.Username),
+		HasUsername: c.UsernameFlag,
+		Password:    append([]byte(nil), c.Password...),
+		HasPassword: c.PasswordFlag,
+		Remote:      cl.conn.RemoteAddr().String(),
+		Listener:    cl.conn.Listener().Name(),
+	}
+}
+
+// certUsername is the identity of a verified client certificate: its subject's Common
+// Name, else its first DNS name, else its first email address; "" without one.
+func certUsername(st *tls.ConnectionState) string {
+	if st == nil || len(st.PeerCertificates) == 0 || len(st.VerifiedChains) == 0 {
+		return ""
+	}
+	c := st.PeerCertificates[0]
+	switch {
+	case c.Subject.CommonName != "":
+		return c.Subject.CommonName
+	case len(c.DNSNames) > 0:
+		return c.DNSNames[0]
+	case len(c.EmailAddresses) > 0:
+		return c.EmailAddresses[0]
+	}
+	return ""
+}
+
+// authCode is the reason code an authentication error refuses with.
+func authCode(err error) packet.ReasonCode {
+	var rc packet.ReasonCode
+	switch {
+	case errors.As(err, &rc):
+		return rc
+	case errors.Is(err, auth.ErrBadCredentials):
+		return packet.BadUserNameOrPassword
+	default:
+		return packet.NotAuthorized
+	}
+}
+
+// method returns the enhanced authentication method of that name, or nil.
+func (b *Broker) method(cl *client, name []byte) auth.Method {
+	for _, m := range b.realms[cl.realm].Methods {
+		if m.Name() == string(name) {
+			return m
+		}
+	}
+	return nil
+}
+
+// authenticate decides a decoded CONNECT: at once when it can, else on the auth pool. The
+// caller has checked everything else about the CONNECT; c is bt.connect and body its
+// bytes in the read buffer.
+func (b *Broker) authenticate(bt *batch, cl *client, h packet.Header, body []byte, cid string, assigned bool) {
+	c := &bt.connect
+	park := func() *authState {
+		st := &authState{h: h, body: append([]byte(nil), body...), cid: cid, assigned: assigned}
+		cl.auth = st
+		return st
+	}
+	if c.Version == packet.V5 && c.Props.AuthMethod != nil {
+		m := b.method(cl, c.Props.AuthMethod)
+		if m == nil {
+			b.refuse(cl, c.Version, packet.BadAuthenticationMethod) // [MQTT-4.12.0-1]
+			return
+		}
+		st := park()
+		st.method = m.Name()
+		st.ex = m.Start(b.authRequest(cl, c, cid))
+		b.step(cl, st, append([]byte(nil), c.Props.AuthData...))
+		return
+	}
+	if b.certIdentity[cl.conn.Listener().Name()] {
+		// The TLS handshake verified the client certificate; it is the identity
+		// (conf.TLS.UseIdentityAsUsername, as Mosquitto's use_identity_as_username).
+		var st *tls.ConnectionState
+		if t, ok := cl.conn.(interface{ TLS() *tls.ConnectionState }); ok {
+			st = t.TLS() // tls and wss connections
+		}
+		user := certUsername(st)
+		if user == "" {
+			b.refuseAuth(cl, c.Version, auth.ErrNotAuthorized)
+			return
+		}
+		b.connected(bt, cl, c, cid, assigned, auth.Result{Username: user}, nil, "")
+		return
+	}
+	sec := &b.realms[cl.realm]
+	if sec.Authenticator == nil {
+		b.connected(bt, cl, c, cid, assigned, auth.Result{Username: string(c.Username)}, nil, "")
+		return
+	}
+	req := b.authRequest(cl, c, cid)
+	if q, ok := sec.Authenticator.(auth.Quick); ok {
+		if res, err, ok := q.TryAuthenticate(req); ok {
+			if err != nil {
+				b.refuseAuth(cl, c.Version, err)
+				return
+			}
+			b.connected(bt, cl, c, cid, assigned, res, nil, "")
+			return
+		}
+	}
+	st := park()
+	st.working = true
+	a := sec.Authenticator
+	b.authPool.submit(func() {
+		res, err := a.Authenticate(req)
+		b.authDone(cl, st, nil, true, res, err)
+	})
+}
+
+// step runs one step of an enhanced authentication exchange on the auth pool.
+func (b *Broker) step(cl *client, st *authState, in []byte) {
+	st.working = true
+	ex := st.ex
+	b.authPool.submit(func() {
+		out, done, res, err := ex.Step(in)
+		b.authDone(cl, st, out, done, res, err)
+	})
+}
+
+// authDone takes an authentication decision back to the client, on the auth pool's
+// goroutine, under the client's lock.
+func (b *Broker) authDone(cl *client, st *authState, out []byte, done bool, res auth.Result, err error) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.closing || cl.auth != st {
+		return // the connection ended while the step ran
+	}
+	st.working = false
+	bt := b.getBatch()
+	defer b.putBatch(bt)
+	switch {
+	case st.reauth:
+		b.reauthDone(bt, cl, st, out, done, res, err)
+	case err != nil:
+		b.refuseAuth(cl, cl.r.Version, err)
+		return
+	case !done:
+		b.sendAuth(cl, packet.ContinueAuthentication, st.method, out)
+	default:
+		c := &bt.connect
+		if err := c.Decode(st.h, st.body, 0); err != nil { // decoded once already
+			b.closeNow(cl)
+			return
+		}
+		st.body = nil
+		if st.method == "" {
+			cl.auth = nil // nothing to keep: only enhanced authentication re-authenticates
+		} else {
+			st.ex, st.user = nil, res.Username
+		}
+		b.connected(bt, cl, c, st.cid, st.assigned, res, out, st.method)
+	}
+	b.drain(bt, cl)
+}
+
+// reauthDone ends a re-authentication: AUTH 0x00 on success, DISCONNECT 0x87 (or the
+// error's code) on failure (spec 4.12.1), AUTH 0x18 to go on.
+func (b *Broker) reauthDone(bt *batch, cl *client, st *authState, out []byte, done bool, res auth.Result, err error) {
+	switch {
+	case err == nil && !done:
+		b.sendAuth(cl, packet.ContinueAuthentication, st.method, out)
+		return
+	case err == nil && res.Username != st.user:
+		err = errReauthIdentity
+	}
+	st.reauth, st.ex = false, nil
+	if err != nil {
+		b.log.Info("re-authentication failed", "client", cl.s.ClientID(), "remote", cl.conn.RemoteAddr().String())
+		b.protocolError(bt, cl, &packet.Error{Code: authCode(err), Text: "re-authentication failed"})
+		return
+	}
+	a := packet.Auth{Code: packet.Success}
+	a.Props.AuthMethod = []byte(st.method)
+	a.Props.AuthData = out
+	bt.mark(cl.s, cl.s.Send(&a))
+}
+
+// sendAuth writes an AUTH packet: through the session once connected, straight to the
+// connection before CONNACK.
+func (b *Broker) sendAuth(cl *client, code packet.ReasonCode, method string, data []byte) {
+	a := packet.Auth{Code: code}
+	a.Props.AuthMethod = []byte(method)
+	a.Props.AuthData = data
+	if cl.s != nil {
+		if cl.s.Send(&a) {
+			cl.s.Flush()
+		}
+		return
+	}
+	_, _ = cl.conn.Write(a.AppendTo(nil, packet.V5))
+}
+
+// refuseAuth refuses a CONNECT that failed authentication.
+func (b *Broker) refuseAuth(cl *client, v packet.Version, err error) {
+	rc := authCode(err)
+	b.log.Info("authentication failed", "remote", cl.conn.RemoteAddr().String(), "code", rc.String())
+	b.refuse(cl, v, rc)
+}
+
+// onAuth handles an AUTH packet: the next step of an enhanced authentication, or the
+// start of a re-authentication.
+func (b *Broker) onAuth(cl *client, a *packet.Auth) error {
+	st := cl.auth
+	if st == nil || st.method == "" {
+		return errUnexpectedAuth
+	}
+	if string(a.Props.AuthMethod) != st.method {
+		return errAuthMethod // [MQTT-4.12.0-5], [MQTT-4.12.1-1]
+	}
+	switch {
+	case a.Code == packet.ContinueAuthentication && st.ex != nil:
+	case a.Code == packet.ReAuthenticate && st.ex == nil && cl.s != nil:
+		m := b.method(cl, a.Props.AuthMethod)
+		req := &auth.Request{ClientID: cl.s.ClientID(), Username: st.user, HasUsername: st.user != "",
+			Remote: cl.conn.RemoteAddr().String(), Listener: cl.conn.Listener().Name()}
+		st.ex, st.reauth = m.Start(req), true
+	default:
+		return errAuthCode
+	}
+	b.step(cl, st, append([]byte(nil), a.Props.AuthData...))
+	return nil
+}
+
+// handleAuthing handles a packet that arrives before CONNACK while an enhanced
+// authentication waits for the client: only AUTH and DISCONNECT are allowed
+// [MQTT-3.1.2-30].
+func (b *Broker) handleAuthing(bt *batch, cl *client, h packet.Header, body []byte) {
+	var err error
+	switch h.Type {
+	case packet.AUTH:
+		if err = bt.auth.Decode(h, body, packet.V5); err == nil {
+			err = b.onAuth(cl, &bt.auth)
+		}
+	case packet.DISCONNECT:
+		if err = bt.disconnect.Decode(h, body, packet.V5); err == nil {
+			b.closeNow(cl)
+			return
+		}
+	default:
+		err = errBeforeConnack
+	}
+	if err != nil {
+		b.protocolError(bt, cl, err)
+	}
+}
+
+// allow asks the authorizer of realm whether user (client cid) may do a to topic.
+func (b *Broker) allow(realm uint8, user, cid string, a auth.Access, topic []byte) bool {
+	z := b.realms[realm].Authorizer
+	return z == nil || z.Allow(user, cid, a, string(topic))
+}
+
+// allowSession asks whether session s's identity may do a to topic.
+func (b *Broker) allowSession(s *session.Session, a auth.Access, topic []byte) bool {
+	user, realm := s.Identity()
+	z := b.realms[realm].Authorizer
+	return z == nil || z.Allow(user, s.ClientID(), a, string(topic))
+}
+
+// initRealms numbers the auth configurations: realm 0 is o.Security, each listener with
+// its own (o.Listeners) gets the next number.
+func (b *Broker) initRealms(o *Options) error {
+	b.realms = []Security{o.Security}
+	b.realmOf = make(map[string]uint8, len(o.Listeners))
+	for name, sec := range o.Listeners {
+		if len(b.realms) > 255 {
+			return errors.New("broker: more than 255 listeners with their own auth settings")
+		}
+		b.realmOf[name] = uint8(len(b.realms))
+		b.realms = append(b.realms, sec)
+	}
+	return nil
+}

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -44,6 +45,7 @@ func (c *benchConn) LocalAddr() net.Addr          { return &net.TCPAddr{IP: net.
 func (c *benchConn) Listener() *listener.Listener { return &c.l }
 func (c *benchConn) Value() any                   { return c.value }
 func (c *benchConn) SetValue(v any)               { c.value = v }
+func (c *benchConn) TLS() *tls.ConnectionState    { return nil }
 
 func benchBroker(tb testing.TB) *Broker {
 	cfg := conf.Default()

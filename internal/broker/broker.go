@@ -41,9 +41,11 @@ type Options struct {
 	Config  *conf.Config // validated, defaults filled
 	Logger  *slog.Logger
 	Metrics *metrics.Registry // may be nil
-	// Auth decides CONNECTs; nil admits every client (the config's auth section is
-	// enforced by the auth part when it lands).
-	Auth Authenticator
+	// Security decides who connects and what they may touch; the zero value allows
+	// everything. Listeners maps a listener's name to the Security that applies to its
+	// clients instead (a listener with its own auth block).
+	Security  Security
+	Listeners map[string]Security
 	// Go starts a long-lived goroutine with a name (the embedding Broker counts them);
 	// nil uses the go statement.
 	Go func(name string, f func(ctx context.Context)) bool
@@ -53,17 +55,21 @@ type Options struct {
 
 // A Broker is a running MQTT broker. Its methods are safe for concurrent use.
 type Broker struct {
-	cfg   *conf.Config
-	log   *slog.Logger
-	auth  Authenticator
-	lim   session.Limits
-	index *pubsub.Index
-	ret   *pubsub.Retained[*session.Message]
-	net   *listener.Server
-	stats stats
-	start time.Time
-	goFn  func(name string, f func(ctx context.Context)) bool
-	press func() memory.Level
+	cfg    *conf.Config
+	log    *slog.Logger
+	limits *limits
+	realms []Security // auth configurations by realm (initRealms)
+	// certIdentity names the listeners whose client certificate is the username.
+	certIdentity map[string]bool
+	realmOf      map[string]uint8 // listener name → realm; absent: 0
+	lim          session.Limits
+	index        *pubsub.Index
+	ret          *pubsub.Retained[*session.Message]
+	net          *listener.Server
+	stats        stats
+	start        time.Time
+	goFn         func(name string, f func(ctx context.Context)) bool
+	press        func() memory.Level
 
 	maxQoS          uint8
 	retainAvailable bool
@@ -81,9 +87,10 @@ type Broker struct {
 	byID  []target // SubscriberID → recipient; 0 unused
 	freeI []uint32
 
-	batches sync.Pool
-	done    chan struct{} // closed when Close begins
-	clients atomic.Int64  // connections that completed CONNECT
+	authPool pool
+	batches  sync.Pool
+	done     chan struct{} // closed when Close begins
+	clients  atomic.Int64  // connections that completed CONNECT
 }
 
 // target is what a SubscriberID names: a session, or an in-process subscriber.
@@ -101,7 +108,6 @@ func New(o Options) (*Broker, error) {
 	b := &Broker{
 		cfg:             c,
 		log:             o.Logger,
-		auth:            o.Auth,
 		index:           pubsub.NewIndex(),
 		ret:             pubsub.NewRetained[*session.Message](),
 		sessions:        make(map[string]*session.Session),
@@ -120,8 +126,15 @@ func New(o Options) (*Broker, error) {
 	if b.log == nil {
 		b.log = slog.Default()
 	}
-	if b.auth == nil {
-		b.auth = AllowAll{}
+	if err := b.initRealms(&o); err != nil {
+		return nil, err
+	}
+	b.limits = newLimits(c)
+	b.certIdentity = make(map[string]bool)
+	for _, l := range c.Listeners {
+		if l.TLS != nil && l.TLS.UseIdentityAsUsername {
+			b.certIdentity[l.Name] = true
+		}
 	}
 	b.stats.init(o.Metrics)
 	b.lim = session.Limits{
@@ -264,4 +277,13 @@ func (b *Broker) pressure() memory.Level {
 		return memory.None
 	}
 	return b.press()
+}
+
+// ReloadTLS reloads the certificates of the tls and wss listeners from their files; a
+// network layer without TLS listeners has nothing to reload.
+func (b *Broker) ReloadTLS() error {
+	if r, ok := any(b.net).(interface{ ReloadTLS() error }); ok {
+		return r.ReloadTLS()
+	}
+	return nil
 }

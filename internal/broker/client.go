@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"sync"
 	"sync/atomic"
 
 	"github.com/bifrost-mqtt/bifrost/internal/listener"
@@ -11,17 +12,25 @@ import (
 )
 
 // client is one network connection: its packet reader and, after CONNECT, its session.
-// Its fields are used only by the connection's own event-loop calls (OnData, OnClose),
-// which never overlap, except the atomic ones.
+// Its fields are used under mu, by the connection's own event-loop calls (OnData,
+// OnClose) and the auth pool, except the atomic ones.
 type client struct {
+	// mu serializes the event loop's calls with the auth pool finishing a CONNECT or an
+	// AUTH step (auth.go); uncontended otherwise.
+	mu   sync.Mutex
 	conn listener.Conn
 	r    packet.Reader
 	s    *session.Session // nil until CONNECT is accepted
+	auth *authState       // an authentication in progress, or the method to re-authenticate with
 	// closing: the connection is being closed; no further packet is handled.
 	closing bool
 	// willOnClose: publish the will when the connection closes (false after a normal
 	// DISCONNECT [MQTT-3.1.2-10]).
 	willOnClose bool
+	realm       uint8 // the auth configuration of the client's listener (Broker.realms)
+	// The publish rate bucket (limits.go): tokens, and the last refill in ms since start.
+	pubTokens float32
+	pubLast   uint32
 	// takenOver is set by another connection's CONNECT that took the session over.
 	takenOver atomic.Bool
 }
@@ -80,23 +89,56 @@ func (b *Broker) putBatch(bt *batch) {
 
 // OnOpen implements listener.Handler.
 func (b *Broker) OnOpen(c listener.Conn) {
-	cl := &client{conn: c}
+	if ok, reason := b.limits.admit(c, now()); !ok {
+		// Closed before a byte is read: a flood costs the accept and nothing more.
+		b.stats.refused(reason)
+		_ = c.Close()
+		return
+	}
+	cl := &client{conn: c, realm: b.realmOf[c.Listener().Name()]}
 	cl.r.MaxSize = int(b.lim.MaxPacketSize)
 	c.SetValue(cl)
 	b.stats.connection(c.Listener().Name(), 1)
 }
 
 // OnData implements listener.Handler: it reads every complete packet in data and handles
-// it, then flushes the sessions those packets wrote to.
+// it, then flushes the sessions those packets wrote to. While the client's CONNECT or an
+// AUTH step is being decided, data is only kept (auth.go).
 func (b *Broker) OnData(c listener.Conn, data []byte) {
 	cl, _ := c.Value().(*client)
-	if cl == nil || cl.closing {
+	if cl == nil {
+		return
+	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.closing {
 		return
 	}
 	b.stats.bytesRecv.Add(uint64(len(data)))
+	if cl.auth != nil && cl.auth.working {
+		cl.r.Keep(data)
+		if cl.r.Held() > maxHeldBytes {
+			b.log.Debug("closing connection", "remote", c.RemoteAddr().String(), "err", errHeldBytes)
+			b.closeNow(cl)
+			cl.r.Release()
+		}
+		return
+	}
 	bt := b.getBatch()
 	cl.r.Feed(data)
+	b.drain(bt, cl)
+	b.putBatch(bt)
+}
+
+// drain handles the packets the reader has, until it runs out or the connection must
+// wait for an authentication step; then the reader keeps what is left. The caller holds
+// cl.mu.
+func (b *Broker) drain(bt *batch, cl *client) {
 	for !cl.closing {
+		if cl.auth != nil && cl.auth.working {
+			cl.r.Hold() // the input is the caller's: copy what is left
+			return
+		}
 		if cl.takenOver.Load() {
 			cl.closing = true
 			break
@@ -114,12 +156,15 @@ func (b *Broker) OnData(c listener.Conn, data []byte) {
 	if cl.closing {
 		cl.r.Release()
 	}
-	b.putBatch(bt)
 }
 
 // handle dispatches one packet.
 func (b *Broker) handle(bt *batch, cl *client, h packet.Header, body []byte) {
 	if cl.s == nil {
+		if cl.auth != nil {
+			b.handleAuthing(bt, cl, h, body)
+			return
+		}
 		if h.Type != packet.CONNECT {
 			// The first packet must be CONNECT [MQTT-3.1.0-1].
 			b.closeNow(cl)
@@ -165,7 +210,7 @@ func (b *Broker) handle(bt *batch, cl *client, h packet.Header, body []byte) {
 		}
 	case packet.AUTH:
 		if err = bt.auth.Decode(h, body, v); err == nil {
-			err = b.onAuth(bt, cl, &bt.auth)
+			err = b.onAuth(cl, &bt.auth)
 		}
 	case packet.CONNECT:
 		err = errSecondConnect
@@ -193,11 +238,16 @@ func (b *Broker) protocolError(bt *batch, cl *client, err error) {
 		rc = code
 	}
 	b.log.Debug("closing connection on protocol error", "remote", cl.conn.RemoteAddr().String(), "err", err)
-	cl.closing = true
 	if cl.s == nil {
+		if cl.auth != nil && cl.r.Version == packet.V5 {
+			b.refuse(cl, packet.V5, rc) // during enhanced authentication: spec 4.13.1
+			return
+		}
+		cl.closing = true
 		cl.conn.Shutdown()
 		return
 	}
+	cl.closing = true
 	bt.flush() // what was queued before the violation goes first
 	cl.s.Disconnect(rc)
 	b.detach(bt, cl)
@@ -216,7 +266,11 @@ func (b *Broker) OnClose(c listener.Conn, err error) {
 	if cl == nil {
 		return
 	}
+	b.limits.open.Add(-1)
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
 	cl.closing = true
+	cl.auth = nil
 	cl.r.Release()
 	b.stats.connection(c.Listener().Name(), -1)
 	if cl.s == nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/memory"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 	"github.com/bifrost-mqtt/bifrost/internal/session"
@@ -56,27 +57,31 @@ func (b *Broker) onConnect(bt *batch, cl *client, h packet.Header, body []byte) 
 		}
 		cid, assigned = b.assignClientID(), true // [MQTT-3.1.3-6]
 	}
-	if err := b.auth.Authenticate(c, cl.conn.RemoteAddr().String()); err != nil {
-		rc := packet.NotAuthorized
-		var code packet.ReasonCode
-		if errors.As(err, &code) {
-			rc = code
-		}
+	if _, rc := b.checkWill(c); rc != packet.Success {
 		b.refuse(cl, v, rc)
 		return
 	}
-	if v == packet.V5 && c.Props.AuthMethod != nil {
-		// Enhanced authentication needs an authentication hook that knows the method;
-		// none is configured [MQTT-4.12.0-1].
-		b.refuse(cl, v, packet.BadAuthenticationMethod)
-		return
-	}
+	b.authenticate(bt, cl, h, body, cid, assigned)
+}
+
+// connected completes an authenticated CONNECT: the client gets its session (taking it
+// over from a live connection if need be) and CONNACK. res is who the client is; for
+// enhanced authentication method names it and authData is the method's last word, sent in
+// the CONNACK.
+func (b *Broker) connected(bt *batch, cl *client, c *packet.Connect, cid string, assigned bool, res auth.Result, authData []byte, method string) {
+	v := c.Version
 	will, rc := b.willOf(c)
 	if rc != packet.Success {
 		b.refuse(cl, v, rc)
 		return
 	}
-
+	if will != nil && !b.allow(cl.realm, res.Username, cid, auth.Write, will.Msg.Topic()) {
+		// As Mosquitto does: a will the client could not publish refuses the CONNECT,
+		// rather than failing silently when the connection is lost.
+		b.stats.denied("will")
+		b.refuse(cl, v, packet.NotAuthorized)
+		return
+	}
 	expiry, expiryCapped := b.sessionExpiry(c)
 	keepAlive, kaChanged := c.KeepAlive, false
 	if v == packet.V5 && b.maxKeepalive > 0 && (keepAlive == 0 || keepAlive > b.maxKeepalive) {
@@ -91,12 +96,18 @@ func (b *Broker) onConnect(bt *batch, cl *client, h packet.Header, body []byte) 
 	if old != nil {
 		b.takeOver(bt, old)
 	}
-	info := session.ConnectInfo{Version: v, Username: string(c.Username), Expiry: expiry, Will: will}
+	info := session.ConnectInfo{Version: v, Username: res.Username, Expiry: expiry, Will: will, Realm: cl.realm}
 	if v == packet.V5 {
 		info.ClientMaxPacket = c.Props.MaximumPacketSize.V
 		info.ClientRecvMax = c.Props.ReceiveMaximum.V
 		info.ClientAliasMax = c.Props.TopicAliasMaximum.V
 		info.NoProblemDetails = c.Props.RequestProblemInfo.Set && c.Props.RequestProblemInfo.V == 0
+	}
+	if present {
+		if user, realm := s.Identity(); (user != res.Username || realm != cl.realm) && b.realms[cl.realm].Authorizer != nil {
+			// The session's filters were judged for another identity.
+			b.distrust(s)
+		}
 	}
 	s.Attach(cl.conn, info)
 	cl.s = s
@@ -134,6 +145,10 @@ func (b *Broker) onConnect(bt *batch, cl *client, h packet.Header, body []byte) 
 		p.WildcardSubAvailable = packet.Some[uint8](1)
 		p.SubIDAvailable = packet.Some[uint8](1)
 		p.SharedSubAvailable = packet.Some[uint8](1)
+		if method != "" {
+			p.AuthMethod = []byte(method)
+			p.AuthData = authData
+		}
 	}
 	bt.mark(s, s.Send(&connack))
 	bt.mark(s, s.Resume(now()))
@@ -149,6 +164,7 @@ func (b *Broker) onConnect(bt *batch, cl *client, h packet.Header, body []byte) 
 
 // refuse answers a CONNECT with a failing CONNACK and closes the connection [MQTT-3.2.2-7].
 func (b *Broker) refuse(cl *client, v packet.Version, rc packet.ReasonCode) {
+	b.stats.refusedCode(rc)
 	ack := packet.Connack{Code: rc}
 	buf := ack.AppendTo(make([]byte, 0, 8), v)
 	_, _ = cl.conn.Write(buf)
@@ -186,23 +202,36 @@ func (b *Broker) willOf(c *packet.Connect) (*session.Will, packet.ReasonCode) {
 	if !c.WillFlag {
 		return nil, packet.Success
 	}
+	p, rc := b.checkWill(c)
+	if rc != packet.Success {
+		return nil, rc
+	}
+	w := &session.Will{Msg: session.NewMessage(&p, p.Topic, 0, time.Time{}), Delay: c.WillProps.WillDelay.V,
+		Expiry: c.WillProps.MessageExpiry.V}
+	return w, packet.Success
+}
+
+// checkWill is the will of a CONNECT as the broker will publish it, or the reason code to
+// refuse it with (see willOf).
+func (b *Broker) checkWill(c *packet.Connect) (packet.Publish, packet.ReasonCode) {
+	if !c.WillFlag {
+		return packet.Publish{}, packet.Success
+	}
 	qos, retain := c.WillQoS, c.WillRetain
 	if qos > b.maxQoS {
 		if c.Version == packet.V5 {
-			return nil, packet.QoSNotSupported
+			return packet.Publish{}, packet.QoSNotSupported
 		}
 		qos = b.maxQoS
 	}
 	if retain && !b.retainAvailable {
 		if c.Version == packet.V5 {
-			return nil, packet.RetainNotSupported
+			return packet.Publish{}, packet.RetainNotSupported
 		}
 		retain = false
 	}
 	p := packet.Publish{Topic: c.WillTopic, Payload: c.WillPayload, QoS: qos, Retain: retain, Props: c.WillProps}
 	// The will's expiry counts from when it is published, not from CONNECT (3.1.3.2.4).
 	p.Props.MessageExpiry = packet.Opt[uint32]{}
-	w := &session.Will{Msg: session.NewMessage(&p, p.Topic, 0, time.Time{}), Delay: c.WillProps.WillDelay.V,
-		Expiry: c.WillProps.MessageExpiry.V}
-	return w, packet.Success
+	return p, packet.Success
 }

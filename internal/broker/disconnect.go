@@ -4,7 +4,6 @@ import "github.com/bifrost-mqtt/bifrost/internal/packet"
 
 var (
 	errExpiryAfterZero = &packet.Error{Code: packet.ProtocolError, Rule: "MQTT-3.14.2-2", Text: "session expiry set on DISCONNECT after 0 at CONNECT"}
-	errUnexpectedAuth  = &packet.Error{Code: packet.ProtocolError, Rule: "MQTT-4.12.0-1", Text: "AUTH without an authentication method at CONNECT"}
 )
 
 // onDisconnect handles a client's DISCONNECT: the will is discarded [MQTT-3.14.4-3] unless
@@ -29,8 +28,3 @@ func (b *Broker) onDisconnect(bt *batch, cl *client, d *packet.Disconnect) error
 	cl.conn.Close()
 	return nil
 }
-
-// onAuth handles AUTH. Enhanced authentication needs an authentication method agreed at
-// CONNECT, and CONNECTs naming one are refused until an authentication hook offers it, so
-// any AUTH is a protocol error.
-func (b *Broker) onAuth(*batch, *client, *packet.Auth) error { return errUnexpectedAuth }

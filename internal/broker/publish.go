@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 	"github.com/bifrost-mqtt/bifrost/internal/pubsub"
 	"github.com/bifrost-mqtt/bifrost/internal/session"
@@ -46,11 +47,21 @@ func (b *Broker) onPublish(bt *batch, cl *client, p *packet.Publish) error {
 	if p.Retain && !b.retainAvailable {
 		return errRetainNotSupported
 	}
+	if !b.publishAllowed(cl, now()) {
+		b.stats.denied("publish_rate")
+		return errPublishRate
+	}
 	topic, err := s.ResolveTopic(p)
 	if err != nil {
 		return err
 	}
+	if !b.limits.topicOK(topic) {
+		return errTopicLimits
+	}
 	b.stats.received[p.QoS].Add(1)
+	if b.realms[cl.realm].Authorizer != nil && !b.allowSession(s, auth.Write, topic) {
+		return b.publishDenied(bt, cl, p)
+	}
 	// $SYS belongs to the broker: like Mosquitto, a client's publish there is accepted
 	// and acknowledged, but not routed.
 	internal := bytes.HasPrefix(topic, sysPrefix)
@@ -91,6 +102,35 @@ func (b *Broker) onPublish(bt *batch, cl *client, p *packet.Publish) error {
 	return nil
 }
 
+// publishDenied answers a PUBLISH the ACL refuses. A v5 client learns it from the
+// PUBACK or PUBREC (0x87, which ends a QoS 2 exchange [MQTT-4.3.3-4]); older clients have
+// no way to be told, so, as Mosquitto does, the message is acknowledged and dropped: a
+// refusal they cannot read would only make them resend.
+func (b *Broker) publishDenied(bt *batch, cl *client, p *packet.Publish) error {
+	b.stats.denied("publish")
+	s := cl.s
+	if p.QoS == 0 {
+		return nil
+	}
+	ack := &bt.ack
+	*ack = packet.Ack{PacketType: packet.PUBACK, PacketID: p.PacketID, Props: ack.Props}
+	ack.Props.Reset()
+	if p.QoS == 2 {
+		ack.PacketType = packet.PUBREC
+		if cl.r.Version != packet.V5 {
+			// The exchange goes on to PUBREL/PUBCOMP like any other.
+			if _, full := s.ReceiveQoS2(p.PacketID); full {
+				return errReceiveMaximum
+			}
+		}
+	}
+	if cl.r.Version == packet.V5 {
+		ack.Code = packet.NotAuthorized
+	}
+	bt.mark(s, s.Send(ack))
+	return nil
+}
+
 // onPubrel completes an inbound QoS 2 exchange with PUBCOMP (0x92 for an unknown packet
 // id in 5.0, spec 3.7.2.1).
 func (b *Broker) onPubrel(bt *batch, cl *client, a *packet.Ack) {
@@ -118,8 +158,9 @@ func (b *Broker) routeOwned(bt *batch, m *session.Message) int {
 
 // recipient is one merged delivery before its session is looked up.
 type recipient struct {
-	id pubsub.SubscriberID
-	d  session.Delivery
+	id    pubsub.SubscriberID
+	d     session.Delivery
+	check bool // the ACL must allow the recipient to read the topic (pubsub.CheckRead)
 }
 
 // deliver is steps 3 to 4 of the publish path.
@@ -145,7 +186,7 @@ func (b *Broker) deliver(bt *batch, m *session.Message) int {
 			m = m.Own() // the first recipient that keeps it makes the one copy
 		}
 		r.d.Msg = m
-		if b.deliverTo(bt, r.id, r.d, nowNs) {
+		if b.deliverTo(bt, r.id, r.d, nowNs, r.check) {
 			n++
 		}
 	}
@@ -182,8 +223,10 @@ func (b *Broker) merge(bt *batch, m *session.Message) []recipient {
 		for j < len(subs) && subs[j].Subscriber == subs[i].Subscriber {
 			j++
 		}
-		r := recipient{id: subs[i].Subscriber}
+		r := recipient{id: subs[i].Subscriber, check: true}
 		for _, s := range subs[i:j] {
+			// One subscription whose filter the ACL lets it read whole is enough.
+			r.check = r.check && s.Flags&pubsub.CheckRead != 0
 			r.d.QoS = max(r.d.QoS, min(s.QoS, m.QoS))
 			if s.Flags&pubsub.RetainAsPublished != 0 && m.Retain {
 				r.d.Retain = true
@@ -204,7 +247,9 @@ func (b *Broker) merge(bt *batch, m *session.Message) []recipient {
 }
 
 // deliverTo hands d to the recipient id names and reports whether it took it.
-func (b *Broker) deliverTo(bt *batch, id pubsub.SubscriberID, d session.Delivery, nowNs int64) bool {
+// With check, the ACL must let the recipient read the topic (Mosquitto checks every
+// delivery; bifrost only those of subscriptions the ACL does not cover whole).
+func (b *Broker) deliverTo(bt *batch, id pubsub.SubscriberID, d session.Delivery, nowNs int64, check bool) bool {
 	b.idMu.RLock()
 	t := b.lookup(id)
 	b.idMu.RUnlock()
@@ -213,6 +258,9 @@ func (b *Broker) deliverTo(bt *batch, id pubsub.SubscriberID, d session.Delivery
 		t.local(string(d.Msg.Topic()), d.Msg.Payload())
 		return true
 	case t.s == nil:
+		return false
+	case check && !b.allowSession(t.s, auth.Read, d.Msg.Topic()):
+		b.stats.denied("deliver")
 		return false
 	}
 	dirtied, drop := t.s.Deliver(d, nowNs)
@@ -250,7 +298,7 @@ func (b *Broker) deliverShared(bt *batch, g pubsub.Group, m *session.Message, no
 		m = m.Own()
 	}
 	d.Msg = m
-	return b.deliverTo(bt, sub.Subscriber, d, nowNs)
+	return b.deliverTo(bt, sub.Subscriber, d, nowNs, sub.Flags&pubsub.CheckRead != 0)
 }
 
 // redeliverShared sends a message that reached session from via a shared subscription,

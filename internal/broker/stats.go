@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/bifrost-mqtt/bifrost/internal/metrics"
+	"github.com/bifrost-mqtt/bifrost/internal/packet"
 	"github.com/bifrost-mqtt/bifrost/internal/session"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -96,5 +97,24 @@ func (st *stats) connection(listener string, delta int) {
 	cm.current.Add(float64(delta))
 	if delta > 0 {
 		cm.total.Inc()
+	}
+}
+
+// refusedCode counts a CONNECT refused with rc.
+func (st *stats) refusedCode(rc packet.ReasonCode) {
+	st.refused(rc.String())
+}
+
+// refused counts a connection refused for reason.
+func (st *stats) refused(reason string) {
+	if st.m != nil {
+		st.m.ConnectsRefused.WithLabelValues(reason).Inc()
+	}
+}
+
+// denied counts an operation the ACL or a limit refused.
+func (st *stats) denied(action string) {
+	if st.m != nil {
+		st.m.Denied.WithLabelValues(action).Inc()
 	}
 }

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 	"github.com/bifrost-mqtt/bifrost/internal/pubsub"
 	"github.com/bifrost-mqtt/bifrost/internal/session"
@@ -12,6 +13,7 @@ type retainReq struct {
 	filter []byte
 	qos    uint8
 	subID  uint32
+	check  bool // read access to each retained topic must be checked (pubsub.CheckRead)
 }
 
 // onSubscribe handles SUBSCRIBE: each filter enters the index with the QoS granted (the
@@ -34,7 +36,25 @@ func (b *Broker) onSubscribe(bt *batch, cl *client, p *packet.Subscribe) error {
 	for i := range p.Subscriptions {
 		sub := &p.Subscriptions[i]
 		granted := min(sub.QoS, b.maxQoS)
+		if !b.limits.topicOK(sub.Filter) {
+			ack.Codes = append(ack.Codes, packet.TopicFilterInvalid)
+			continue
+		}
+		if !s.HasRoom(sub.Filter, b.limits.maxSubs) {
+			b.stats.denied("max_subscriptions")
+			ack.Codes = append(ack.Codes, packet.QuotaExceeded)
+			continue
+		}
+		check, ok := b.authorizeSub(s, sub.Filter)
+		if !ok {
+			// v5 0x87; 3.1.1 has only "failure" (0x80), which the SUBACK encoding maps.
+			ack.Codes = append(ack.Codes, packet.NotAuthorized)
+			continue
+		}
 		var flags uint8
+		if check {
+			flags |= pubsub.CheckRead
+		}
 		if sub.NoLocal {
 			flags |= pubsub.NoLocal
 		}
@@ -52,13 +72,17 @@ func (b *Broker) onSubscribe(bt *batch, cl *client, p *packet.Subscribe) error {
 		ack.Codes = append(ack.Codes, packet.ReasonCode(granted))
 		_, _, shared := packet.SplitShared(sub.Filter)
 		if !shared && b.retainAvailable && (sub.RetainHandling == 0 || sub.RetainHandling == 1 && !existed) {
-			want = append(want, retainReq{filter: sub.Filter, qos: granted, subID: subID})
+			want = append(want, retainReq{filter: sub.Filter, qos: granted, subID: subID, check: check})
 		}
 	}
 	bt.mark(s, s.Send(ack))
 	nowNs := now()
 	for _, r := range want {
-		b.ret.Match(r.filter, func(_ string, m *session.Message) bool {
+		b.ret.Match(r.filter, func(topic string, m *session.Message) bool {
+			if r.check && !b.allowSession(s, auth.Read, []byte(topic)) {
+				b.stats.denied("deliver")
+				return true
+			}
 			// Retained messages are sent with the retain flag set [MQTT-3.3.1-8].
 			d := session.Delivery{Msg: m, QoS: min(m.QoS, r.qos), Retain: true, SubID: r.subID}
 			dirtied, drop := s.Deliver(d, nowNs)
@@ -68,6 +92,57 @@ func (b *Broker) onSubscribe(bt *batch, cl *client, p *packet.Subscribe) error {
 		})
 	}
 	return nil
+}
+
+// authorizeSub asks the ACL whether s may subscribe to filter (a shared subscription is
+// judged by its filter, without the $share/group/ prefix) and whether its deliveries must
+// be checked one by one: unless the authorizer says the filter is readable whole
+// (auth.Covering), they are.
+func (b *Broker) authorizeSub(s *session.Session, filter []byte) (check, ok bool) {
+	user, realm := s.Identity()
+	a := b.realms[realm].Authorizer
+	if a == nil {
+		return false, true
+	}
+	if _, f, shared := packet.SplitShared(filter); shared {
+		filter = f
+	}
+	cid := s.ClientID()
+	if !a.Allow(user, cid, auth.Subscribe, string(filter)) {
+		b.stats.denied("subscribe")
+		return false, false
+	}
+	c, ok := a.(auth.Covering)
+	return !ok || !c.Covers(user, cid, string(filter)), true
+}
+
+// distrust marks every subscription of s to have each delivery checked against the ACL:
+// what its filters may read was judged for another identity or another ACL.
+func (b *Broker) distrust(s *session.Session) {
+	for _, sub := range s.Subs() {
+		flags := pubsub.CheckRead
+		if sub.Opts.NoLocal {
+			flags |= pubsub.NoLocal
+		}
+		if sub.Opts.RetainAsPublished {
+			flags |= pubsub.RetainAsPublished
+		}
+		b.index.Subscribe([]byte(sub.Filter), pubsub.Sub{Subscriber: pubsub.SubscriberID(s.ID()), ID: sub.ID, QoS: sub.Opts.QoS, Flags: flags})
+	}
+}
+
+// ACLChanged is called when the ACL in force changed (a reload): subscriptions judged
+// under the old one have their deliveries checked from now on.
+func (b *Broker) ACLChanged() {
+	b.mu.Lock()
+	all := make([]*session.Session, 0, len(b.sessions))
+	for _, s := range b.sessions {
+		all = append(all, s)
+	}
+	b.mu.Unlock()
+	for _, s := range all {
+		b.distrust(s)
+	}
 }
 
 // onUnsubscribe handles UNSUBSCRIBE and answers UNSUBACK [MQTT-3.10.4-4], in 5.0 with a

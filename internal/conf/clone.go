@@ -9,12 +9,16 @@ func (c *Config) Clone() *Config {
 	n.Listeners = slices.Clone(c.Listeners)
 	for i := range n.Listeners {
 		n.Listeners[i].TLS = clonePtr(n.Listeners[i].TLS)
+		n.Listeners[i].Auth = n.Listeners[i].Auth.clone()
 	}
 	n.Memory.ReturnToOS = clonePtr(c.Memory.ReturnToOS)
-	n.Auth.AllowAnonymous = clonePtr(c.Auth.AllowAnonymous)
+	n.Auth = *c.Auth.clone()
 	n.MQTT.TopicAliasMaximum = clonePtr(c.MQTT.TopicAliasMaximum)
 	n.MQTT.MaxQoS = clonePtr(c.MQTT.MaxQoS)
 	n.MQTT.RetainAvailable = clonePtr(c.MQTT.RetainAvailable)
+	n.Limits.MaxConnections = clonePtr(c.Limits.MaxConnections)
+	n.Limits.ConnectRate = clonePtr(c.Limits.ConnectRate)
+	n.Limits.MaxSubscriptions = clonePtr(c.Limits.MaxSubscriptions)
 	n.SysInterval = clonePtr(c.SysInterval)
 	return &n
 }

@@ -24,6 +24,7 @@ type Config struct {
 	Log         Log        `yaml:"log"`
 	MQTT        MQTT       `yaml:"mqtt"`
 	Queue       Queue      `yaml:"queue"`
+	Limits      Limits     `yaml:"limits"`
 	SysInterval *Duration  `yaml:"sys_interval"` // $SYS publication interval; nil: 10s; 0 disables
 }
 
@@ -43,14 +44,26 @@ type Listener struct {
 	Address string `yaml:"address"` // host:port; port 0 picks a free port (tests)
 	Path    string `yaml:"path"`    // ws/wss only; default /mqtt
 	TLS     *TLS   `yaml:"tls"`     // tls/wss only
+	// MaxConnections caps this listener's open connections, besides the broker's
+	// limits.max_connections; 0 = only that.
+	MaxConnections int   `yaml:"max_connections"`
+	Auth           *Auth `yaml:"auth"` // nil: the top-level auth block
 }
 
-// TLS holds a tls or wss listener's certificate settings.
+// TLS holds a tls or wss listener's certificate settings. The files are PEM; they are
+// re-read when they change (checked every 10s) and on SIGHUP, without dropping
+// connections: a file that does not load is logged and the previous certificate kept.
 type TLS struct {
-	CertFile     string `yaml:"cert_file"`
-	KeyFile      string `yaml:"key_file"`
-	ClientCAFile string `yaml:"client_ca_file"` // set: client certificates required and verified
+	CertFile     string `yaml:"cert_file"`      // the server's certificate chain, leaf first
+	KeyFile      string `yaml:"key_file"`       // its private key
+	ClientCAFile string `yaml:"client_ca_file"` // set: client certificates required and verified against it
 	MinVersion   string `yaml:"min_version"`    // "1.2" (default) or "1.3"
+	// UseIdentityAsUsername (Mosquitto's use_identity_as_username) makes the verified
+	// client certificate the client's identity: its subject's Common Name, or when that
+	// is empty its first DNS name, else its first email address, becomes the username,
+	// replacing the one in CONNECT (the password is not checked). Needs client_ca_file.
+	// Default false.
+	UseIdentityAsUsername bool `yaml:"use_identity_as_username"`
 }
 
 // HTTPOff is the http.address that disables the operator endpoint.
@@ -95,11 +108,19 @@ type Memory struct {
 	ReturnToOS *Duration `yaml:"return_to_os"`
 }
 
-// Auth configures authentication and authorization.
+// Auth configures authentication and authorization: at the top level for every
+// listener, or in a listener's auth block for that listener alone, where it replaces the
+// top-level block as a whole (as mosquitto's per_listener_settings does). conf checks the
+// settings; the auth package reads the files.
 type Auth struct {
-	AllowAnonymous *bool  `yaml:"allow_anonymous"` // nil: true (the default serves loopback only)
-	PasswordFile   string `yaml:"password_file"`
-	ACLFile        string `yaml:"acl_file"`
+	// AllowAnonymous admits clients that send no username. nil: admitted without a
+	// password_file, refused with one; and with neither a password_file nor an explicit
+	// true, a listener not bound to loopback must not start (Config.CheckExposure).
+	AllowAnonymous *bool    `yaml:"allow_anonymous"`
+	PasswordFile   string   `yaml:"password_file"` // users and password hashes (bifrost passwd)
+	ACLFile        string   `yaml:"acl_file"`      // topic rules in mosquitto's acl_file syntax; none: all allowed
+	CacheSize      *int     `yaml:"cache_size"`    // logins remembered to spare the hash; nil: 65536 (edge 1024); 0 disables
+	CacheTTL       Duration `yaml:"cache_ttl"`     // how long a login is remembered; default 2m
 }
 
 // Log configures the structured logger.

@@ -44,9 +44,12 @@ func base() *Config {
 			// here would be wrong for containers and for programs that embed the broker.
 			Limit: ByteSizeAuto,
 		},
-		// Anonymous access is harmless while the listeners serve loopback only, and it lets
-		// a first run work without a password file.
-		Auth: Auth{AllowAnonymous: ptr(true)},
+		// allow_anonymous stays unset: anonymous access is harmless while the listeners
+		// serve loopback only and lets a first run work without a password file, and
+		// unset it cannot follow a listener onto the network (Config.CheckExposure).
+		// A cached login is re-verified after 2 minutes: long enough to absorb a
+		// reconnect storm, short enough to bound what a memory dump would give away.
+		Auth: Auth{CacheTTL: Duration(2 * time.Minute)},
 		Log:  Log{Level: "info", Format: "text"}, // info: lifecycle, not per-packet noise; text: for humans first
 		MQTT: MQTT{
 			MaxQoS:          ptr(2),    // the whole protocol unless the operator restricts it
@@ -55,6 +58,7 @@ func base() *Config {
 			// which never speak (or speak slowly on purpose) do not pile up.
 			ConnectTimeout: Duration(10 * time.Second),
 		},
+		Limits: limitsDefaults(),
 		// As mosquitto's sys_interval: fresh enough for dashboards, cheap to publish.
 		SysInterval: ptr(Duration(10 * time.Second)),
 	}
@@ -89,6 +93,15 @@ func server() *Config {
 	// count and a byte bound so that a few forgotten sessions cannot fill the disk.
 	c.Queue.OfflineMessages = 1000
 	c.Queue.OfflineBytes = 16 << 20
+	// A million connections is what one server is built to hold; past it the process
+	// would be near its file limit anyway.
+	c.Limits.MaxConnections = ptr(1_000_000)
+	// Enough for a gateway subscribing per device; a client subscribing more is a bug or
+	// an attack on the index.
+	c.Limits.MaxSubscriptions = ptr(1000)
+	// A reconnect storm of tens of thousands of clients is answered from the login
+	// cache; 65536 entries cost at most about 3 MB.
+	c.Auth.CacheSize = ptr(65536)
 	return c
 }
 
@@ -116,6 +129,11 @@ func edge() *Config {
 	// Offline queues live on flash: keep them a tenth of the server's.
 	c.Queue.OfflineMessages = 100
 	c.Queue.OfflineBytes = 1 << 20
+	// A device serves its local clients: tens, not millions.
+	c.Limits.MaxConnections = ptr(10_000)
+	c.Limits.MaxSubscriptions = ptr(100)
+	// A device serves few clients: 1024 entries, at most about 50 KB.
+	c.Auth.CacheSize = ptr(1024)
 	return c
 }
 
@@ -152,7 +170,14 @@ func (c *Config) EnsureDefaults() {
 	orDefault(&c.Memory.Limit, d.Memory.Limit)
 	nilDefault(&c.Memory.ReturnToOS, d.Memory.ReturnToOS)
 
-	nilDefault(&c.Auth.AllowAnonymous, d.Auth.AllowAnonymous)
+	c.Auth.ensureDefaults(&d.Auth)
+	for i := range c.Listeners {
+		if c.Listeners[i].Auth != nil {
+			c.Listeners[i].Auth.ensureDefaults(&d.Auth)
+		}
+	}
+
+	c.Limits.ensureDefaults(&d.Limits)
 
 	orDefault(&c.Log.Level, d.Log.Level)
 	orDefault(&c.Log.Format, d.Log.Format)

@@ -17,11 +17,13 @@ func TestDefaultServer(t *testing.T) {
 		Store: Store{Dir: "./data", Sync: "always", SyncInterval: Duration(100 * time.Millisecond),
 			CacheSize: 64 << 20, MemtableSize: 32 << 20},
 		Memory: Memory{Profile: "server", Limit: ByteSizeAuto, ReturnToOS: ptr(Duration(0))},
-		Auth:   Auth{AllowAnonymous: ptr(true)},
+		Auth:   Auth{CacheSize: ptr(65536), CacheTTL: Duration(2 * time.Minute)},
 		Log:    Log{Level: "info", Format: "text"},
 		MQTT: MQTT{ReceiveMaximum: 1024, TopicAliasMaximum: ptr(64), MaxQoS: ptr(2),
 			RetainAvailable: ptr(true), ConnectTimeout: Duration(10 * time.Second)},
-		Queue:       Queue{OnlineMessages: 16, OfflineMessages: 1000, OfflineBytes: 16 << 20},
+		Queue: Queue{OnlineMessages: 16, OfflineMessages: 1000, OfflineBytes: 16 << 20},
+		Limits: Limits{MaxConnections: ptr(1_000_000), ConnectRate: ptr(100), ConnectBurst: 500,
+			MaxTopicLength: 4096, MaxTopicLevels: 128, MaxSubscriptions: ptr(1000)},
 		SysInterval: ptr(Duration(10 * time.Second)),
 	}
 	if !reflect.DeepEqual(c, want) {
@@ -47,6 +49,9 @@ func TestDefaultEdge(t *testing.T) {
 	want.MQTT.ReceiveMaximum = 64
 	want.MQTT.TopicAliasMaximum = ptr(16)
 	want.Queue = Queue{OnlineMessages: 8, OfflineMessages: 100, OfflineBytes: 1 << 20}
+	want.Auth.CacheSize = ptr(1024)
+	want.Limits.MaxConnections = ptr(10_000)
+	want.Limits.MaxSubscriptions = ptr(100)
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("DefaultEdge() =\n%+v\nwant\n%+v", c, want)
 	}

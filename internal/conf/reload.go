@@ -38,6 +38,13 @@ func (c *Config) Reloadable(next *Config) (changed []string, err error) {
 }
 
 func isLive(path string) bool {
+	// A listener's auth block is as live as the top-level one; adding or removing the
+	// block (the path listeners[i].auth itself) needs a restart.
+	if rest, ok := strings.CutPrefix(path, "listeners["); ok {
+		if _, field, ok := strings.Cut(rest, "]."); ok && strings.HasPrefix(field, "auth.") {
+			return true
+		}
+	}
 	for _, f := range liveFields {
 		if path == f || (strings.HasSuffix(f, ".") && strings.HasPrefix(path, f)) {
 			return true

@@ -56,6 +56,8 @@ func (c *Config) validate() errorList {
 	}
 	nonNegative(&errs, "memory.return_to_os", c.Memory.ReturnToOS)
 
+	c.Limits.validate(&errs)
+
 	oneOf(&errs, "log.level", c.Log.Level, "debug", "info", "warn", "error")
 	oneOf(&errs, "log.format", c.Log.Format, "text", "json")
 
@@ -80,6 +82,8 @@ func (c *Config) validate() errorList {
 	size(&errs, "queue.offline_bytes", c.Queue.OfflineBytes, 1, math.MaxInt64)
 
 	nonNegative(&errs, "sys_interval", c.SysInterval)
+
+	c.validateAuth(&errs)
 	return errs
 }
 
@@ -124,6 +128,7 @@ func (c *Config) validateListeners(errs *errorList) {
 			continue
 		}
 		web := l.Type == ListenerWS || l.Type == ListenerWSS
+		between(errs, at+".max_connections", l.MaxConnections, 0, 1<<31-1)
 		secure := l.Type == ListenerTLS || l.Type == ListenerWSS
 		switch {
 		case !web && l.Path != "":
@@ -144,6 +149,10 @@ func (c *Config) validateListeners(errs *errorList) {
 				errs.add(at+".tls.key_file", "required")
 			}
 			oneOf(errs, at+".tls.min_version", l.TLS.MinVersion, "1.2", "1.3")
+			if l.TLS.UseIdentityAsUsername && l.TLS.ClientCAFile == "" {
+				errs.add(at+".tls.use_identity_as_username",
+					"needs tls.client_ca_file: without client certificates there is no identity")
+			}
 		}
 	}
 	if c.HTTP.Address != HTTPOff {

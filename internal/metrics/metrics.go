@@ -50,6 +50,13 @@ type Registry struct {
 	Subscriptions prometheus.Gauge
 	// RetainedMessages is the number of retained messages held.
 	RetainedMessages prometheus.Gauge
+	// ConnectsRefused counts CONNECTs refused, by reason (bad credentials, not
+	// authorized, server busy, a limit): what an operator watches for attacks and
+	// misconfigured clients.
+	ConnectsRefused *prometheus.CounterVec
+	// Denied counts operations the ACL or a limit refused, by action (publish,
+	// subscribe, will, deliver, max_subscriptions, publish_rate).
+	Denied *prometheus.CounterVec
 }
 
 // runtimeMetrics selects the runtime/metrics series the Go collector exports, besides the
@@ -101,6 +108,14 @@ func New(load func() LoadInput) *Registry {
 			Name: "bifrost_retained_messages_current",
 			Help: "Retained messages held.",
 		}),
+		ConnectsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bifrost_connects_refused_total",
+			Help: "CONNECTs refused, by reason.",
+		}, []string{"reason"}),
+		Denied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bifrost_denied_total",
+			Help: "Operations refused by the ACL or a limit, by action.",
+		}, []string{"action"}),
 	}
 	received := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "bifrost_messages_received_total",
@@ -127,6 +142,7 @@ func New(load func() LoadInput) *Registry {
 		loadGauge,
 		r.ConnectionsCurrent, r.ConnectionsTotal, received, sent, r.MessagesDropped,
 		r.BytesReceived, r.BytesSent, r.Subscriptions, r.RetainedMessages,
+		r.ConnectsRefused, r.Denied,
 	)
 	return r
 }

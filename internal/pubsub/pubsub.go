@@ -60,11 +60,14 @@ type Sub struct {
 	Subscriber SubscriberID
 	ID         uint32 // MQTT 5 subscription identifier; 0 = none
 	QoS        uint8  // maximum QoS granted
-	Flags      uint8  // NoLocal | RetainAsPublished
+	Flags      uint8  // NoLocal | RetainAsPublished | CheckRead
 }
 
 // Subscription option flags of Sub.Flags (MQTT 5 section 3.8.3.1).
 const (
 	NoLocal           uint8 = 1 << iota // do not send the subscriber its own messages [MQTT-3.8.3-3]
 	RetainAsPublished                   // keep the RETAIN flag of forwarded messages [MQTT-3.3.1-12]
+	// CheckRead is the broker's, not MQTT's: the ACL does not let the subscriber read
+	// every topic the filter matches, so each delivery is checked.
+	CheckRead
 )

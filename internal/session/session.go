@@ -137,7 +137,8 @@ type Session struct {
 	clientRecvMax    uint16
 	clientAliasMax   uint16
 	version          packet.Version
-	noProblemDetails bool // v5 Request Problem Information = 0
+	noProblemDetails bool  // v5 Request Problem Information = 0
+	realm            uint8 // the broker's: whose ACL applies (see ConnectInfo.Realm)
 }
 
 // NoExpiry is the session expiry interval that never expires (v5 3.1.2.11.2).
@@ -164,6 +165,10 @@ type ConnectInfo struct {
 	ClientAliasMax   uint16
 	NoProblemDetails bool
 	Will             *Will
+	// Realm is the broker's name for the auth configuration the client connected under
+	// (listeners may have their own), kept with the identity for the ACL checks of later
+	// deliveries.
+	Realm uint8
 }
 
 // Attach binds the session to a new connection after CONNECT. The caller then sends
@@ -182,6 +187,7 @@ func (s *Session) Attach(c Conn, info ConnectInfo) {
 	}
 	s.clientAliasMax = info.ClientAliasMax
 	s.noProblemDetails = info.NoProblemDetails
+	s.realm = info.Realm
 	s.will = info.Will
 	if s.fl != nil {
 		s.fl.resetConnectionState()
@@ -222,6 +228,13 @@ func (s *Session) Username() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.username
+}
+
+// Identity is the username and realm of the last connection (ConnectInfo).
+func (s *Session) Identity() (username string, realm uint8) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.username, s.realm
 }
 
 // Expiry is the session expiry interval in seconds.
@@ -294,6 +307,23 @@ func (s *Session) Subs() []Sub {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Sub(nil), s.subs...)
+}
+
+// HasRoom reports whether a subscription to filter fits under a cap of max subscriptions
+// (0: none): it does if the session has fewer, or already has one to filter (which it
+// would replace).
+func (s *Session) HasRoom(filter []byte, max int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if max == 0 || len(s.subs) < max {
+		return true
+	}
+	for i := range s.subs {
+		if s.subs[i].Filter == string(filter) {
+			return true
+		}
+	}
+	return false
 }
 
 // AddSub records a subscription, replacing one to the same filter; it reports whether it

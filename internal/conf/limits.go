@@ -1,0 +1,73 @@
+package conf
+
+// Limits bound what clients may take from the broker, so that one client, or a flood of
+// them, cannot starve the others. Each has a default; the ones a well-behaved deployment
+// could outgrow can be set to 0 to switch them off, as noted per field.
+type Limits struct {
+	// MaxConnections is the most open MQTT connections of the whole broker; a listener
+	// may have its own cap too (listeners[i].max_connections). Past it a new
+	// connection is closed at once. Default 1000000 (edge 10000); 0 = no cap.
+	MaxConnections *int `yaml:"max_connections"`
+	// ConnectRate is how many new connections per second one source address may open,
+	// with ConnectBurst of them at once; past it they are closed at accept. Loopback
+	// addresses are exempt (the host's own programs and load tests). Default 100/s with
+	// a burst of 500: a NAT gateway's devices reconnecting after an outage pass, a single
+	// host hammering the port does not. 0 = no limit.
+	ConnectRate  *int `yaml:"connect_rate"`
+	ConnectBurst int  `yaml:"connect_burst"`
+	// MaxTopicLength is the longest topic name or filter accepted, in bytes. Default 4096:
+	// far beyond real topics, far below the protocol's 65535.
+	MaxTopicLength int `yaml:"max_topic_length"`
+	// MaxTopicLevels is the most levels ('/'-separated) a topic name or filter may have.
+	// Default 128 (as EMQX): deep enough for any hierarchy, shallow enough to bound a
+	// match's walk.
+	MaxTopicLevels int `yaml:"max_topic_levels"`
+	// MaxSubscriptions is the most subscriptions one session may hold. Default 1000
+	// (edge 100); 0 = no cap.
+	MaxSubscriptions *int `yaml:"max_subscriptions"`
+	// PublishRate is how many PUBLISH packets per second one client may send, with
+	// PublishBurst at once; a client that goes on faster is disconnected (v5 0x96,
+	// message rate too high). Default 0 = no limit: a broker's job is to carry messages,
+	// and the inflight window (receive_maximum) already paces QoS 1 and 2.
+	PublishRate  int `yaml:"publish_rate"`
+	PublishBurst int `yaml:"publish_burst"`
+}
+
+// ensureDefaults fills l from the profile's d.
+func (l *Limits) ensureDefaults(d *Limits) {
+	nilDefault(&l.MaxConnections, d.MaxConnections)
+	nilDefault(&l.ConnectRate, d.ConnectRate)
+	orDefault(&l.ConnectBurst, d.ConnectBurst)
+	orDefault(&l.MaxTopicLength, d.MaxTopicLength)
+	orDefault(&l.MaxTopicLevels, d.MaxTopicLevels)
+	nilDefault(&l.MaxSubscriptions, d.MaxSubscriptions)
+	if l.PublishRate > 0 && l.PublishBurst == 0 {
+		l.PublishBurst = l.PublishRate // one second's worth
+	}
+}
+
+// limitsDefaults are the profile-independent defaults.
+func limitsDefaults() Limits {
+	return Limits{ConnectRate: ptr(100), ConnectBurst: 500, MaxTopicLength: 4096, MaxTopicLevels: 128}
+}
+
+// validate reports the out-of-range limits.
+func (l *Limits) validate(errs *errorList) {
+	const maxInt32 = 1<<31 - 1
+	between(errs, "limits.max_connections", valueOr(l.MaxConnections), 0, maxInt32)
+	between(errs, "limits.connect_rate", valueOr(l.ConnectRate), 0, maxInt32)
+	between(errs, "limits.connect_burst", l.ConnectBurst, 0, maxInt32)
+	between(errs, "limits.max_topic_length", l.MaxTopicLength, 1, 65535)
+	between(errs, "limits.max_topic_levels", l.MaxTopicLevels, 1, 65535)
+	between(errs, "limits.max_subscriptions", valueOr(l.MaxSubscriptions), 0, maxInt32)
+	between(errs, "limits.publish_rate", l.PublishRate, 0, maxInt32)
+	between(errs, "limits.publish_burst", l.PublishBurst, 0, maxInt32)
+}
+
+// valueOr is *p, or 0 for an unset field (Validate before EnsureDefaults).
+func valueOr(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
