@@ -46,12 +46,12 @@ type Security struct {
 const maxHeldBytes = 256 << 10
 
 var (
-	errUnexpectedAuth  = &packet.Error{Code: packet.ProtocolError, Rule: "MQTT-4.12.0-1", Text: "AUTH without an authentication method at CONNECT"}
-	errAuthMethod      = &packet.Error{Code: packet.ProtocolError, Rule: "MQTT-4.12.1-1", Text: "AUTH with another authentication method than CONNECT's"}
-	errAuthCode        = &packet.Error{Code: packet.ProtocolError, Rule: "MQTT-4.12.0-2", Text: "AUTH reason code out of turn"}
-	errBeforeConnack   = &packet.Error{Code: packet.ProtocolError, Rule: "MQTT-3.1.2-30", Text: "packet other than AUTH or DISCONNECT during enhanced authentication"}
-	errReauthIdentity  = &packet.Error{Code: packet.NotAuthorized, Text: "re-authentication as another user"}
-	errHeldBytes       = &packet.Error{Code: packet.ProtocolError, Text: "too much data sent while the CONNECT is being authenticated"}
+	errUnexpectedAuth = &packet.Error{Code: packet.ProtocolError, Rule: "MQTT-4.12.0-1", Text: "AUTH without an authentication method at CONNECT"}
+	errAuthMethod     = &packet.Error{Code: packet.ProtocolError, Rule: "MQTT-4.12.1-1", Text: "AUTH with another authentication method than CONNECT's"}
+	errAuthCode       = &packet.Error{Code: packet.ProtocolError, Rule: "MQTT-4.12.0-2", Text: "AUTH reason code out of turn"}
+	errBeforeConnack  = &packet.Error{Code: packet.ProtocolError, Rule: "MQTT-3.1.2-30", Text: "packet other than AUTH or DISCONNECT during enhanced authentication"}
+	errReauthIdentity = &packet.Error{Code: packet.NotAuthorized, Text: "re-authentication as another user"}
+	errHeldBytes      = &packet.Error{Code: packet.ProtocolError, Text: "too much data sent while the CONNECT is being authenticated"}
 )
 
 // authState is a client's authentication in progress: the parked CONNECT, and for
