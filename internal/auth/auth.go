@@ -75,7 +75,8 @@ const (
 
 // Authorizer decides topic access. Allow gets a topic name for Read/Write and a filter for
 // Subscribe (already stripped of "$share/group/"). It is called on the event loop: it
-// must be fast (no I/O, no allocation on the common path).
+// must be fast (no I/O, no allocation on the common path), and it must not keep topic
+// past the call: the broker lends it from the packet's read buffer.
 type Authorizer interface {
 	Allow(username, clientID string, a Access, topic string) bool
 }
