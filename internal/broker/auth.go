@@ -150,11 +150,7 @@ func (b *Broker) authenticate(bt *batch, cl *client, h packet.Header, body []byt
 	if b.certIdentity[cl.conn.Listener().Name()] {
 		// The TLS handshake verified the client certificate; it is the identity
 		// (conf.TLS.UseIdentityAsUsername, as Mosquitto's use_identity_as_username).
-		var st *tls.ConnectionState
-		if t, ok := cl.conn.(interface{ TLS() *tls.ConnectionState }); ok {
-			st = t.TLS() // tls and wss connections
-		}
-		user := certUsername(st)
+		user := certUsername(cl.conn.TLS())
 		if user == "" {
 			b.refuseAuth(cl, c.Version, auth.ErrNotAuthorized)
 			return

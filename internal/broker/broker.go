@@ -279,11 +279,5 @@ func (b *Broker) pressure() memory.Level {
 	return b.press()
 }
 
-// ReloadTLS reloads the certificates of the tls and wss listeners from their files; a
-// network layer without TLS listeners has nothing to reload.
-func (b *Broker) ReloadTLS() error {
-	if r, ok := any(b.net).(interface{ ReloadTLS() error }); ok {
-		return r.ReloadTLS()
-	}
-	return nil
-}
+// ReloadTLS reloads the certificates of the tls and wss listeners from their files.
+func (b *Broker) ReloadTLS() error { return b.net.ReloadTLS() }

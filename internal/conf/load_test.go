@@ -97,7 +97,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown listener key", "listeners:\n  - type: tcp\n    address: :1\n  - type: tcp\n    address: :2\n    port: 2\n",
 			"bifrost.yaml:6: listeners[1].port: unknown key; expected one of name, type, address, path, tls"},
 		{"unknown tls key", "listeners:\n  - type: tls\n    address: :1\n    tls: {cert: c, cert_file: c, key_file: k}\n",
-			"bifrost.yaml:4: listeners[0].tls.cert: unknown key; expected one of cert_file, key_file, client_ca_file, min_version"},
+			"bifrost.yaml:4: listeners[0].tls.cert: unknown key; expected one of cert_file, key_file, client_ca_file, min_version, use_identity_as_username"},
 		{"listener type", "listeners:\n  - type: tcp\n    address: :1883\n  - name: b\n    type: udp\n    address: :1884\n",
 			`bifrost.yaml:5: listeners[1].type: "udp" is not one of tcp, tls, ws, wss`},
 		{"missing tls block at its listener", "listeners:\n  - type: tcp\n    address: :1\n  - type: tls\n    address: :2\n",

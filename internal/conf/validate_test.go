@@ -78,6 +78,13 @@ func TestValidate(t *testing.T) {
 			Listener{Name: "a", Type: "tls", Address: ":8883", TLS: &TLS{CertFile: "c", KeyFile: "k", MinVersion: "1.1"}}),
 			`listeners[0].tls.min_version: "1.1" is not one of 1.2, 1.3`},
 		{"listeners[0]=tls ok", listen(Listener{Name: "a", Type: "tls", Address: ":8883", TLS: tlsOK}), ""},
+		{"listeners[0].tls.use_identity_as_username without client_ca_file", listen(
+			Listener{Name: "a", Type: "tls", Address: ":8883", TLS: &TLS{CertFile: "c", KeyFile: "k", MinVersion: "1.2",
+				UseIdentityAsUsername: true}}),
+			`listeners[0].tls.use_identity_as_username: needs tls.client_ca_file: without client certificates there is no identity`},
+		{"listeners[0].tls.use_identity_as_username with client_ca_file", listen(
+			Listener{Name: "a", Type: "wss", Address: ":443", Path: "/", TLS: &TLS{CertFile: "c", KeyFile: "k", MinVersion: "1.3",
+				ClientCAFile: "ca", UseIdentityAsUsername: true}}), ""},
 		// http
 		{"http.address=off", func(c *Config) { c.HTTP.Address = "off" }, ""},
 		{"http.address=8080", func(c *Config) { c.HTTP.Address = "8080" },

@@ -2,6 +2,7 @@ package listener
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -17,8 +18,9 @@ import (
 
 // conn is our record of one connection, for every transport: the Conn the handler sees.
 // It is what an idle connection costs us on top of nbio, so it holds no buffer and caches
-// nothing (addresses come from nbio; the transport's state, for WebSocket, hangs off the
-// nbio conn's session).
+// nothing (addresses come from nbio; the transport's state hangs off the nbio conn's
+// session: the *websocket.Conn for ws, the *tlsConn that embeds this record for tls and
+// wss).
 //
 // Fields are ordered for size: 80 bytes, one size class.
 type conn struct {
@@ -52,6 +54,7 @@ const (
 	stPeerClose              // the peer sent a WebSocket close frame
 	stAdmitting              // being added to the engine: not yet polled, see closeWith
 	stCloseReq               // closeWith was called while admitting
+	stIdleSet                // SetIdleTimeout was called: received bytes refresh the deadline
 )
 
 var _ timed[conn] = (*conn)(nil)
@@ -59,11 +62,24 @@ var _ timed[conn] = (*conn)(nil)
 func (c *conn) timer() *timer[conn]      { return &c.tm }
 func (c *conn) activity() *atomic.Uint32 { return &c.last }
 
-// open delivers OnOpen; the connect timeout starts.
+// open delivers OnOpen, unless the connection closed first (see closed). On TCP the
+// connect timeout starts here, at the accept; ws, tls and wss connections have been
+// under it since their accept (the onOpen hook), and it is not restarted: it is absolute
+// until the handler calls SetIdleTimeout.
 func (c *conn) open() {
+	for {
+		st := c.state.Load()
+		if st&stClosed != 0 {
+			return
+		}
+		if c.state.CompareAndSwap(st, st|stOpen|stBusy) {
+			break
+		}
+	}
 	s := c.l.srv
-	c.state.Or(stOpen | stBusy)
-	s.wheel.set(c, s.o.ConnectTimeout)
+	if c.l.kind == kindTCP {
+		s.wheel.set(c, s.o.ConnectTimeout)
+	}
 	c.l.n.Add(1)
 	defer c.release()
 	defer c.recoverHandler("OnOpen")
@@ -123,8 +139,15 @@ func (c *conn) closed() {
 	c.l.srv.wheel.remove(c)
 	for ; ; st = c.state.Load() {
 		switch {
-		case st&stOpen == 0 || st&(stClosing|stClosed) != 0:
-			return // never opened (a WebSocket handshake), or already handled
+		case st&(stClosing|stClosed) != 0:
+			return // already handled
+		case st&stOpen == 0:
+			// Never opened (in its WebSocket upgrade or TLS handshake): no events, and
+			// none later, for open may be racing with this (a TLS handshake completes in
+			// its own goroutine).
+			if c.state.CompareAndSwap(st, st|stClosed) {
+				return
+			}
 		case st&stBusy != 0:
 			if c.state.CompareAndSwap(st, st|stClosing) {
 				return
@@ -153,9 +176,11 @@ func (c *conn) finish() {
 	c.l.srv.h.OnClose(c, err)
 }
 
-// touch records that bytes arrived: the idle timeout starts over. Not while draining.
+// touch records that bytes arrived: the idle timeout starts over. Not under the connect
+// timeout, which is absolute (a slowloris client dribbling its CONNECT must not keep the
+// connection), and not while draining.
 func (c *conn) touch() {
-	if c.state.Load()&stShutdown == 0 {
+	if c.state.Load()&(stIdleSet|stShutdown) == stIdleSet {
 		c.l.srv.wheel.touch(c)
 	}
 }
@@ -203,7 +228,7 @@ func (c *conn) Writev(bufs [][]byte) (int, error) {
 	}
 	var hdr [wsMaxHeader]byte
 	var head []byte
-	if c.l.kind == kindWS {
+	if c.l.kind&kindWeb != 0 {
 		head = appendWSHeader(hdr[:0], wsBinary, size)
 	}
 	c.wmu.Lock()
@@ -217,11 +242,21 @@ func (c *conn) Writev(bufs [][]byte) (int, error) {
 	return size, nil
 }
 
-// writeLocked writes head (transport framing, may be empty) and bufs as one unit: straight
-// to the socket with one writev when nothing is queued, and whatever the socket does not
-// take is queued in nbio (copied), to go out when the socket is writable. c.wmu is held, so
-// no other write of ours can come between the two parts. head is copied, never retained.
+// writeLocked writes head (WebSocket framing, may be empty) and bufs as one unit, through
+// TLS on tls and wss listeners. c.wmu is held.
 func (c *conn) writeLocked(head []byte, bufs [][]byte) error {
+	if c.l.kind&kindSecure != 0 {
+		return c.nc.Session().(*tlsConn).seal(head, bufs)
+	}
+	return c.writeRaw(head, bufs)
+}
+
+// writeRaw writes head and bufs to the socket as one unit: straight to the socket with one
+// writev when nothing is queued, and whatever the socket does not take is queued in nbio
+// (copied), to go out when the socket is writable. The caller holds c.wmu (TCP, ws) or
+// the tls.Conn's write lock (every byte of a TLS connection is written by crypto/tls), so
+// no other write can come between the two parts. Nothing is retained.
+func (c *conn) writeRaw(head []byte, bufs [][]byte) error {
 	total := len(head)
 	for _, b := range bufs {
 		total += len(b)
@@ -326,8 +361,12 @@ func (c *conn) Shutdown() {
 		c.wmu.Unlock()
 		return
 	}
-	if c.l.kind == kindWS {
+	if c.l.kind&kindWeb != 0 {
 		_ = c.writeLocked(wsCloseNormal[:], nil)
+	}
+	if c.l.kind&kindSecure != 0 {
+		// close_notify: the peer's TLS reads end cleanly, not with a truncation error.
+		_ = c.nc.Session().(*tlsConn).tc.CloseWrite()
 	}
 	c.state.Or(stShutdown)
 	c.nc.Lock()
@@ -340,10 +379,13 @@ func (c *conn) Shutdown() {
 	c.wmu.Unlock()
 }
 
-// SetIdleTimeout implements Conn. It does nothing after Shutdown: the drain runs its course.
+// SetIdleTimeout implements Conn. It ends the absolute connect timeout: from now on
+// received bytes refresh the deadline. It does nothing after Shutdown: the drain runs its
+// course.
 func (c *conn) SetIdleTimeout(d time.Duration) {
 	c.wmu.Lock()
 	if c.state.Load()&stShutdown == 0 {
+		c.state.Or(stIdleSet)
 		c.l.srv.wheel.reset(c, d)
 	}
 	c.wmu.Unlock()
@@ -366,3 +408,12 @@ func (c *conn) Value() any { return c.value }
 
 // SetValue implements Conn.
 func (c *conn) SetValue(v any) { c.value = v }
+
+// TLS implements Conn.
+func (c *conn) TLS() *tls.ConnectionState {
+	if c.l.kind&kindSecure == 0 {
+		return nil
+	}
+	cs := c.nc.Session().(*tlsConn).tc.ConnectionState()
+	return &cs
+}

@@ -201,10 +201,15 @@ func newTestServer(t testing.TB, h Handler, o Options) *Server {
 	return s
 }
 
-// listen opens a listener of type typ on a random loopback port.
+// listen opens a listener of type typ on a random loopback port; tls and wss listeners
+// serve the test PKI's server certificate (pki_test.go).
 func listen(t testing.TB, s *Server, typ string) *Listener {
 	t.Helper()
-	l, err := s.Listen(conf.Listener{Type: typ, Address: "127.0.0.1:0"})
+	cfg := conf.Listener{Type: typ, Address: "127.0.0.1:0"}
+	if typ == conf.ListenerTLS || typ == conf.ListenerWSS {
+		cfg.TLS = tlsFiles(t, false)
+	}
+	l, err := s.Listen(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,20 +262,6 @@ func wsHandshake(c net.Conn, path string, protos ...string) (*wsClient, *http.Re
 		_ = res.Body.Close()
 	}
 	return &wsClient{Conn: c, r: br}, res, nil
-}
-
-// dialWS connects and upgrades on /mqtt with the mqtt subprotocol.
-func dialWS(t testing.TB, l *Listener) *wsClient {
-	t.Helper()
-	c := dialTCP(t, l)
-	ws, res, err := wsHandshake(c, "/mqtt", "mqtt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.StatusCode != http.StatusSwitchingProtocols {
-		t.Fatalf("upgrade: %s", res.Status)
-	}
-	return ws
 }
 
 // frame encodes one masked client frame.

@@ -1,6 +1,7 @@
 package listener
 
 import (
+	"crypto/tls"
 	"net"
 	"net/http"
 	"runtime"
@@ -11,8 +12,9 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 )
 
-// dialIdle opens n client connections to l from spread source addresses, upgrading them
-// when l is a ws listener, and leaves them idle. Go's client conns park no goroutine.
+// dialIdle opens n client connections to l from spread source addresses, with a TLS
+// handshake on tls and wss listeners and an upgrade on ws and wss listeners, and leaves
+// them idle. Go's client conns, TLS ones included, park no goroutine.
 func dialIdle(t testing.TB, l *Listener, n int) []net.Conn {
 	t.Helper()
 	conns := make([]net.Conn, n)
@@ -25,7 +27,12 @@ func dialIdle(t testing.TB, l *Listener, n int) []net.Conn {
 			for i := w; i < n; i += workers {
 				d := net.Dialer{LocalAddr: sourceAddr(i)}
 				c, err := d.Dial("tcp", l.Addr().String())
-				if err == nil && l.kind == kindWS {
+				if err == nil && l.kind&kindSecure != 0 {
+					tc := tls.Client(c, clientTLS())
+					err = tc.Handshake()
+					c = tc
+				}
+				if err == nil && l.kind&kindWeb != 0 {
 					var res *http.Response
 					if _, res, err = wsHandshake(c, "/mqtt", "mqtt"); err == nil && res.StatusCode != http.StatusSwitchingProtocols {
 						err = &net.AddrError{Err: res.Status}
@@ -92,4 +99,48 @@ func TestIdleGoroutines(t *testing.T) {
 	if got := s.running.Load(); got != 3 { // two accept loops and the wheel
 		t.Errorf("%d goroutines of ours, want 3", got)
 	}
+}
+
+// TestIdleGoroutinesTLS opens 1,000 idle tls and 1,000 idle wss connections and checks that
+// no goroutine stays with them: the handshake goroutines have all ended, and the number of
+// goroutines is what it was before they came.
+func TestIdleGoroutinesTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens 2,000 TLS connections")
+	}
+	n := 1000
+	if raceEnabled {
+		n = 150 // handshakes are slow under the race detector; the count is what matters
+	}
+	h := &counter{}
+	s := newTestServer(t, h, Options{ConnectTimeout: time.Hour})
+	lt, lw := listen(t, s, conf.ListenerTLS), listen(t, s, conf.ListenerWSS)
+	const ours = 4 // two accept loops, the wheel, the certificate watcher
+	dialIdle(t, lt, 1)
+	dialIdle(t, lw, 1)
+	waitFor(t, "the warm-up connections", func() bool { return h.open() == 2 })
+	waitFor(t, "the warm-up handshake goroutines to end", func() bool { return s.running.Load() == ours })
+	settle := func() int {
+		runtime.GC()
+		time.Sleep(20 * time.Millisecond)
+		return runtime.NumGoroutine()
+	}
+	base := settle()
+
+	dialIdle(t, lt, n)
+	dialIdle(t, lw, n)
+	waitFor(t, "every connection open", func() bool { return h.open() == 2*n+2 })
+	if lt.Conns() != n+1 || lw.Conns() != n+1 {
+		t.Fatalf("Conns() = %d, %d", lt.Conns(), lw.Conns())
+	}
+	waitFor(t, "every handshake goroutine to end", func() bool { return s.running.Load() == ours })
+	after := settle()
+	for deadline := time.Now().Add(waitTimeout); after > base && time.Now().Before(deadline); {
+		after = settle()
+	}
+	if after > base {
+		t.Errorf("goroutines: %d before, %d with %d idle TLS connections", base, after, 2*n)
+	}
+	t.Logf("goroutines: %d before, %d with %d idle TLS connections (%d tls, %d wss); %d of them ours",
+		base, after, 2*n, n, n, s.running.Load())
 }

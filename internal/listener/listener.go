@@ -4,8 +4,8 @@
 //
 // # Engine layout
 //
-// A Server runs one nbio engine (Options.Pollers epoll loops) for all of its listeners, TCP
-// and WebSocket alike. It is the nbio engine inside an nbhttp engine, so the WebSocket
+// A Server runs one nbio engine (Options.Pollers epoll loops) for all of its listeners: TCP,
+// TLS and WebSocket alike. It is the nbio engine inside an nbhttp engine, so the WebSocket
 // upgrade and frame parsing run on the same loops; plain TCP connections are added to it
 // directly and read by our own data hook. Each listener has one accept goroutine (one per
 // listener, none per connection) that hands accepted sockets to the engine. nbio's own
@@ -25,17 +25,22 @@
 // # Timeouts
 //
 // Idle timeouts, connect timeouts and the Shutdown drain all live in one timing wheel per
-// Server (wheel.go), advanced by one goroutine every Options.Tick. A read refreshes the
-// connection's deadline with one atomic store. A timeout d fires between d and d+2 ticks
-// after the last byte was received.
+// Server (wheel.go), advanced by one goroutine every Options.Tick. The connect timeout is
+// absolute: it counts from the accept, through the TLS handshake and the WebSocket
+// upgrade, until the handler first calls SetIdleTimeout (when CONNECT is accepted), so a
+// client that dribbles a CONNECT a byte at a time is closed all the same. From then on a
+// read refreshes the deadline with one atomic store, and a timeout d fires between d and
+// d+2 ticks after the last byte was received.
 //
 // # Events
 //
 // Handler calls for one connection never overlap and come in order: OnOpen, OnData...,
-// OnClose exactly once. OnOpen runs before the socket is polled (TCP) or in the poller
-// that completed the upgrade (WebSocket); OnData runs in the poller; OnClose runs where
-// nbio reports the close, or in the poller right after an OnData that was running then (a
-// small state machine in conn.go hands it over without a lock). The error given to OnClose
+// OnClose exactly once. OnOpen runs before the socket is polled (TCP), in the poller
+// that completed the upgrade (WebSocket), or in the goroutine that completed the
+// handshake (TLS); OnData runs in the poller, except on TLS for what arrived with the end
+// of the handshake, which that goroutine delivers before it hands over to the poller;
+// OnClose runs where nbio reports the close, or right after an OnData that was running
+// then (a small state machine in conn.go hands it over without a lock). The error given to OnClose
 // is nil when this side closed the connection (Close, Shutdown, Listener.Close,
 // Server.Close), ErrIdleTimeout when a timeout fired, io.EOF when the peer closed it
 // (for WebSocket: sent a close frame), and the I/O or protocol error otherwise.
@@ -62,18 +67,21 @@
 //
 // # Transports
 //
-// tcp.go and websocket.go each hold what differs for their transport: how an accepted
-// socket is taken over, the framing of writes, what Shutdown sends first. TLS (tls, wss)
-// will be a third: crypto driven from the poller on the bytes nbio reads, with writes
-// encrypted in the write path. Until then Listen refuses those types.
+// tcp.go, websocket.go and tls.go each hold what differs for their transport: how an
+// accepted socket is taken over, the framing of writes, what Shutdown sends first. TLS is
+// Go's crypto/tls, driven from the poller on the bytes nbio reads (tls.go explains how,
+// without a goroutine or buffer per idle connection); wss is the WebSocket layer on the
+// plaintext of that. Certificates are reloaded from their files without a restart
+// (certs.go).
 //
 // Files: listener.go the contract, Listener and its accept loop; server.go the Server and
 // its engine hooks; conn.go the connection record, its event state machine and write path;
-// tcp.go, websocket.go the transports; wheel.go the timing wheel; pollers.go the start-up
-// probe; writev_*.go the system calls.
+// tcp.go, websocket.go, tls.go the transports; certs.go TLS certificates and their reload;
+// wheel.go the timing wheel; pollers.go the start-up probe; writev_*.go the system calls.
 package listener
 
 import (
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -96,13 +104,16 @@ type Conn interface {
 	// Shutdown closes gracefully: what is queued is sent, the write side is half-closed,
 	// and the connection is closed when the peer closes or after Options.DrainTimeout, so a
 	// client reads a final DISCONNECT instead of a reset. For WebSocket a close frame is
-	// sent first. Later writes fail with net.ErrClosed and received bytes are dropped.
+	// sent first; on TLS a close_notify alert last. Later writes fail with net.ErrClosed
+	// and received bytes are dropped.
 	Shutdown()
 	// SetIdleTimeout closes the connection (OnClose gets ErrIdleTimeout) when nothing is
-	// received for d, counted from now; 0 disables. Every connection starts with the
-	// connect timeout. Resolution: see the package doc.
+	// received for d, counted from now; 0 disables. Every connection starts under the
+	// connect timeout, which received bytes do not extend; the first SetIdleTimeout ends
+	// it. Resolution: see the package doc.
 	SetIdleTimeout(d time.Duration)
-	// Buffered is the number of bytes queued and not yet written to the socket.
+	// Buffered is the number of bytes queued and not yet written to the socket (on TLS,
+	// encrypted bytes: a little more than what was written).
 	Buffered() int
 	RemoteAddr() net.Addr
 	LocalAddr() net.Addr
@@ -111,6 +122,11 @@ type Conn interface {
 	// callbacks of this connection); Value may then be read from any goroutine.
 	Value() any
 	SetValue(v any)
+	// TLS returns the state of the connection's TLS session (protocol version, cipher
+	// suite and, on a listener with client_ca_file, the verified client certificate:
+	// PeerCertificates[0]), or nil on tcp and ws listeners. The handshake is complete
+	// before OnOpen. Each call returns a new copy.
+	TLS() *tls.ConnectionState
 }
 
 // Handler receives connection events. Calls for one connection never overlap and come in
@@ -135,21 +151,26 @@ var (
 	ErrServerClosed = errors.New("listener: server closed")
 )
 
-// Listener types, by the transport they serve.
+// Listener kinds, by the transport they serve: bits, so that wss is ws over tls.
 const (
-	kindTCP uint8 = iota + 1
-	kindWS
+	kindTCP    uint8 = 0
+	kindWeb    uint8 = 1 << 0 // WebSocket framing
+	kindSecure uint8 = 1 << 1 // TLS
+	kindWS           = kindWeb
+	kindTLS          = kindSecure
+	kindWSS          = kindWeb | kindSecure
 )
 
 // Listener is one endpoint of a Server.
 type Listener struct {
-	srv  *Server
-	name string
-	typ  string // conf.ListenerTCP, ...
-	kind uint8
-	path string // WebSocket path
-	ln   net.Listener
-	n    atomic.Int64 // open connections (OnOpen delivered, OnClose not yet)
+	srv   *Server
+	name  string
+	typ   string // conf.ListenerTCP, ...
+	kind  uint8
+	path  string // WebSocket path
+	ln    net.Listener
+	certs *certSource  // tls, wss: the certificate, reloaded when its files change
+	n     atomic.Int64 // open connections (OnOpen delivered, OnClose not yet)
 
 	closeOnce sync.Once
 	closed    atomic.Bool
@@ -160,7 +181,7 @@ type Listener struct {
 // Name returns the listener's configured name.
 func (l *Listener) Name() string { return l.name }
 
-// Type returns the listener's type: tcp, ws.
+// Type returns the listener's type: tcp, tls, ws, wss.
 func (l *Listener) Type() string { return l.typ }
 
 // Addr returns the address the listener is bound to, with the port chosen when the
@@ -168,7 +189,8 @@ func (l *Listener) Type() string { return l.typ }
 func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
 
 // Conns returns the number of open connections: opened (OnOpen) and not yet closed
-// (OnClose). WebSocket connections count from the upgrade.
+// (OnClose). TLS connections count from the end of the handshake, WebSocket connections
+// from the upgrade.
 func (l *Listener) Conns() int { return int(l.n.Load()) }
 
 // Close stops accepting and closes the listener's connections (OnClose for each follows,
@@ -231,7 +253,8 @@ func (l *Listener) acceptLoop(admit func(*Listener, net.Conn)) {
 	}
 }
 
-// newListener checks cfg and fills its defaults; it does not open a socket.
+// newListener checks cfg and fills its defaults, and loads a TLS listener's certificate;
+// it does not open a socket.
 func newListener(s *Server, cfg conf.Listener) (*Listener, error) {
 	l := &Listener{srv: s, name: cfg.Name, typ: cfg.Type, path: cfg.Path,
 		quit: make(chan struct{}), stopped: make(chan struct{})}
@@ -243,16 +266,30 @@ func newListener(s *Server, cfg conf.Listener) (*Listener, error) {
 		l.kind = kindTCP
 	case conf.ListenerWS:
 		l.kind = kindWS
+	case conf.ListenerTLS:
+		l.kind = kindTLS
+	case conf.ListenerWSS:
+		l.kind = kindWSS
+	default:
+		return nil, errors.New("listener: " + l.name + ": unknown type " + cfg.Type)
+	}
+	if l.kind&kindWeb != 0 {
 		if l.path == "" {
 			l.path = conf.DefaultWSPath
 		}
 		if l.path[0] != '/' {
 			return nil, errors.New("listener: " + l.name + ": path must start with /: " + l.path)
 		}
-	case conf.ListenerTLS, conf.ListenerWSS:
-		return nil, errors.New("listener: " + l.name + ": type " + cfg.Type + " is not supported yet")
-	default:
-		return nil, errors.New("listener: " + l.name + ": unknown type " + cfg.Type)
+	}
+	if l.kind&kindSecure != 0 {
+		if cfg.TLS == nil {
+			return nil, errors.New("listener: " + l.name + ": a " + cfg.Type + " listener needs a tls block")
+		}
+		certs, err := newCertSource(l.name, *cfg.TLS, s.log)
+		if err != nil {
+			return nil, err
+		}
+		l.certs = certs
 	}
 	return l, nil
 }

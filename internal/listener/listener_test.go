@@ -3,6 +3,7 @@ package listener
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -24,24 +25,49 @@ import (
 
 // transports runs f once per transport.
 func transports(t *testing.T, f func(t *testing.T, typ string)) {
-	for _, typ := range []string{conf.ListenerTCP, conf.ListenerWS} {
+	for _, typ := range []string{conf.ListenerTCP, conf.ListenerWS, conf.ListenerTLS, conf.ListenerWSS} {
 		t.Run(typ, func(t *testing.T) { f(t, typ) })
 	}
 }
 
-// client is a connected test client of either transport, speaking in payload bytes.
+// client is a connected test client of any transport, speaking in payload bytes.
 type client struct {
-	net.Conn           // the socket
-	ws       *wsClient // nil for TCP
+	net.Conn              // the stream: the socket, or the TLS connection over it
+	raw      *net.TCPConn // the socket
+	ws       *wsClient    // nil for TCP and TLS
 }
 
 func dial(t testing.TB, l *Listener) *client {
 	t.Helper()
-	if l.kind == kindWS {
-		ws := dialWS(t, l)
-		return &client{Conn: ws.Conn, ws: ws}
+	raw := dialTCP(t, l)
+	c := &client{Conn: raw, raw: raw.(*net.TCPConn)}
+	if l.kind&kindSecure != 0 {
+		tc := tls.Client(raw, clientTLS())
+		if err := tc.Handshake(); err != nil {
+			t.Fatalf("TLS handshake: %v", err)
+		}
+		c.Conn = tc
 	}
-	return &client{Conn: dialTCP(t, l)}
+	if l.kind&kindWeb != 0 {
+		ws, res, err := wsHandshake(c.Conn, "/mqtt", "mqtt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.StatusCode != http.StatusSwitchingProtocols {
+			t.Fatalf("upgrade: %s", res.Status)
+		}
+		c.ws = ws
+	}
+	return c
+}
+
+// recordOverhead is the most that TLS adds to n bytes written in writes of at most chunk
+// bytes: per 16 KiB record, a header, an explicit nonce (1.2) and a tag, or a content type (1.3).
+func recordOverhead(kind uint8, n, chunk int) int {
+	if kind&kindSecure == 0 {
+		return 0
+	}
+	return (n/chunk + 1) * (chunk/(1<<14) + 1) * (5 + 8 + 16 + 1)
 }
 
 // send sends p as payload: raw bytes on TCP, one binary message on WebSocket.
@@ -134,7 +160,7 @@ func TestListenErrors(t *testing.T) {
 	}
 }
 
-// TestSeveralListeners runs four listeners of both types in one Server.
+// TestSeveralListeners runs six listeners of the four types in one Server.
 func TestSeveralListeners(t *testing.T) {
 	r := newRecorder(t)
 	r.echo = true
@@ -145,8 +171,13 @@ func TestSeveralListeners(t *testing.T) {
 		{Name: "tcp-b", Type: conf.ListenerTCP},
 		{Name: "ws-a", Type: conf.ListenerWS},
 		{Name: "ws-b", Type: conf.ListenerWS, Path: "/other"},
+		{Name: "tls-a", Type: conf.ListenerTLS},
+		{Name: "wss-a", Type: conf.ListenerWSS},
 	} {
 		cfg.Address = "127.0.0.1:0"
+		if cfg.Type == conf.ListenerTLS || cfg.Type == conf.ListenerWSS {
+			cfg.TLS = tlsFiles(t, false)
+		}
 		l, err := s.Listen(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -217,13 +248,22 @@ func TestDataInOrder(t *testing.T) {
 	})
 }
 
+// webTransports runs f for ws and wss.
+func webTransports(t *testing.T, f func(t *testing.T, typ string)) {
+	for _, typ := range []string{conf.ListenerWS, conf.ListenerWSS} {
+		t.Run(typ, func(t *testing.T) { f(t, typ) })
+	}
+}
+
 // TestWSFrameSplits dribbles frames byte by byte and sends a fragmented message: the
 // payloads arrive whole and in order.
-func TestWSFrameSplits(t *testing.T) {
+func TestWSFrameSplits(t *testing.T) { webTransports(t, testWSFrameSplits) }
+
+func testWSFrameSplits(t *testing.T, typ string) {
 	r := newRecorder(t)
 	s := newTestServer(t, r, Options{})
-	l := listen(t, s, conf.ListenerWS)
-	c := dialWS(t, l)
+	l := listen(t, s, typ)
+	c := dial(t, l).ws
 	sc := recv(t, r.opened, "OnOpen")
 	var want []byte
 	one := frame(true, wsBinary, []byte("split across segments"))
@@ -298,7 +338,7 @@ func TestBuffered(t *testing.T) {
 		}
 		c.send(t, []byte("go"))
 		waitFor(t, "the writes", func() bool { return queued.Load() != 0 })
-		if q := queued.Load(); q <= 0 || q > chunk*chunks+chunks*wsMaxHeader {
+		if q := queued.Load(); q <= 0 || q > int64(chunk*chunks+chunks*wsMaxHeader+recordOverhead(l.kind, chunk*chunks, chunk)) {
 			t.Fatalf("Buffered() = %d after writing %d bytes to a client that does not read", q, chunk*chunks)
 		}
 		got := c.recv(t, chunk*chunks)
@@ -319,6 +359,7 @@ func TestCloseOnce(t *testing.T) {
 		data  func(Conn, []byte)            // in OnData
 		act   func(t *testing.T, c *client) // the client's part
 		check func(error) bool
+		plain bool // not on TLS: a handshake may take longer than the connect timeout
 	}
 	isNil := func(err error) bool { return err == nil }
 	isEOF := func(err error) bool { return errors.Is(err, io.EOF) }
@@ -326,7 +367,7 @@ func TestCloseOnce(t *testing.T) {
 	paths := []path{
 		{name: "client closes", act: func(t *testing.T, c *client) { _ = c.Close() }, check: isEOF},
 		{name: "client resets", act: func(t *testing.T, c *client) {
-			_ = c.Conn.(*net.TCPConn).SetLinger(0)
+			_ = c.raw.SetLinger(0)
 			_ = c.Close()
 		}, check: func(err error) bool { return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) }},
 		{name: "Close in OnData", data: func(c Conn, _ []byte) { _ = c.Close() },
@@ -339,7 +380,8 @@ func TestCloseOnce(t *testing.T) {
 				_ = c.Close()
 			}, check: isNil},
 		{name: "idle timeout", open: func(c Conn) { c.SetIdleTimeout(30 * time.Millisecond) }, check: isIdle},
-		{name: "connect timeout", opts: Options{ConnectTimeout: 30 * time.Millisecond}, check: isIdle},
+		{name: "connect timeout", opts: Options{ConnectTimeout: 30 * time.Millisecond}, check: isIdle, plain: true},
+		{name: "connect timeout after a handshake", opts: Options{ConnectTimeout: time.Second}, check: isIdle},
 		{name: "Close from another goroutine", open: func(c Conn) { go func() { _ = c.Close() }() }, check: isNil},
 		{name: "panic in OnData", data: func(Conn, []byte) { panic("boom") },
 			act:   func(t *testing.T, c *client) { c.send(t, []byte("x")) },
@@ -348,6 +390,9 @@ func TestCloseOnce(t *testing.T) {
 	for _, p := range paths {
 		t.Run(p.name, func(t *testing.T) {
 			transports(t, func(t *testing.T, typ string) {
+				if p.plain && (typ == conf.ListenerTLS || typ == conf.ListenerWSS) {
+					t.Skip("plain transports only")
+				}
 				r := newRecorder(t)
 				r.open, r.data = p.open, p.data
 				s := newTestServer(t, r, p.opts)
@@ -494,6 +539,56 @@ func TestIdleTimeoutRefresh(t *testing.T) {
 	})
 }
 
+// TestConnectTimeoutAbsolute: a client that keeps sending, a message every 20 ms, but is
+// never accepted (the handler does not call SetIdleTimeout, as the broker does once
+// CONNECT is accepted) is closed when the connect timeout, counted from the accept, runs
+// out: a slowloris client dribbling its CONNECT cannot hold a connection. (That bytes
+// keep a connection once SetIdleTimeout was called is TestIdleTimeoutRefresh.)
+func TestConnectTimeoutAbsolute(t *testing.T) {
+	transports(t, func(t *testing.T, typ string) {
+		const connect = 500 * time.Millisecond
+		r := newRecorder(t)
+		s := newTestServer(t, r, Options{ConnectTimeout: connect})
+		l := listen(t, s, typ)
+		start := time.Now()
+		c := dial(t, l)
+		sc := recv(t, r.opened, "OnOpen")
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			msg := []byte("x")
+			if c.ws != nil {
+				msg = frame(true, wsBinary, msg)
+			}
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+				if _, err := c.Write(msg); err != nil {
+					return // closed by the server
+				}
+			}
+		})
+		ev := recv(t, r.closed, "OnClose")
+		close(stop)
+		wg.Wait()
+		elapsed := time.Since(start)
+		if !errors.Is(ev.err, ErrIdleTimeout) {
+			t.Fatalf("OnClose(%v), want ErrIdleTimeout", ev.err)
+		}
+		if elapsed < connect {
+			t.Errorf("closed %v after the accept, before the connect timeout of %v", elapsed, connect)
+		}
+		n := len(r.received(sc))
+		if n < 2 {
+			t.Fatalf("test broken: the client sent %d bytes before the close", n)
+		}
+		t.Logf("closed %v after the accept, having received %d bytes", elapsed.Round(time.Millisecond), n)
+	})
+}
+
 // TestHandshakeTimeout: a connection to a ws listener that never upgrades is closed by
 // the connect timeout, without any event.
 func TestHandshakeTimeout(t *testing.T) {
@@ -613,12 +708,14 @@ func TestWSCoder(t *testing.T) {
 }
 
 // TestWSPing: the server answers a ping with a pong carrying the same payload.
-func TestWSPing(t *testing.T) {
+func TestWSPing(t *testing.T) { webTransports(t, testWSPing) }
+
+func testWSPing(t *testing.T, typ string) {
 	r := newRecorder(t)
 	r.echo = true
 	s := newTestServer(t, r, Options{})
-	l := listen(t, s, conf.ListenerWS)
-	c := dialWS(t, l)
+	l := listen(t, s, typ)
+	c := dial(t, l).ws
 	if _, err := c.Write(frame(true, 0x9, []byte("are you there"))); err != nil {
 		t.Fatal(err)
 	}

@@ -23,8 +23,9 @@ import (
 
 // Options configures a Server. Zero values mean the defaults given beside each field.
 type Options struct {
-	// ConnectTimeout is the idle timeout every connection starts with, until the handler
-	// sets its own (after CONNECT). Default 10s.
+	// ConnectTimeout bounds the time from the accept (through the TLS handshake and the
+	// WebSocket upgrade) until the handler first calls SetIdleTimeout (after CONNECT),
+	// however many bytes the client sends meanwhile. Default 10s.
 	ConnectTimeout time.Duration
 	// DrainTimeout is how long a Shutdown waits for the peer to close before closing.
 	// Default 1s.
@@ -44,6 +45,10 @@ type Options struct {
 	// connection. It bounds what one connection can make the server buffer before the
 	// message is complete. Default 4 MiB.
 	MaxWSMessage int
+	// CertCheckInterval is how often the certificate, key and client CA files of tls and
+	// wss listeners are checked (one stat each) and reloaded when they changed; see also
+	// Server.ReloadTLS. Default 10s.
+	CertCheckInterval time.Duration
 }
 
 // Defaults of Options.
@@ -53,6 +58,7 @@ const (
 	DefaultTick           = 250 * time.Millisecond
 	DefaultReadBufferSize = 32 << 10
 	DefaultMaxWSMessage   = 4 << 20
+	DefaultCertCheck      = 10 * time.Second
 )
 
 // wheelSlots is the number of slots: with the default tick the wheel turns once in 128 s,
@@ -81,6 +87,9 @@ func (o *Options) ensureDefaults() {
 	if o.MaxWSMessage <= 0 {
 		o.MaxWSMessage = DefaultMaxWSMessage
 	}
+	if o.CertCheckInterval <= 0 {
+		o.CertCheckInterval = DefaultCertCheck
+	}
 }
 
 // Server owns the event loops and all listeners. The loops start with the first Listen.
@@ -103,6 +112,12 @@ type Server struct {
 	hsPeak int                  // most entries hs held since it was made
 
 	deferred sync.Map // *conn → error: the reason for a close asked for while admitting
+
+	// TLS, set up by the first tls or wss Listen (s.mu held, before its accept loop runs).
+	scratch     []*pumpBufs   // per poller: the buffers of the connection it pumps
+	scratchBusy []atomic.Bool // per poller: its scratch is in use (see scratchFor)
+	tlsBufs     sync.Pool     // *pumpBufs: the buffers of handshake goroutines
+	certsWatch  bool          // the certificate watcher runs
 
 	wg      sync.WaitGroup // goroutines started by goroutine
 	running atomic.Int32
@@ -148,11 +163,45 @@ func (s *Server) Listen(cfg conf.Listener) (*Listener, error) {
 	}
 	s.listeners[l] = struct{}{}
 	admit := s.admitTCP
-	if l.kind == kindWS {
+	switch {
+	case l.kind&kindSecure != 0:
+		admit = s.admitTLS
+		s.startTLS()
+	case l.kind == kindWS:
 		admit = s.admitWS
 	}
 	s.goroutine("accept "+l.name, func() { l.acceptLoop(admit) })
 	return l, nil
+}
+
+// startTLS makes the pollers' TLS buffers and starts the certificate watcher, once.
+// s.mu is held.
+func (s *Server) startTLS() {
+	if s.certsWatch {
+		return
+	}
+	s.certsWatch = true
+	s.scratch = make([]*pumpBufs, s.o.Pollers)
+	s.scratchBusy = make([]atomic.Bool, s.o.Pollers)
+	for i := range s.scratch {
+		s.scratch[i] = newPumpBufs(s.o.ReadBufferSize)
+	}
+	size := s.o.ReadBufferSize
+	s.tlsBufs.New = func() any { return newPumpBufs(size) }
+	s.goroutine("tls certificates", s.watchCerts)
+}
+
+// scratchFor returns the TLS buffers of the poller that serves nc, and a function to give
+// them back. nbio (v1.6.12, Engine.AddConn) gives a connection to poller fd mod pollers,
+// so only that poller uses them; the busy flag makes sure of it, falling back to pooled
+// buffers if that ever changed.
+func (s *Server) scratchFor(nc *nbio.Conn) (*pumpBufs, func()) {
+	i := nc.Hash() % len(s.scratch)
+	if s.scratchBusy[i].CompareAndSwap(false, true) {
+		return s.scratch[i], func() { s.scratchBusy[i].Store(false) }
+	}
+	b := s.tlsBufs.Get().(*pumpBufs)
+	return b, func() { s.tlsBufs.Put(b) }
 }
 
 // Close stops accepting on every listener and closes every connection (OnClose for each,
@@ -259,6 +308,58 @@ func (s *Server) closeConns(l *Listener) {
 	}
 }
 
+// ReloadTLS reloads the certificate, key and client CAs of every tls and wss listener
+// from their files now, whether or not they look changed (cmd/bifrost calls it on SIGHUP).
+// Open connections keep the certificate they were made with; new handshakes get the new
+// one. A listener whose files do not load keeps its certificate; the errors, one per such
+// listener, are logged and returned together.
+func (s *Server) ReloadTLS() error {
+	var errs []error
+	for _, l := range s.tlsListeners() {
+		if err := l.certs.reload(true); err != nil {
+			s.log.Error("listener: TLS reload failed; keeping the current certificate",
+				slog.String("listener", l.name), slog.Any("err", err))
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// watchCerts reloads a TLS listener's certificate when its files change, checking them
+// every Options.CertCheckInterval, until the Server closes. A change that does not load
+// (a key written after its certificate, a bad file) is logged once and retried at every
+// check; the listener keeps its certificate meanwhile.
+func (s *Server) watchCerts() {
+	t := time.NewTicker(s.o.CertCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+		}
+		for _, l := range s.tlsListeners() {
+			if err := l.certs.reload(false); err != nil {
+				s.log.Error("listener: TLS files changed but do not load; keeping the current certificate",
+					slog.String("listener", l.name), slog.Any("err", err))
+			}
+		}
+	}
+}
+
+// tlsListeners returns the open tls and wss listeners.
+func (s *Server) tlsListeners() []*Listener {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ls []*Listener
+	for l := range s.listeners {
+		if l.certs != nil {
+			ls = append(ls, l)
+		}
+	}
+	return ls
+}
+
 // expire is the wheel's verdict on c: its timeout, or its Shutdown drain, has run out.
 func (s *Server) expire(c *conn) {
 	if c.state.Load()&stShutdown != 0 {
@@ -273,6 +374,8 @@ func connOf(nc *nbio.Conn) *conn {
 	switch x := nc.Session().(type) {
 	case *conn:
 		return x
+	case *tlsConn:
+		return &x.conn
 	case *websocket.Conn:
 		c, _ := x.Session().(*conn)
 		return c
@@ -290,6 +393,8 @@ func (s *Server) onOpen(nc *nbio.Conn) {
 		if c := s.handshake(nc, false); c != nil {
 			s.wheel.set(c, s.o.ConnectTimeout)
 		}
+	case *tlsConn: // before the handshake: only the connect timeout
+		s.wheel.set(&x.conn, s.o.ConnectTimeout)
 	}
 }
 
@@ -299,6 +404,11 @@ func (s *Server) onData(nc *nbio.Conn, data []byte) {
 	case *conn:
 		x.touch()
 		x.onData(data)
+	case *tlsConn:
+		x.touch()
+		buf, done := s.scratchFor(nc)
+		x.received(data, buf)
+		done()
 	case pollerProbe:
 		x.ready <- x.i
 	case *websocket.Conn:
@@ -325,6 +435,10 @@ func (s *Server) onWritten(nc *nbio.Conn, _ []byte, n int) {
 func (s *Server) onClose(netc net.Conn, _ error) {
 	nc, ok := netc.(*nbio.Conn)
 	if !ok {
+		return
+	}
+	if t, ok := nc.Session().(*tlsConn); ok {
+		t.ended()
 		return
 	}
 	c := connOf(nc)

@@ -1,6 +1,7 @@
 package listener
 
 import (
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"log/slog"
@@ -28,6 +29,11 @@ import (
 // Writes do not go through websocket.Conn: our write path frames them (a 2-10 byte header
 // written with the payload in one writev) so that they are vectored and ordered with the
 // pongs and close frames, which go through it too.
+//
+// wss is the same on the plaintext of a TLS connection (tls.go): its parser is made when
+// the handshake starts, with the tls.Conn as the connection nbhttp writes its responses
+// to, and fed by the TLS pump instead of by the engine; its conn record is the tlsConn's,
+// so it needs no entry in Server.hs.
 
 // errTextMessage closes a connection that sent a non-binary data message.
 var errTextMessage = errors.New("listener: WebSocket text message: MQTT needs binary messages")
@@ -100,17 +106,23 @@ func (s *Server) newUpgrader(e *nbhttp.Engine) *websocket.Upgrader {
 	return u
 }
 
-// serveHTTP answers every HTTP request on a ws listener, in the poller.
+// serveHTTP answers every HTTP request on a ws or wss listener, where the connection is
+// pumped: in the poller, or for wss in its handshake goroutine.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	var nc *nbio.Conn
+	var c *conn
 	if res, ok := w.(*nbhttp.Response); ok && res.Parser != nil {
 		if hc, ok := res.Parser.Conn.(*nbhttp.Conn); ok {
-			nc, _ = hc.Conn.(*nbio.Conn)
+			switch x := hc.Conn.(type) {
+			case *nbio.Conn:
+				nc = x
+				c = s.handshake(nc, false)
+			case *tls.Conn:
+				if w, ok := x.NetConn().(*tlsWire); ok {
+					c = &w.conn
+				}
+			}
 		}
-	}
-	var c *conn
-	if nc != nil {
-		c = s.handshake(nc, false)
 	}
 	switch {
 	case c == nil:
@@ -128,7 +140,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return // the upgrader answered
 	}
 	ws.SetSession(c)
-	s.handshake(nc, true)
+	if nc != nil {
+		s.handshake(nc, true)
+	}
 	c.open()
 }
 

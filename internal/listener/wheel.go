@@ -12,14 +12,18 @@ import (
 // Time is counted in ticks of a fixed duration (Options.Tick). An entry's deadline is
 // last+ticks+1, where last is the tick of its last activity; the entry sits in the slot
 // deadline mod len(slots). Refreshing an entry on activity is one atomic store of the
-// current tick (touch): the entry is not moved. When its slot comes round the wheel checks
+// current tick (touch): the entry is not moved. The current tick is read from the
+// monotonic clock, not taken from the last advance: when the ticking goroutine runs late
+// (a stalled process catching up), activity it has not seen yet must not count as old,
+// or active connections would expire as it catches up. When its slot comes round the wheel checks
 // the deadline again and either expires the entry or moves it to the slot of its new
 // deadline. An entry is therefore visited about once per timeout period, plus once per
 // revolution when its timeout is longer than the wheel (len(slots) ticks).
 //
 // Resolution: an entry with timeout d expires no earlier than d after its last activity
 // and no later than d + 2 ticks after it (one tick for rounding d up, one because last is
-// the tick at the previous advance), given that the ticking goroutine is not starved.
+// rounded down to its tick), given that the ticking goroutine is not starved (if it is,
+// expiry is late, never early).
 //
 // Alternatives rejected: a time.Timer per connection (~100 B each plus runtime timer-heap
 // work on every refresh, which is what nbio's SetReadDeadline does); a heap keyed by
@@ -89,9 +93,14 @@ func (w *wheel[T, P]) ticksFor(d time.Duration) uint32 {
 	return uint32((d + w.tick - 1) / w.tick)
 }
 
+// clock returns the current tick: by the clock, or the last advance if that is later.
+func (w *wheel[T, P]) clock() uint32 {
+	return max(uint32(time.Since(w.start)/w.tick), w.now.Load())
+}
+
 // touch records activity on p now: its deadline moves to a full timeout from now.
 func (w *wheel[T, P]) touch(p P) {
-	now := w.now.Load()
+	now := w.clock()
 	if a := p.activity(); a.Load() != now {
 		a.Store(now)
 	}
@@ -119,7 +128,7 @@ func (w *wheel[T, P]) setLocked(p P, d time.Duration) {
 		w.unlink(p)
 	}
 	p.timer().ticks = w.ticksFor(d)
-	p.activity().Store(w.now.Load())
+	p.activity().Store(w.clock())
 	w.place(p)
 }
 

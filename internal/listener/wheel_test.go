@@ -23,7 +23,9 @@ func (it *item) activity() *atomic.Uint32 { return &it.last }
 type testWheel = wheel[item, *item]
 
 func newTestWheel(slots int) *testWheel {
-	return newWheel[item](100*time.Millisecond, slots, time.Time{})
+	// Started now, and advanced by hand far faster than its clock: touch and set take
+	// the tick of the last advance.
+	return newWheel[item](100*time.Millisecond, slots, time.Now())
 }
 
 // expiries advances w one tick at a time up to tick to and returns, per item, the tick at

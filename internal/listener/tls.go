@@ -1,0 +1,476 @@
+package listener
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/lesismal/nbio/mempool"
+	"github.com/lesismal/nbio/nbhttp"
+)
+
+// MQTT over TLS (tls listeners) and WebSocket over TLS (wss), with Go's crypto/tls, which
+// gets security fixes with every Go release (nbio's TLS is a fork, llib, that does not).
+//
+// crypto/tls wants a blocking net.Conn underneath. It gets tlsWire, which reads the
+// ciphertext that the poller received and writes through our non-blocking write path, and
+// is driven in two ways:
+//
+//   - The handshake runs in a goroutine: tls.Conn.Handshake, whose reads wait on the wire
+//     until the poller brings bytes. It is active work, and bounded: the connect timeout,
+//     counted from the accept, closes the connection, which ends the wait. The goroutine
+//     starts only when the client's first record (its ClientHello) is complete, so a
+//     client that connects and says nothing, or dribbles its ClientHello, holds none.
+//   - Once the handshake is done the goroutine ends and the poller drives the tls.Conn:
+//     each OnData lends the bytes nbio read to the wire (no copy) and calls tls.Conn.Read
+//     until the wire has nothing left and says so with a net.Error whose Temporary() is
+//     true. crypto/tls (Go 1.26, conn.go readRecordOrCCS) returns such an error without
+//     making it the connection's error, and keeps a partial record in its input buffer
+//     for the next OnData; TestTLSWouldBlockNotSticky holds it to that. The plaintext is
+//     collected in the poller's scratch buffer (Server.scratch) and handed to
+//     Handler.OnData, or on wss to the WebSocket parser.
+//
+// Between the two, bytes that arrive while the goroutine still delivers what came with
+// the end of the handshake are copied into a pooled buffer (pend) and delivered by that
+// goroutine, in order: one goroutine at a time pumps a connection (the pumping flag),
+// which is also what keeps handler calls from overlapping.
+//
+// A close that nbio reports while a goroutine still works on received bytes (a client
+// that sends its Finished, a CONNECT and its FIN at once) is left to that goroutine
+// (owed): it reads what was received to its end, so the connection opens and delivers
+// those bytes before OnClose, as a TCP connection would.
+//
+// Writes go tls.Conn.Write → tlsWire.Write → conn.writeRaw: straight to the socket, and
+// what it does not take is queued in nbio. Several buffers of one Writev are gathered into
+// full records first (seal), so that a PUBLISH is one record, not one per buffer.
+//
+// What an idle TLS connection holds: the tls.Conn (its cipher states, the input buffer
+// crypto/tls keeps at the size of the largest record it read, the handshake buffer), this
+// record and nbio's. No goroutine, no ciphertext or plaintext buffer of ours.
+
+// Phases of a tlsConn, guarded by its mu.
+const (
+	tlsHello     uint8 = iota // waiting for the first record; no goroutine yet
+	tlsHandshake              // the handshake goroutine runs
+	tlsOpen                   // handshake done: the poller drives the tls.Conn
+	tlsDone                   // closed
+)
+
+// TLS record layout (RFC 8446 section 5.1), for recognising a complete first record.
+const (
+	recordHeaderLen     = 5
+	recordTypeHandshake = 22
+	maxRecordPayload    = 1<<14 + 256 // TLS 1.3's bound on ciphertext; 1.2 allows 2048 more
+)
+
+// tlsMaxPending bounds the ciphertext one connection may have waiting in pend (during the
+// handshake, or while its handshake goroutine delivers): enough for any handshake flight
+// and for a client that pipelines a large PUBLISH behind its Finished; more closes the
+// connection rather than growing the server's memory.
+const tlsMaxPending = 4<<20 + 64<<10
+
+var (
+	// errWouldBlock is what tlsWire.Read returns on an open connection that has no
+	// ciphertext left: crypto/tls passes a temporary error up without keeping it.
+	errWouldBlock net.Error = wouldBlock{}
+	// errTLSBacklog closes a connection that sent more than tlsMaxPending ahead.
+	errTLSBacklog = errors.New("listener: too much TLS input waiting for the handshake")
+)
+
+type wouldBlock struct{}
+
+func (wouldBlock) Error() string   { return "listener: no more TLS input for now" }
+func (wouldBlock) Timeout() bool   { return true }
+func (wouldBlock) Temporary() bool { return true }
+
+// tlsConn is a tls or wss connection: our conn record, which the handler sees, and the
+// TLS state. It is the nbio conn's session, for both.
+//
+// Locking: mu guards phase, pumping, again, eof, owed, pend, off, src and wake; it is
+// never held while calling crypto/tls or the handler. tc and parser are set once, under
+// mu, before the handshake goroutine starts.
+type tlsConn struct {
+	conn
+	tc     *tls.Conn
+	parser *nbhttp.Parser // wss: the HTTP parser, which hands the bytes to the WebSocket parser after the upgrade
+
+	mu      sync.Mutex
+	phase   uint8
+	pumping bool          // a goroutine is reading tc; others add their bytes to pend
+	again   bool          // bytes were added to pend while pumping: read again
+	eof     bool          // the socket is closed: after pend, the wire reads io.EOF
+	owed    bool          // closed while a goroutine worked: it finishes the close (see ended)
+	pend    *[]byte       // ciphertext copied, waiting to be read (pooled); nil when none
+	off     int           // bytes of pend already read
+	src     []byte        // ciphertext lent by the poller for the call it is making
+	wake    chan struct{} // tlsHandshake: bytes arrived or the connection closed
+}
+
+// tlsWire is the net.Conn under the tls.Conn: the same record with the methods crypto/tls
+// calls on its transport (the conversion costs nothing; the embedded conn's Write, the
+// handler's plaintext write, would be the wrong one).
+type tlsWire tlsConn
+
+// syncExecute runs the parser's work where it is called: in the goroutine that pumps.
+func syncExecute(f func()) bool { f(); return true }
+
+// admitTLS takes over a connection accepted on a tls or wss listener. The connect timeout
+// starts in the engine's open hook; nothing else happens until the client speaks.
+func (s *Server) admitTLS(l *Listener, raw net.Conn) {
+	nc, err := takeOver(raw) // close-on-exec: see takeOver
+	if err != nil {
+		_ = raw.Close()
+		s.log.Warn("listener: cannot take over connection", slog.String("listener", l.name), slog.Any("err", err))
+		return
+	}
+	t := &tlsConn{conn: conn{nc: nc, l: l}}
+	t.admitting()
+	// Taking mu orders the poller, which takes it first thing, after this goroutine for
+	// the race detector, which does not see the hand-off through epoll.
+	t.mu.Lock()
+	t.phase = tlsHello
+	t.mu.Unlock()
+	nc.SetSession(t)
+	_, err = s.engine.AddConn(nc) // the connect timeout starts in here
+	t.admitted()
+	if err != nil {
+		s.log.Warn("listener: cannot poll connection", slog.String("listener", l.name), slog.Any("err", err))
+	}
+}
+
+// received takes bytes the poller read; bufs are the poller's.
+func (t *tlsConn) received(data []byte, bufs *pumpBufs) {
+	if t.state.Load()&(stShutdown|stClosing|stClosed) != 0 {
+		return // draining or closed: dropped
+	}
+	t.mu.Lock()
+	switch {
+	case t.phase == tlsDone:
+		t.mu.Unlock()
+		return
+	case t.phase == tlsOpen && !t.pumping:
+		t.pumping, t.src = true, data
+		t.mu.Unlock()
+		t.pump(bufs)
+		return
+	}
+	// Before the handshake is done, or while another goroutine pumps: keep a copy.
+	have := 0
+	if t.pend != nil {
+		have = len(*t.pend) - t.off
+	}
+	if have+len(data) > tlsMaxPending {
+		t.mu.Unlock()
+		_ = t.closeWith(errTLSBacklog)
+		return
+	}
+	if t.pend == nil {
+		t.pend = mempool.Malloc(0)
+	}
+	t.pend = mempool.Append(t.pend, data...)
+	switch t.phase {
+	case tlsHello:
+		if !firstRecord((*t.pend)[t.off:]) {
+			t.mu.Unlock()
+			return
+		}
+		t.phase = tlsHandshake
+		t.wake = make(chan struct{}, 1)
+		t.tc = tls.Server((*tlsWire)(t), t.l.certs.base)
+		if t.l.kind&kindWeb != 0 {
+			hc := &nbhttp.Conn{Conn: t.tc}
+			t.parser = nbhttp.NewParser(hc, t.l.srv.engine, nbhttp.NewServerProcessor(), false, syncExecute)
+			hc.Parser = t.parser
+		}
+		t.mu.Unlock()
+		t.l.srv.goroutine("tls handshake", t.handshake)
+		return
+	case tlsHandshake:
+		select {
+		case t.wake <- struct{}{}:
+		default:
+		}
+	case tlsOpen:
+		t.again = true
+	}
+	t.mu.Unlock()
+}
+
+// firstRecord reports whether b holds the client's first record whole, or enough to see
+// that it is no TLS handshake (crypto/tls then refuses it with the right alert).
+func firstRecord(b []byte) bool {
+	if len(b) < recordHeaderLen {
+		return false
+	}
+	if b[0] != recordTypeHandshake {
+		return true
+	}
+	n := int(b[3])<<8 | int(b[4])
+	return n > maxRecordPayload || len(b) >= recordHeaderLen+n
+}
+
+// handshake runs the TLS handshake, in its own goroutine, then opens the connection
+// (tls; wss opens at the WebSocket upgrade) and delivers what came with the handshake's
+// end before handing the connection over to the poller.
+func (t *tlsConn) handshake() {
+	if err := t.tc.Handshake(); err != nil {
+		if !errors.Is(err, io.EOF) {
+			t.l.srv.log.Debug("listener: TLS handshake failed", slog.String("listener", t.l.name),
+				slog.String("remote", t.nc.RemoteAddr().String()), slog.Any("err", err))
+		}
+		t.mu.Lock()
+		t.phase, t.wake = tlsDone, nil
+		owed := t.finishLocked()
+		t.mu.Unlock()
+		_ = t.closeWith(fmt.Errorf("listener: TLS handshake: %w", err))
+		if owed {
+			t.finish()
+		}
+		return
+	}
+	t.mu.Lock()
+	t.phase, t.wake, t.pumping = tlsOpen, nil, true
+	t.mu.Unlock()
+	if t.l.kind&kindWeb == 0 {
+		t.open()
+	}
+	s := t.l.srv
+	bufs := s.tlsBufs.Get().(*pumpBufs)
+	t.pump(bufs)
+	s.tlsBufs.Put(bufs)
+}
+
+// pump reads every record the wire has and delivers the plaintext, gathered in
+// bufs.plain, until no bytes are left; then it stops pumping, unless bytes came
+// meanwhile, and finishes a close that came meanwhile. t.pumping is set: this goroutine
+// is the only one reading t.tc. crypto/tls reads the records into bufs.input, lent for
+// the time (tlsinput.go).
+func (t *tlsConn) pump(bufs *pumpBufs) {
+	for {
+		lendInput(t.tc, bufs.input)
+		t.drain(bufs.plain)
+		if !reclaimInput(t.tc) {
+			bufs.input = make([]byte, 0, tlsInputSize) // the old one stays with t.tc
+		}
+		t.mu.Lock()
+		t.src = nil // read to its end, or the connection failed
+		if t.again && t.phase == tlsOpen {
+			t.again = false
+			t.mu.Unlock()
+			continue
+		}
+		t.pumping, t.again = false, false
+		owed := t.finishLocked()
+		t.mu.Unlock()
+		if owed {
+			t.finish()
+		}
+		return
+	}
+}
+
+// drain calls tls.Conn.Read until the wire would block, delivering buf whenever it is
+// full and at the end.
+func (t *tlsConn) drain(buf []byte) {
+	n := 0
+	for {
+		k, err := t.tc.Read(buf[n:])
+		n += k
+		if n > 0 && (n == len(buf) || err != nil) {
+			if !t.deliver(buf[:n]) {
+				return
+			}
+			n = 0
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, errWouldBlock):
+			return
+		default:
+			// io.EOF is the peer's close_notify; any other error was sent as an alert.
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				err = fmt.Errorf("listener: TLS: %w", err)
+			}
+			_ = t.closeWith(err)
+			return
+		}
+	}
+}
+
+// deliver hands plaintext to the handler, or on wss to the HTTP/WebSocket parser. It
+// reports whether the connection is still worth reading.
+func (t *tlsConn) deliver(p []byte) bool {
+	if t.parser == nil {
+		t.onData(p)
+	} else if err := t.parser.Parse(p); err != nil {
+		_ = t.closeWith(err)
+		return false
+	}
+	return t.state.Load()&(stShutdown|stClosing|stClosed) == 0
+}
+
+// ended is called once, from the engine's close hook, when nbio has closed the socket. If
+// a goroutine is working on received bytes (the handshake, or a pump) the close is left
+// to it: it reads what was received, then the wire's io.EOF, and finishes the close when
+// it is done. Otherwise the close is finished here.
+func (t *tlsConn) ended() {
+	t.mu.Lock()
+	t.eof = true
+	if t.wake != nil {
+		select {
+		case t.wake <- struct{}{}:
+		default:
+		}
+	}
+	if t.phase == tlsHandshake || t.pumping {
+		t.owed = true
+		t.mu.Unlock()
+		return
+	}
+	t.owed = true
+	t.finishLocked()
+	t.mu.Unlock()
+	t.finish()
+}
+
+// finishLocked ends the TLS side of a closed connection, whose close is owed to the
+// caller: pooled bytes go back, and nothing is read any more. It reports whether the
+// caller is to call finish. mu is held.
+func (t *tlsConn) finishLocked() bool {
+	if !t.owed {
+		return false
+	}
+	t.owed = false
+	t.phase = tlsDone
+	if t.pend != nil {
+		mempool.Free(t.pend)
+		t.pend, t.off = nil, 0
+	}
+	return true
+}
+
+// finish ends a closed connection, once: the wss parsers let go of their buffers, and
+// OnClose follows as for any conn.
+func (t *tlsConn) finish() {
+	if t.parser != nil {
+		_, err := t.nc.IsClosed()
+		t.parser.CloseAndClean(err)
+	}
+	t.closed()
+}
+
+// seal encrypts head and bufs and writes them, as few records as they fit in. c.wmu is
+// held. One buffer goes to crypto/tls as it is; several are gathered into full records
+// first, in a pooled buffer.
+func (t *tlsConn) seal(head []byte, bufs [][]byte) error {
+	total, pieces := len(head), 0
+	if len(head) > 0 {
+		pieces++
+	}
+	var one []byte
+	for _, b := range bufs {
+		if len(b) > 0 {
+			total += len(b)
+			pieces++
+			one = b
+		}
+	}
+	var err error
+	switch {
+	case pieces == 0:
+		return nil
+	case pieces == 1 && len(head) == 0:
+		_, err = t.tc.Write(one)
+	default:
+		pb := mempool.Malloc(min(total, 1<<14))
+		rec := (*pb)[:0]
+		add := func(p []byte) {
+			for len(p) > 0 && err == nil {
+				k := min(len(p), cap(rec)-len(rec))
+				rec, p = append(rec, p[:k]...), p[k:]
+				if len(rec) == cap(rec) {
+					_, err = t.tc.Write(rec)
+					rec = rec[:0]
+				}
+			}
+		}
+		add(head)
+		for _, b := range bufs {
+			add(b)
+		}
+		if err == nil && len(rec) > 0 {
+			_, err = t.tc.Write(rec)
+		}
+		*pb = rec
+		mempool.Free(pb)
+	}
+	if err != nil {
+		_ = t.closeWith(err)
+	}
+	return err
+}
+
+// Read gives crypto/tls the ciphertext received: what is in pend, then what the poller
+// lends. During the handshake it waits for more; afterwards it says it would block.
+func (w *tlsWire) Read(p []byte) (int, error) {
+	t := (*tlsConn)(w)
+	t.mu.Lock()
+	for {
+		if t.pend != nil {
+			n := copy(p, (*t.pend)[t.off:])
+			t.off += n
+			if t.off == len(*t.pend) {
+				mempool.Free(t.pend)
+				t.pend, t.off = nil, 0
+			}
+			t.mu.Unlock()
+			return n, nil
+		}
+		if len(t.src) > 0 {
+			n := copy(p, t.src)
+			t.src = t.src[n:]
+			t.mu.Unlock()
+			return n, nil
+		}
+		switch {
+		case t.eof || t.phase == tlsDone:
+			t.mu.Unlock()
+			return 0, io.EOF
+		case t.phase == tlsOpen:
+			t.mu.Unlock()
+			return 0, errWouldBlock
+		}
+		wake := t.wake
+		t.mu.Unlock()
+		<-wake // bytes, or the close (the connect timeout closes a stalled handshake)
+		t.mu.Lock()
+	}
+}
+
+// Write sends what crypto/tls wrote (a record, or the handshake's flight), under the
+// tls.Conn's write lock. b is crypto/tls's pooled buffer: writeRaw does not keep it.
+func (w *tlsWire) Write(b []byte) (int, error) {
+	bufs := [1][]byte{b}
+	if err := w.conn.writeRaw(nil, bufs[:]); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// Close closes the connection: crypto/tls calls it from tls.Conn.Close, which nbhttp's
+// WebSocket layer may call.
+func (w *tlsWire) Close() error { return w.conn.closeWith(nil) }
+
+func (w *tlsWire) LocalAddr() net.Addr  { return w.nc.LocalAddr() }
+func (w *tlsWire) RemoteAddr() net.Addr { return w.nc.RemoteAddr() }
+
+// Deadlines are the wheel's business: the connect timeout bounds the handshake, and
+// writes never block.
+func (w *tlsWire) SetDeadline(time.Time) error      { return nil }
+func (w *tlsWire) SetReadDeadline(time.Time) error  { return nil }
+func (w *tlsWire) SetWriteDeadline(time.Time) error { return nil }
