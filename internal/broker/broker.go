@@ -12,10 +12,12 @@
 //
 // # Lock order
 //
-//	Broker.mu (session registry) → session.Session's lock → pubsub's locks
+//	Journal.commitMu → Broker.mu (session registry) → session.Session's lock → Journal.mu
+//	Broker.retMu → pubsub's locks, Journal.mu
 //
 // No code holds two sessions' locks at once; idMu (the ID → session table) is a leaf
-// taken alone or after Broker.mu.
+// taken alone or after Broker.mu. Journal.Commit (commitMu) is called with no lock held:
+// it may block on the store's queue, and the store's callbacks take session locks.
 package broker
 
 import (
@@ -59,6 +61,8 @@ type Broker struct {
 	lim   session.Limits
 	index *pubsub.Index
 	ret   *pubsub.Retained[*session.Message]
+	j     *session.Journal // nil without a store (Restore)
+	retMu sync.Mutex       // orders retained changes between memory and the Journal
 	net   *listener.Server
 	stats stats
 	start time.Time
@@ -193,6 +197,8 @@ func (b *Broker) Close() error {
 		}
 	}
 	b.mu.Unlock()
+	// Acknowledgements waiting for the store go out before the connections close.
+	b.commitWait()
 	for _, s := range online {
 		s.Disconnect(packet.ServerShuttingDown)
 	}
@@ -207,6 +213,8 @@ func (b *Broker) Close() error {
 		delete(b.expiries, s)
 	}
 	b.mu.Unlock()
+	// What the closing connections staged (sessions gone offline, wills published).
+	b.commitWait()
 	return err
 }
 

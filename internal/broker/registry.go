@@ -80,7 +80,7 @@ func (b *Broker) sessionOffline(bt *batch, s *session.Session, will *session.Wil
 		if will.Delay == 0 || expiry == 0 {
 			b.publishWill(bt, will) // [MQTT-3.1.2-8]; the session ends before the delay
 		} else {
-			b.scheduleWill(s, will, min(will.Delay, expiry))
+			b.scheduleWill(s, will, time.Duration(min(will.Delay, expiry))*time.Second)
 		}
 	}
 	if expiry == 0 {
@@ -108,7 +108,7 @@ func (b *Broker) endSession(s *session.Session) {
 		delete(b.expiries, s)
 	}
 	b.mu.Unlock()
-	b.unsubscribeAll(s)
+	b.removeSubs(s, s.End())
 	b.freeID(s.ID())
 	if wt != nil {
 		// The will was still waiting: the session ending sends it now. PendingWill hands
@@ -120,12 +120,17 @@ func (b *Broker) endSession(s *session.Session) {
 			b.putBatch(bt)
 		}
 	}
+	b.commit()
 }
 
 // unsubscribeAll removes all of s's subscriptions from the index and drops its stored
 // state (a clean start, or the session's end).
 func (b *Broker) unsubscribeAll(s *session.Session) {
-	subs := s.Clear()
+	b.removeSubs(s, s.Clear())
+}
+
+// removeSubs takes s's subscriptions subs out of the index.
+func (b *Broker) removeSubs(s *session.Session, subs []session.Sub) {
 	for _, sub := range subs {
 		if b.index.Unsubscribe([]byte(sub.Filter), pubsub.SubscriberID(s.ID())) {
 			b.stats.subscriptions(-1)
@@ -133,15 +138,15 @@ func (b *Broker) unsubscribeAll(s *session.Session) {
 	}
 }
 
-// scheduleWill publishes will after delay seconds unless the client reconnects first.
-func (b *Broker) scheduleWill(s *session.Session, will *session.Will, delay uint32) {
-	s.SetPendingWill(will)
+// scheduleWill publishes will after delay unless the client reconnects first.
+func (b *Broker) scheduleWill(s *session.Session, will *session.Will, delay time.Duration) {
+	s.SetPendingWill(will, time.Now().Add(delay).UnixNano())
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return
 	}
-	b.wills[s] = time.AfterFunc(time.Duration(delay)*time.Second, func() {
+	b.wills[s] = time.AfterFunc(delay, func() {
 		b.mu.Lock()
 		delete(b.wills, s)
 		b.mu.Unlock()
