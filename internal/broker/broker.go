@@ -8,7 +8,9 @@
 // event-loop goroutine that read them (OnData), and writes they cause are batched per
 // destination session and flushed at the end of that OnData call. Timers exist only for
 // sessions that have no connection: a will waiting for its delay and a session waiting to
-// expire (time.AfterFunc, which parks no goroutine). One goroutine publishes $SYS.
+// expire (time.AfterFunc, which parks no goroutine). One goroutine publishes $SYS. With a
+// store, acknowledgements held for it are written by the store's committer goroutine
+// (persist.go).
 //
 // # Lock order
 //

@@ -36,12 +36,13 @@ func (s *Session) outLen() int {
 // Journal's current generation is durable, and returns that generation. s's lock and j.mu
 // are held.
 func (s *Session) holdLocked(j *Journal, f *flows, off int) uint64 {
-	if !f.held || off < f.holdFrom {
-		f.holdFrom = off
+	d := f.durable()
+	if !d.held || off < d.holdFrom {
+		d.holdFrom = off
 	}
-	f.held = true
-	f.holdGen = j.waitLocked(s, f)
-	return f.holdGen
+	d.held = true
+	d.holdGen = j.waitLocked(s, d)
+	return d.holdGen
 }
 
 // holdMarkLocked holds s's output for a change just staged that the client is about to
@@ -53,7 +54,7 @@ func (s *Session) holdMarkLocked(j *Journal, off int) {
 	}
 	f := s.flows()
 	g := s.holdLocked(j, f, off)
-	f.marks = append(f.marks, mark{gen: g, off: off, code: -1})
+	f.d.marks = append(f.d.marks, mark{gen: g, off: off, code: -1})
 }
 
 // SendDurable sends an acknowledgement of an inbound PUBLISH (PUBACK or PUBREC) that the
@@ -91,7 +92,7 @@ func (s *Session) SendDurable(a *packet.Ack) (dirtied bool) {
 	} else {
 		dirtied = s.sendLocked(a)
 	}
-	f.marks = append(f.marks, m)
+	f.d.marks = append(f.d.marks, m)
 	return dirtied
 }
 
@@ -101,16 +102,17 @@ func (s *Session) released(gen uint64, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f := s.fl
-	if f == nil || !f.held {
+	if f == nil || !f.held() {
 		return // detached, or released already
 	}
+	d := f.d
 	rc := packet.UnspecifiedError
 	if errors.Is(err, store.ErrNoSpace) {
 		rc = packet.QuotaExceeded
 	}
 	cut := -1
-	keep := f.marks[:0]
-	for _, m := range f.marks {
+	keep := d.marks[:0]
+	for _, m := range d.marks {
 		switch {
 		case m.gen > gen:
 			keep = append(keep, m)
@@ -124,16 +126,16 @@ func (s *Session) released(gen uint64, err error) {
 			cut = m.off
 		}
 	}
-	clear(f.marks[len(keep):])
-	f.marks = keep
+	clear(d.marks[len(keep):])
+	d.marks = keep
 	if cut >= 0 {
 		s.failLocked(f, cut, rc)
 		return
 	}
-	if f.holdGen > gen {
+	if d.holdGen > gen {
 		return // held for a later generation too
 	}
-	f.held = false
+	d.held = false
 	s.flushLocked()
 	s.releaseFlowsIfIdle()
 }
@@ -160,20 +162,25 @@ func (s *Session) failLocked(f *flows, cut int, rc packet.ReasonCode) {
 // connection is being closed), and ends the hold. s's lock is held.
 func (s *Session) dropHeldLocked() {
 	f := s.fl
-	if f == nil || !f.held {
+	if f == nil || !f.held() {
 		return
 	}
-	if s.out != nil && f.holdFrom <= len(*s.out) {
-		*s.out = (*s.out)[:f.holdFrom]
+	if s.out != nil && f.d.holdFrom <= len(*s.out) {
+		*s.out = (*s.out)[:f.d.holdFrom]
 	}
 	f.dropHold()
 }
 
+// dropHold ends the hold, forgetting its marks.
 func (f *flows) dropHold() {
-	f.held = false
-	f.holdFrom = 0
-	clear(f.marks)
-	f.marks = f.marks[:0]
+	d := f.d
+	if d == nil {
+		return
+	}
+	d.held = false
+	d.holdFrom = 0
+	clear(d.marks)
+	d.marks = d.marks[:0]
 }
 
 // forgetInbound removes an inbound QoS 2 packet id awaiting PUBREL.
@@ -193,5 +200,5 @@ func (f *flows) forgetInbound(pid uint16) {
 func (s *Session) Held() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.fl != nil && s.fl.held
+	return s.fl != nil && s.fl.held()
 }

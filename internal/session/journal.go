@@ -219,13 +219,13 @@ func (j *Journal) Wait() {
 	j.mu.Unlock()
 }
 
-// waitLocked adds s, which holds output in f, to the current generation's waiters unless
+// waitLocked adds s, which holds output (d), to the current generation's waiters unless
 // it is there already, and returns the generation. j.mu and s's lock are held.
-func (j *Journal) waitLocked(s *Session, f *flows) uint64 {
+func (j *Journal) waitLocked(s *Session, d *durable) uint64 {
 	c := j.cur
-	if f.holdWait != c.gen {
+	if d.holdWait != c.gen {
 		c.waiters = append(c.waiters, s)
-		f.holdWait = c.gen
+		d.holdWait = c.gen
 	}
 	return c.gen
 }

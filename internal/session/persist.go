@@ -172,8 +172,9 @@ func (s *Session) Rewrite() {
 // writeEntryLocked stages entry e's queue record. j.mu is held.
 func (s *Session) writeEntryLocked(b *store.Batch, j *Journal, f *flows, e *entry, mode int) {
 	if mode == writeNew {
-		f.nextSeq++
-		e.seq = f.nextSeq
+		d := f.durable()
+		d.nextSeq++
+		e.seq = d.nextSeq
 	}
 	var id uint64
 	switch {

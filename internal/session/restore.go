@@ -50,7 +50,8 @@ func (s *Session) RestoreQueued(seq uint64, r *store.QueuedRecord, m *Message) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f := s.flows()
-	f.nextSeq = max(f.nextSeq, seq)
+	d := f.durable()
+	d.nextSeq = max(d.nextSeq, seq)
 	e := entry{msg: m, seq: seq, qos: r.QoS, pid: r.PacketID}
 	if r.Retain {
 		e.flags |= entryRetain

@@ -22,6 +22,12 @@
 // Every method takes the session's own lock; none is held on return. A caller never holds
 // two sessions' locks, and Conn.Write is called under the lock (it only queues), so that
 // bytes reach the socket in the order they were encoded.
+//
+// # Persistence
+//
+// With a Journal in Limits, a persistent session stages every change of its state into
+// the store under its own lock, then the Journal's, and holds output that reveals stored
+// state until the store has it (journal.go, hold.go, persist.go, restore.go).
 package session
 
 import (
@@ -464,7 +470,7 @@ func (s *Session) Flush() {
 }
 
 func (s *Session) flushLocked() {
-	if s.out == nil || s.fl != nil && s.fl.held {
+	if s.out == nil || s.fl != nil && s.fl.held() {
 		return // nothing, or held for the store: released by the Journal
 	}
 	if s.conn != nil && len(*s.out) > 0 {
