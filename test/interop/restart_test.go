@@ -224,8 +224,15 @@ func testRestartInflightInbound(t *testing.T, e *renv) {
 	r.send(&packet.Ack{PacketType: packet.PUBREL, PacketID: 7})
 	r.expectAck(packet.PUBCOMP, 7)
 	r.publish(7, 2, "ii/y", "Y")
-	if m := sub.inbox().next(t); m.Payload != "Y" {
-		t.Fatalf("after the restart the subscriber got %q, want Y (X once only)", m.Payload)
+	m := sub.inbox().next(t)
+	if m.Payload == "X" && m.Dup {
+		// The subscriber's own QoS 2 exchange of X may not have completed before the
+		// restart; this is a new Paho client, without the old one's state, so the
+		// broker's resend (DUP, same packet id) reaches the application again.
+		m = sub.inbox().next(t)
+	}
+	if m.Payload != "Y" {
+		t.Fatalf("after the restart the subscriber got %q (dup %v), want Y (X was routed once)", m.Payload, m.Dup)
 	}
 	sub.inbox().empty(t)
 }
