@@ -20,6 +20,7 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/logging"
 	"github.com/bifrost-mqtt/bifrost/internal/memory"
 	"github.com/bifrost-mqtt/bifrost/internal/metrics"
+	"github.com/bifrost-mqtt/bifrost/internal/store"
 )
 
 // Config is the broker's configuration, the schema of the YAML file. It is re-exported
@@ -55,6 +56,7 @@ type Broker struct {
 	closed  bool
 	http    *metrics.Server // nil before Start and when http.address is off
 	mqtt    *broker.Broker
+	store   store.Store                   // nil before Start and when store.dir is off
 	memory  *memory.Policy                // nil before Start
 	policy  atomic.Pointer[memory.Policy] // memory, for the connection paths without b.mu
 
@@ -108,9 +110,11 @@ func New(cfg *Config, opts ...Option) (*Broker, error) {
 	return b, nil
 }
 
-// Start opens the MQTT listeners and the HTTP endpoint. It returns once they accept
-// connections (Addrs and HTTPAddr are then set) or with the error that prevented it; after
-// an error, Close the Broker. ctx bounds the start only: the broker runs until Close.
+// Start opens the store and restores what it holds (unless store.dir is off), then opens
+// the MQTT listeners and the HTTP endpoint. It returns once they accept connections
+// (Addrs and HTTPAddr are then set) or with the error that prevented it (a store that is
+// corrupt, foreign or locked by another process among them); after an error, Close the
+// Broker. ctx bounds the start only: the broker runs until Close.
 func (b *Broker) Start(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -137,6 +141,17 @@ func (b *Broker) Start(ctx context.Context) error {
 	}
 	pol.Start(b.routines.start)
 
+	// Everything stored is back before a listener accepts a client.
+	if b.cfg.Store.Dir != conf.StoreOff {
+		st, err := store.Open(b.cfg.Store, b.log)
+		if err != nil {
+			return fmt.Errorf("bifrost: %w", err)
+		}
+		b.store = st
+		if err := b.mqtt.Restore(st); err != nil {
+			return fmt.Errorf("bifrost: %w", err)
+		}
+	}
 	if err := b.mqtt.Start(); err != nil {
 		return fmt.Errorf("bifrost: %w", err)
 	}
@@ -172,9 +187,16 @@ func (b *Broker) Close() error {
 	b.closed = true
 	srv := b.http
 	pol := b.memory
+	st := b.store
 	b.mu.Unlock()
 
 	mqttErr := b.mqtt.Close()
+	if st != nil {
+		// After the broker: its last commits (sessions gone offline) are made durable.
+		if serr := st.Close(); serr != nil && mqttErr == nil {
+			mqttErr = fmt.Errorf("store: %w", serr)
+		}
+	}
 	// Cancelling first ends long requests (a 30s CPU profile) instead of waiting them out.
 	b.cancel()
 	err := mqttErr

@@ -22,9 +22,11 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/lesismal/nbio/taskpool.New.func3"))
 }
 
-// testConfig is the default config with the HTTP endpoint on a free loopback port.
-func testConfig() *bifrost.Config {
+// testConfig is the default config with the HTTP endpoint on a free loopback port and the
+// store in a directory of the test's.
+func testConfig(t testing.TB) *bifrost.Config {
 	cfg := bifrost.DefaultConfig()
+	cfg.Store.Dir = t.TempDir()
 	cfg.HTTP.Address = "127.0.0.1:0"
 	for i := range cfg.Listeners {
 		cfg.Listeners[i].Address = "127.0.0.1:0"
@@ -84,7 +86,7 @@ func get(t *testing.T, addr net.Addr, path string) (int, string, error) {
 }
 
 func TestStartServesHTTP(t *testing.T) {
-	b, logs := start(t, testConfig())
+	b, logs := start(t, testConfig(t))
 	addr := b.HTTPAddr()
 	if addr == nil {
 		t.Fatal("HTTPAddr is nil after Start")
@@ -109,7 +111,7 @@ func TestStartServesHTTP(t *testing.T) {
 }
 
 func TestCloseStopsHTTP(t *testing.T) {
-	b, _ := start(t, testConfig())
+	b, _ := start(t, testConfig(t))
 	addr := b.HTTPAddr()
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
@@ -126,14 +128,14 @@ func TestCloseStopsHTTP(t *testing.T) {
 }
 
 func TestStartTwice(t *testing.T) {
-	b, _ := start(t, testConfig())
+	b, _ := start(t, testConfig(t))
 	if err := b.Start(t.Context()); !errors.Is(err, bifrost.ErrStarted) {
 		t.Fatalf("second Start = %v, want ErrStarted", err)
 	}
 }
 
 func TestCloseBeforeStart(t *testing.T) {
-	b, err := bifrost.New(testConfig(), bifrost.WithLogger(slog.New(slog.DiscardHandler)))
+	b, err := bifrost.New(testConfig(t), bifrost.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +145,7 @@ func TestCloseBeforeStart(t *testing.T) {
 }
 
 func TestHTTPOff(t *testing.T) {
-	cfg := testConfig()
+	cfg := testConfig(t)
 	cfg.HTTP.Address = "off"
 	b, logs := start(t, cfg)
 	if addr := b.HTTPAddr(); addr != nil {
@@ -160,7 +162,7 @@ func TestStartPortInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	cfg := testConfig()
+	cfg := testConfig(t)
 	cfg.HTTP.Address = ln.Addr().String()
 	b, err := bifrost.New(cfg, bifrost.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
@@ -173,7 +175,7 @@ func TestStartPortInUse(t *testing.T) {
 }
 
 func TestStartCancelled(t *testing.T) {
-	b, err := bifrost.New(testConfig(), bifrost.WithLogger(slog.New(slog.DiscardHandler)))
+	b, err := bifrost.New(testConfig(t), bifrost.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +188,7 @@ func TestStartCancelled(t *testing.T) {
 }
 
 func TestNewInvalidConfig(t *testing.T) {
-	cfg := testConfig()
+	cfg := testConfig(t)
 	cfg.Log.Level = "loud"
 	cfg.Store.Sync = "sometimes"
 	_, err := bifrost.New(cfg)
@@ -211,7 +213,7 @@ func TestNewNilConfig(t *testing.T) {
 }
 
 func TestNewCopiesConfig(t *testing.T) {
-	cfg := testConfig()
+	cfg := testConfig(t)
 	cfg.Log.Level = ""
 	b, err := bifrost.New(cfg, bifrost.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 func Example() {
 	cfg := bifrost.DefaultConfig()
 	cfg.HTTP.Address = "off"
+	cfg.Store.Dir = "off" // nothing kept across restarts; a directory keeps sessions and queues
 	for i := range cfg.Listeners {
 		cfg.Listeners[i].Address = "127.0.0.1:0" // any free port
 	}

@@ -19,7 +19,7 @@ import (
 // allow_anonymous refuses to start, naming the listener and the way out; saying
 // allow_anonymous: true starts and logs a warning.
 func TestExposureRefused(t *testing.T) {
-	cfg := testConfig()
+	cfg := testConfig(t)
 	cfg.Listeners = cfg.Listeners[:1]
 	cfg.Listeners[0].Address = "0.0.0.0:0"
 	_, err := bifrost.New(cfg)
@@ -62,7 +62,7 @@ func pahoConnect(t *testing.T, addr, user, pass string) (mqtt.Client, error) {
 // Paho sees the refusal as bad user name or password.
 func TestEmbedderAuthenticator(t *testing.T) {
 	h := hook{calls: make(chan string, 4)}
-	cfg := testConfig()
+	cfg := testConfig(t)
 	cfg.Listeners = cfg.Listeners[:1]
 	var logs syncBuffer
 	b, err := bifrost.New(cfg, bifrost.WithAuthenticator(h), bifrost.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
@@ -100,7 +100,7 @@ func TestPasswordFileAndACL(t *testing.T) {
 	}
 	writeFile(t, pw, "alice:"+hash+"\n")
 	writeFile(t, acl, "user alice\ntopic readwrite alice/#\n")
-	cfg := testConfig()
+	cfg := testConfig(t)
 	cfg.Listeners = cfg.Listeners[:1]
 	cfg.Auth.PasswordFile, cfg.Auth.ACLFile = pw, acl
 	b, _ := start(t, cfg)

@@ -73,6 +73,8 @@ listeners:
     address: 127.0.0.1:$bifrost_port
 http:
   address: "off"
+store:
+  dir: "off"
 log:
   level: warn
 mqtt:

@@ -223,7 +223,7 @@ func (s *server) wait(t *testing.T) int {
 func TestServeStopsOnSignal(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
-			path := writeFile(t, "bifrost.yaml", "listeners:\n  - type: tcp\n    address: 127.0.0.1:0\n  - type: ws\n    address: 127.0.0.1:0\nhttp:\n  address: 127.0.0.1:0\nlog:\n  format: json\n")
+			path := writeFile(t, "bifrost.yaml", "store:\n  dir: off\nlisteners:\n  - type: tcp\n    address: 127.0.0.1:0\n  - type: ws\n    address: 127.0.0.1:0\nhttp:\n  address: 127.0.0.1:0\nlog:\n  format: json\n")
 			s := startServer(t, "-c", path)
 			rec := s.waitLog(t, "http listening")
 			addr, _ := rec["addr"].(string)
@@ -248,12 +248,12 @@ func TestServeStopsOnSignal(t *testing.T) {
 // TestServeReloadsLogLevel raises the log level in the file and sends SIGHUP: the debug
 // record the broker logs on shutdown proves the level changed.
 func TestServeReloadsLogLevel(t *testing.T) {
-	path := writeFile(t, "bifrost.yaml", "listeners:\n  - type: tcp\n    address: 127.0.0.1:0\n  - type: ws\n    address: 127.0.0.1:0\nhttp:\n  address: 127.0.0.1:0\nlog:\n  format: json\n")
+	path := writeFile(t, "bifrost.yaml", "store:\n  dir: off\nlisteners:\n  - type: tcp\n    address: 127.0.0.1:0\n  - type: ws\n    address: 127.0.0.1:0\nhttp:\n  address: 127.0.0.1:0\nlog:\n  format: json\n")
 	s := startServer(t, "-c", path)
 	s.waitLog(t, "http listening")
 
 	// A field that needs a restart: the reload is refused as a whole.
-	if err := os.WriteFile(path, []byte("listeners:\n  - type: tcp\n    address: 127.0.0.1:0\n  - type: ws\n    address: 127.0.0.1:0\nhttp:\n  address: 127.0.0.1:1\nlog:\n  format: json\n  level: debug\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte("store:\n  dir: off\nlisteners:\n  - type: tcp\n    address: 127.0.0.1:0\n  - type: ws\n    address: 127.0.0.1:0\nhttp:\n  address: 127.0.0.1:1\nlog:\n  format: json\n  level: debug\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	s.signal(t, syscall.SIGHUP)
@@ -261,7 +261,7 @@ func TestServeReloadsLogLevel(t *testing.T) {
 		t.Fatalf("refusal does not name http.address: %v", rec)
 	}
 
-	if err := os.WriteFile(path, []byte("listeners:\n  - type: tcp\n    address: 127.0.0.1:0\n  - type: ws\n    address: 127.0.0.1:0\nhttp:\n  address: 127.0.0.1:0\nlog:\n  format: json\n  level: debug\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte("store:\n  dir: off\nlisteners:\n  - type: tcp\n    address: 127.0.0.1:0\n  - type: ws\n    address: 127.0.0.1:0\nhttp:\n  address: 127.0.0.1:0\nlog:\n  format: json\n  level: debug\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	s.signal(t, syscall.SIGHUP)

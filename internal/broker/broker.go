@@ -8,14 +8,18 @@
 // event-loop goroutine that read them (OnData), and writes they cause are batched per
 // destination session and flushed at the end of that OnData call. Timers exist only for
 // sessions that have no connection: a will waiting for its delay and a session waiting to
-// expire (time.AfterFunc, which parks no goroutine). One goroutine publishes $SYS.
+// expire (time.AfterFunc, which parks no goroutine). One goroutine publishes $SYS. With a
+// store, acknowledgements held for it are written by the store's committer goroutine
+// (persist.go).
 //
 // # Lock order
 //
-//	Broker.mu (session registry) → session.Session's lock → pubsub's locks
+//	Journal.commitMu → Broker.mu (session registry) → session.Session's lock → Journal.mu
+//	Broker.retMu → pubsub's locks, Journal.mu
 //
 // No code holds two sessions' locks at once; idMu (the ID → session table) is a leaf
-// taken alone or after Broker.mu.
+// taken alone or after Broker.mu. Journal.Commit (commitMu) is called with no lock held:
+// it may block on the store's queue, and the store's callbacks take session locks.
 package broker
 
 import (
@@ -65,6 +69,8 @@ type Broker struct {
 	lim          session.Limits
 	index        *pubsub.Index
 	ret          *pubsub.Retained[*session.Message]
+	j            *session.Journal // nil without a store (Restore)
+	retMu        sync.Mutex       // orders retained changes between memory and the Journal
 	net          *listener.Server
 	stats        stats
 	start        time.Time
@@ -76,10 +82,13 @@ type Broker struct {
 	maxKeepalive    uint16
 	expiryMax       uint32
 
-	mu        sync.Mutex // guards the fields below
-	sessions  map[string]*session.Session
-	wills     map[*session.Session]*time.Timer // wills waiting for their delay
-	expiries  map[*session.Session]*time.Timer // offline sessions waiting to expire
+	mu       sync.Mutex // guards the fields below
+	sessions map[string]*session.Session
+	wills    map[*session.Session]*time.Timer // wills waiting for their delay
+	expiries map[*session.Session]*time.Timer // offline sessions waiting to expire
+	// claims counts the CONNECTs that have claimed a session but not yet attached to it:
+	// an expiry firing in between must not end the session they are about to resume.
+	claims    map[*session.Session]int
 	listeners []*listener.Listener
 	closed    bool
 
@@ -113,6 +122,7 @@ func New(o Options) (*Broker, error) {
 		sessions:        make(map[string]*session.Session),
 		wills:           make(map[*session.Session]*time.Timer),
 		expiries:        make(map[*session.Session]*time.Timer),
+		claims:          make(map[*session.Session]int),
 		byID:            make([]target, 1, 1024),
 		maxQoS:          uint8(*c.MQTT.MaxQoS),
 		retainAvailable: *c.MQTT.RetainAvailable,
@@ -206,6 +216,8 @@ func (b *Broker) Close() error {
 		}
 	}
 	b.mu.Unlock()
+	// Acknowledgements waiting for the store go out before the connections close.
+	b.commitWait()
 	for _, s := range online {
 		s.Disconnect(packet.ServerShuttingDown)
 	}
@@ -220,6 +232,8 @@ func (b *Broker) Close() error {
 		delete(b.expiries, s)
 	}
 	b.mu.Unlock()
+	// What the closing connections staged (sessions gone offline, wills published).
+	b.commitWait()
 	return err
 }
 

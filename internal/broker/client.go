@@ -85,6 +85,7 @@ func (b *Broker) putBatch(bt *batch) {
 		bt.recipients = nil
 	}
 	b.batches.Put(bt)
+	b.commit() // what the batch staged for the store (persist.go)
 }
 
 // OnOpen implements listener.Handler.

@@ -110,6 +110,7 @@ func (b *Broker) connected(bt *batch, cl *client, c *packet.Connect, cid string,
 		}
 	}
 	s.Attach(cl.conn, info)
+	b.attached(s)
 	cl.s = s
 	cl.willOnClose = true
 	b.clients.Add(1)

@@ -27,6 +27,11 @@ import (
 //     session's window or queue, which keep one owned copy shared by all recipients.
 //  5. The batch flushes every session that got bytes, once, when OnData returns.
 //
+// With a store (persist.go), step 3 and 4 also stage what persistent sessions and retained
+// topics keep into the Journal's batch, and the PUBACK or PUBREC of a PUBLISH that any of
+// them kept is sent with SendDurable: held until the batch is durable. OnData's end
+// commits the batch; the event loop never waits for the disk.
+//
 // The alternatives rejected: a goroutine or channel per subscriber (memory per idle
 // connection, and a context switch per message), and copying every message up front (an
 // allocation per QoS 0 message that nobody keeps).
@@ -71,9 +76,9 @@ func (b *Broker) onPublish(bt *batch, cl *client, p *packet.Publish) error {
 			b.route(bt, p, topic, s.ID())
 		}
 	case 1:
-		n := 0
+		n, durable := 0, false
 		if !internal {
-			n = b.route(bt, p, topic, s.ID())
+			n, durable = b.route(bt, p, topic, s.ID())
 		}
 		ack := &bt.ack
 		*ack = packet.Ack{PacketType: packet.PUBACK, PacketID: p.PacketID, Props: ack.Props}
@@ -81,15 +86,15 @@ func (b *Broker) onPublish(bt *batch, cl *client, p *packet.Publish) error {
 		if n == 0 && cl.r.Version == packet.V5 {
 			ack.Code = packet.NoMatchingSubscribers
 		}
-		bt.mark(s, s.Send(ack))
+		b.sendAck(bt, s, ack, durable)
 	case 2:
 		dup, full := s.ReceiveQoS2(p.PacketID)
 		if full {
 			return errReceiveMaximum
 		}
-		n := 1
+		n, durable := 1, false
 		if !dup && !internal {
-			n = b.route(bt, p, topic, s.ID())
+			n, durable = b.route(bt, p, topic, s.ID())
 		}
 		ack := &bt.ack
 		*ack = packet.Ack{PacketType: packet.PUBREC, PacketID: p.PacketID, Props: ack.Props}
@@ -97,7 +102,8 @@ func (b *Broker) onPublish(bt *batch, cl *client, p *packet.Publish) error {
 		if n == 0 && cl.r.Version == packet.V5 {
 			ack.Code = packet.NoMatchingSubscribers
 		}
-		bt.mark(s, s.Send(ack))
+		// A persistent publisher's packet id awaiting PUBREL is stored too.
+		b.sendAck(bt, s, ack, durable || b.j != nil && s.Persistent())
 	}
 	return nil
 }
@@ -127,8 +133,18 @@ func (b *Broker) publishDenied(bt *batch, cl *client, p *packet.Publish) error {
 	if cl.r.Version == packet.V5 {
 		ack.Code = packet.NotAuthorized
 	}
-	bt.mark(s, s.Send(ack))
+	b.sendAck(bt, s, ack, false)
 	return nil
+}
+
+// sendAck sends a PUBACK or PUBREC, held until the store has what it acknowledges if
+// durable (persist.go).
+func (b *Broker) sendAck(bt *batch, s *session.Session, ack *packet.Ack, durable bool) {
+	if durable {
+		bt.mark(s, s.SendDurable(ack))
+		return
+	}
+	bt.mark(s, s.Send(ack))
 }
 
 // onPubrel completes an inbound QoS 2 exchange with PUBCOMP (0x92 for an unknown packet
@@ -145,15 +161,17 @@ func (b *Broker) onPubrel(bt *batch, cl *client, a *packet.Ack) {
 }
 
 // route publishes p (topic resolved) from session origin, borrowing it from the read
-// buffer. It returns the number of recipients.
-func (b *Broker) route(bt *batch, p *packet.Publish, topic []byte, origin uint32) int {
+// buffer. It returns the number of recipients, and whether the store keeps it (a
+// persistent recipient, a retained change): its acknowledgement must then wait.
+func (b *Broker) route(bt *batch, p *packet.Publish, topic []byte, origin uint32) (n int, durable bool) {
 	bt.props = bt.msg.Borrow(p, topic, origin, time.Now(), bt.props)
 	return b.deliver(bt, &bt.msg)
 }
 
 // routeOwned publishes a message the broker already owns (wills, $SYS, in-process).
 func (b *Broker) routeOwned(bt *batch, m *session.Message) int {
-	return b.deliver(bt, m)
+	n, _ := b.deliver(bt, m)
+	return n
 }
 
 // recipient is one merged delivery before its session is looked up.
@@ -164,12 +182,15 @@ type recipient struct {
 }
 
 // deliver is steps 3 to 4 of the publish path.
-func (b *Broker) deliver(bt *batch, m *session.Message) int {
+func (b *Broker) deliver(bt *batch, m *session.Message) (n int, durable bool) {
 	topic := m.Topic()
 	if m.Retain {
-		if len(m.Payload()) == 0 {
+		switch {
+		case b.j != nil && !sysTopic(topic):
+			m, durable = b.retainDurable(topic, m)
+		case len(m.Payload()) == 0:
 			b.ret.Delete(topic) // [MQTT-3.3.1-6], [MQTT-3.3.1-7]
-		} else {
+		default:
 			m = m.Own()
 			b.ret.Set(topic, m) // [MQTT-3.3.1-5]
 		}
@@ -178,7 +199,6 @@ func (b *Broker) deliver(bt *batch, m *session.Message) int {
 	bt.matches.Reset()
 	b.index.Match(topic, &bt.matches)
 	rs := b.merge(bt, m)
-	n := 0
 	nowNs := now()
 	for i := range rs {
 		r := &rs[i]
@@ -186,16 +206,20 @@ func (b *Broker) deliver(bt *batch, m *session.Message) int {
 			m = m.Own() // the first recipient that keeps it makes the one copy
 		}
 		r.d.Msg = m
-		if b.deliverTo(bt, r.id, r.d, nowNs, r.check) {
+		took, stored := b.deliverTo(bt, r.id, r.d, nowNs, r.check)
+		if took {
 			n++
 		}
+		durable = durable || stored
 	}
 	for _, g := range bt.matches.Groups {
-		if b.deliverShared(bt, g, m, nowNs, 0) {
+		took, stored := b.deliverShared(bt, g, m, nowNs, 0)
+		if took {
 			n++
 		}
+		durable = durable || stored
 	}
-	return n
+	return n, durable
 }
 
 // merge turns the matched subscriptions into one delivery per subscriber: No Local
@@ -246,34 +270,35 @@ func (b *Broker) merge(bt *batch, m *session.Message) []recipient {
 	return rs
 }
 
-// deliverTo hands d to the recipient id names and reports whether it took it.
+// deliverTo hands d to the recipient id names and reports whether it took it, and
+// whether it stored it (session.DeliverStored).
 // With check, the ACL must let the recipient read the topic (Mosquitto checks every
 // delivery; bifrost only those of subscriptions the ACL does not cover whole).
-func (b *Broker) deliverTo(bt *batch, id pubsub.SubscriberID, d session.Delivery, nowNs int64, check bool) bool {
+func (b *Broker) deliverTo(bt *batch, id pubsub.SubscriberID, d session.Delivery, nowNs int64, check bool) (took, stored bool) {
 	b.idMu.RLock()
 	t := b.lookup(id)
 	b.idMu.RUnlock()
 	switch {
 	case t.local != nil:
 		t.local(string(d.Msg.Topic()), d.Msg.Payload())
-		return true
+		return true, false
 	case t.s == nil:
-		return false
+		return false, false
 	case check && !b.allowSession(t.s, auth.Read, d.Msg.Topic()):
 		b.stats.denied("deliver")
-		return false
+		return false, false
 	}
-	dirtied, drop := t.s.Deliver(d, nowNs)
+	dirtied, drop, stored := t.s.DeliverStored(d, nowNs)
 	bt.mark(t.s, dirtied)
 	b.stats.drop(drop)
-	return drop == session.Delivered
+	return drop == session.Delivered, stored
 }
 
 // deliverShared gives m to one member of shared group g: round robin over the members
 // that are online (spec 4.8.2 leaves the strategy to the server), else to an offline
 // member whose persistent session queues it. skip excludes a member (the one that just
 // disconnected, on redelivery).
-func (b *Broker) deliverShared(bt *batch, g pubsub.Group, m *session.Message, nowNs int64, skip uint32) bool {
+func (b *Broker) deliverShared(bt *batch, g pubsub.Group, m *session.Message, nowNs int64, skip uint32) (took, stored bool) {
 	online := func(s pubsub.Sub) bool {
 		if uint32(s.Subscriber) == skip {
 			return false
@@ -287,7 +312,7 @@ func (b *Broker) deliverShared(bt *batch, g pubsub.Group, m *session.Message, no
 	if !ok {
 		sub, ok = b.index.Pick(g, func(s pubsub.Sub) bool { return uint32(s.Subscriber) != skip })
 		if !ok {
-			return false
+			return false, false
 		}
 	}
 	d := session.Delivery{QoS: min(sub.QoS, m.QoS), SubID: sub.ID, Share: b.index.GroupName(g)}

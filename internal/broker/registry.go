@@ -12,7 +12,8 @@ import (
 // clean start, an existing session is cleared [MQTT-3.1.2-4]; without, it resumes and
 // present is true [MQTT-3.2.2-2]. If a live connection holds the session, its client is
 // returned as old so the caller takes it over [MQTT-3.1.4-3]. A will waiting for its delay
-// and an expiry timer are cancelled: the client is back [MQTT-3.1.3-9].
+// and an expiry timer are cancelled: the client is back [MQTT-3.1.3-9]. The caller
+// must call attached once it has attached to s.
 func (b *Broker) claimSession(cid string, clean bool, cl *client) (s *session.Session, present bool, old *session.Session) {
 	b.mu.Lock()
 	if b.closed {
@@ -25,9 +26,11 @@ func (b *Broker) claimSession(cid string, clean bool, cl *client) (s *session.Se
 		s = session.New(id, cid, &b.lim)
 		b.setTarget(id, target{s: s})
 		b.sessions[cid] = s
+		b.claims[s]++
 		b.mu.Unlock()
 		return s, false, nil
 	}
+	b.claims[s]++
 	if t := b.wills[s]; t != nil {
 		t.Stop()
 		delete(b.wills, s)
@@ -46,6 +49,16 @@ func (b *Broker) claimSession(cid string, clean bool, cl *client) (s *session.Se
 		return s, false, old
 	}
 	return s, true, old
+}
+
+// attached ends the claim claimSession made on s: s is online now, and endSession
+// leaves online sessions alone.
+func (b *Broker) attached(s *session.Session) {
+	b.mu.Lock()
+	if b.claims[s]--; b.claims[s] <= 0 {
+		delete(b.claims, s)
+	}
+	b.mu.Unlock()
 }
 
 // takeOver disconnects the connection that holds s, for a new CONNECT with the same
@@ -80,7 +93,7 @@ func (b *Broker) sessionOffline(bt *batch, s *session.Session, will *session.Wil
 		if will.Delay == 0 || expiry == 0 {
 			b.publishWill(bt, will) // [MQTT-3.1.2-8]; the session ends before the delay
 		} else {
-			b.scheduleWill(s, will, min(will.Delay, expiry))
+			b.scheduleWill(s, will, time.Duration(min(will.Delay, expiry))*time.Second)
 		}
 	}
 	if expiry == 0 {
@@ -96,9 +109,9 @@ func (b *Broker) sessionOffline(bt *batch, s *session.Session, will *session.Wil
 // freed and a will still waiting is published [MQTT-3.1.3-9].
 func (b *Broker) endSession(s *session.Session) {
 	b.mu.Lock()
-	if b.sessions[s.ClientID()] != s || s.Online() {
+	if b.sessions[s.ClientID()] != s || s.Online() || b.claims[s] > 0 {
 		b.mu.Unlock()
-		return // reconnected meanwhile
+		return // reconnected, or about to be
 	}
 	delete(b.sessions, s.ClientID())
 	wt := b.wills[s]
@@ -108,7 +121,7 @@ func (b *Broker) endSession(s *session.Session) {
 		delete(b.expiries, s)
 	}
 	b.mu.Unlock()
-	b.unsubscribeAll(s)
+	b.removeSubs(s, s.End())
 	b.freeID(s.ID())
 	if wt != nil {
 		// The will was still waiting: the session ending sends it now. PendingWill hands
@@ -120,12 +133,17 @@ func (b *Broker) endSession(s *session.Session) {
 			b.putBatch(bt)
 		}
 	}
+	b.commit()
 }
 
 // unsubscribeAll removes all of s's subscriptions from the index and drops its stored
 // state (a clean start, or the session's end).
 func (b *Broker) unsubscribeAll(s *session.Session) {
-	subs := s.Clear()
+	b.removeSubs(s, s.Clear())
+}
+
+// removeSubs takes s's subscriptions subs out of the index.
+func (b *Broker) removeSubs(s *session.Session, subs []session.Sub) {
 	for _, sub := range subs {
 		if b.index.Unsubscribe([]byte(sub.Filter), pubsub.SubscriberID(s.ID())) {
 			b.stats.subscriptions(-1)
@@ -133,15 +151,15 @@ func (b *Broker) unsubscribeAll(s *session.Session) {
 	}
 }
 
-// scheduleWill publishes will after delay seconds unless the client reconnects first.
-func (b *Broker) scheduleWill(s *session.Session, will *session.Will, delay uint32) {
-	s.SetPendingWill(will)
+// scheduleWill publishes will after delay unless the client reconnects first.
+func (b *Broker) scheduleWill(s *session.Session, will *session.Will, delay time.Duration) {
+	s.SetPendingWill(will, time.Now().Add(delay).UnixNano())
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return
 	}
-	b.wills[s] = time.AfterFunc(time.Duration(delay)*time.Second, func() {
+	b.wills[s] = time.AfterFunc(delay, func() {
 		b.mu.Lock()
 		delete(b.wills, s)
 		b.mu.Unlock()

@@ -82,9 +82,13 @@ const (
 	SyncNone     = "none"     // leave flushing to the OS; a crash may lose acknowledged messages
 )
 
+// StoreOff is the store.dir that runs the broker without a store: nothing survives a
+// restart, and acknowledgements wait for no disk.
+const StoreOff = "off"
+
 // Store configures the embedded durable store.
 type Store struct {
-	Dir          string   `yaml:"dir"`           // default ./data
+	Dir          string   `yaml:"dir"`           // default ./data; "off" keeps everything in memory
 	Sync         string   `yaml:"sync"`          // always | interval | none; default always
 	SyncInterval Duration `yaml:"sync_interval"` // with sync: interval; default 100ms (edge 1s)
 	CacheSize    ByteSize `yaml:"cache_size"`    // block cache for reads; default 64MiB (edge 1MiB)

@@ -33,6 +33,7 @@ func startBroker(t *testing.T) string {
 	t.Helper()
 	cfg := bifrost.DefaultConfig()
 	cfg.HTTP.Address = conf.HTTPOff
+	cfg.Store.Dir = t.TempDir()
 	cfg.Listeners = []conf.Listener{{Name: "mqtt", Type: conf.ListenerTCP, Address: "127.0.0.1:0"}}
 	b, err := bifrost.New(cfg, bifrost.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {

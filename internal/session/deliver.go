@@ -10,44 +10,66 @@ import (
 // window has room and queued behind it otherwise, up to the queue bounds. It reports
 // whether the session became dirty and, if the message was not taken, why.
 func (s *Session) Deliver(d Delivery, now int64) (dirtied bool, drop Drop) {
+	dirtied, drop, _ = s.DeliverStored(d, now)
+	return dirtied, drop
+}
+
+// DeliverStored is Deliver that also reports whether the session stored the message: it is
+// persistent and took it at QoS 1 or 2, so the publisher's acknowledgement must wait for
+// the store (Session.SendDurable).
+func (s *Session) DeliverStored(d Delivery, now int64) (dirtied bool, drop Drop, stored bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, _, alive := d.Msg.Remaining(now); !alive {
-		return false, DropExpired
+		return false, DropExpired, false
 	}
 	if d.QoS == 0 {
 		if s.conn == nil {
-			return false, DropOffline
+			return false, DropOffline, false
 		}
 		if s.lim.SlowBytes > 0 && s.conn.Buffered() > s.lim.SlowBytes {
-			return false, DropSlowConsumer
+			return false, DropSlowConsumer, false
 		}
 		e := d.entry()
 		dirtied, drop = s.writePublish(&e, now, false)
 		s.releaseFlowsIfIdle() // an alias may have been assigned and taken back
-		return dirtied, drop
+		return dirtied, drop, false
 	}
 	// The window and the queue keep the message: the caller passes an owned one so that
 	// all recipients share it; a borrowed one is copied here as a fallback.
 	d.Msg = d.Msg.Own()
 	f := s.flows()
+	persist := s.persistentLocked()
 	if s.conn != nil && f.queueLen() == 0 && len(f.inflight) < int(s.clientRecvMax) {
 		e := d.entry()
 		e.pid = f.allocPID()
+		off := s.outLen()
 		dirtied, drop = s.writePublish(&e, now, false)
 		if drop == Delivered {
+			if persist {
+				// The PUBLISH waits for its record: after a restart it is sent again
+				// with this packet id (spec 4.3.3).
+				s.putEntryLocked(f, &e, true, off)
+			}
 			f.inflight = append(f.inflight, e)
 		} else {
 			s.releaseFlowsIfIdle()
 		}
-		return dirtied, drop
+		return dirtied, drop, persist && drop == Delivered
 	}
+	// The overflow policy: a full queue refuses the newest message (counted as queue_full
+	// by the caller); what is queued already, which its publisher may have been told is
+	// safe, stays.
 	if f.queueLen() >= s.lim.QueueMessages || f.queueBytes+d.Msg.Size() > s.lim.QueueBytes {
 		s.releaseFlowsIfIdle()
-		return false, DropQueueFull
+		return false, DropQueueFull, false
 	}
-	f.push(d.entry())
-	return false, Delivered
+	e := d.entry()
+	if persist {
+		s.putEntryLocked(f, &e, true, -1)
+	}
+	f.push(e)
+	return false, Delivered, persist
 }
 
 // writePublish encodes e as a PUBLISH for this client: the per-recipient properties (the
@@ -138,14 +160,22 @@ func (s *Session) pumpLocked(now int64) (dirtied bool, dropped []Drop) {
 	if f == nil || s.conn == nil {
 		return false, nil
 	}
+	persist := s.persistentLocked()
 	for f.queueLen() > 0 && len(f.inflight) < int(s.clientRecvMax) {
 		e := f.pop()
 		e.pid = f.allocPID()
+		off := s.outLen()
 		d, drop := s.writePublish(&e, now, false)
 		dirtied = dirtied || d
 		if drop != Delivered {
 			dropped = append(dropped, drop)
+			if persist {
+				s.deleteEntryLocked(&e)
+			}
 			continue
+		}
+		if persist {
+			s.putEntryLocked(f, &e, false, off)
 		}
 		f.inflight = append(f.inflight, e)
 	}
@@ -161,6 +191,7 @@ func (s *Session) resumeLocked(now int64) bool {
 		return false
 	}
 	dirtied := false
+	persist := s.persistentLocked()
 	keep := f.inflight[:0]
 	for i := range f.inflight {
 		e := f.inflight[i]
@@ -173,6 +204,8 @@ func (s *Session) resumeLocked(now int64) bool {
 		dirtied = dirtied || d
 		if drop == Delivered {
 			keep = append(keep, e)
+		} else if persist {
+			s.deleteEntryLocked(&e)
 		}
 	}
 	clear(f.inflight[len(keep):])
@@ -193,10 +226,14 @@ func (s *Session) Ack(a *packet.Ack, now int64) (dirtied bool, dropped []Drop) {
 	if f != nil {
 		i = f.findInflight(a.PacketID)
 	}
+	persist := s.persistentLocked()
 	switch a.PacketType {
 	case packet.PUBACK:
 		if i < 0 || f.inflight[i].qos != 1 {
 			return false, nil // unknown or duplicate: nothing to do
+		}
+		if persist {
+			s.deleteEntryLocked(&f.inflight[i])
 		}
 		f.removeInflight(i)
 	case packet.PUBREC:
@@ -204,15 +241,29 @@ func (s *Session) Ack(a *packet.Ack, now int64) (dirtied bool, dropped []Drop) {
 			return s.sendLocked(&packet.Ack{PacketType: packet.PUBREL, PacketID: a.PacketID, Code: packet.PacketIdentifierNotFound}), nil
 		}
 		if a.Code.IsError() { // v5: the client refused the message; the exchange ends
+			if persist {
+				s.deleteEntryLocked(&f.inflight[i])
+			}
 			f.removeInflight(i)
 			break
 		}
-		f.inflight[i].flags |= entryReleased
-		f.inflight[i].msg = nil // the client has the message: only its id is kept (spec 4.3.3)
+		e := &f.inflight[i]
+		if e.flags&entryReleased == 0 {
+			e.flags |= entryReleased
+			if persist {
+				// After a restart the exchange goes on with PUBREL, never a second
+				// PUBLISH: the PUBREL waits for the record that says so.
+				s.releaseEntryLocked(f, e)
+			}
+			e.msg = nil // the client has the message: only its id is kept (spec 4.3.3)
+		}
 		return s.sendLocked(&packet.Ack{PacketType: packet.PUBREL, PacketID: a.PacketID}), nil
 	case packet.PUBCOMP:
 		if i < 0 || f.inflight[i].flags&entryReleased == 0 {
 			return false, nil
+		}
+		if persist {
+			s.deleteEntryLocked(&f.inflight[i])
 		}
 		f.removeInflight(i)
 	}
@@ -238,6 +289,10 @@ func (s *Session) ReceiveQoS2(pid uint16) (dup, full bool) {
 		return false, true
 	}
 	f.awaitRel = append(f.awaitRel, pid)
+	if s.persistentLocked() {
+		// A resent PUBLISH with this id must be known as one after a restart too.
+		s.stageInboundLocked(pid, true)
+	}
 	return false, false
 }
 
@@ -254,6 +309,12 @@ func (s *Session) Release(pid uint16) bool {
 			f.awaitRel = append(f.awaitRel[:i], f.awaitRel[i+1:]...)
 			if len(f.awaitRel) == 0 {
 				f.awaitRel = nil
+			}
+			if s.persistentLocked() {
+				// The PUBCOMP waits: a client that reuses the id after it must not find it
+				// still awaiting PUBREL after a restart (its message would pass for a
+				// duplicate and be lost).
+				s.stageInboundLocked(pid, false)
 			}
 			s.releaseFlowsIfIdle()
 			return true

@@ -24,7 +24,38 @@ type flows struct {
 	aliasIn   map[uint16][]byte // client → broker
 	aliasOut  map[string]uint16 // broker → client
 	aliasNext uint16
+
+	// d is what only a store needs, nil until then: a session without a store, or not
+	// persistent and never held, pays one pointer.
+	d *durable
 }
+
+// durable is the part of the flows that the store needs: the output held until the store
+// has what it reveals (hold.go, journal.go), and the numbering of the queue records.
+type durable struct {
+	held     bool
+	holdFrom int    // length of the pending buffer when the hold began
+	holdGen  uint64 // the generation the output waits for
+	holdWait uint64 // the generation whose waiters list has the session
+	marks    []mark // held acknowledgements whose outcome a failed commit changes
+	// nextSeq is the last queue entry number given out: the order of the store's queue
+	// records (persistent sessions only). Reuse after the flows are dropped is harmless:
+	// every entry's record was deleted first.
+	nextSeq uint64
+}
+
+var durablePool = sync.Pool{New: func() any { return new(durable) }}
+
+// durable returns f's durable part, creating it.
+func (f *flows) durable() *durable {
+	if f.d == nil {
+		f.d = durablePool.Get().(*durable)
+	}
+	return f.d
+}
+
+// held reports whether output is held for the store.
+func (f *flows) held() bool { return f.d != nil && f.d.held }
 
 // entry is one message in the inflight window or the queue: a reference to the shared
 // message and what is particular to this recipient.
@@ -32,6 +63,7 @@ type entry struct {
 	msg   *Message
 	more  []uint32 // subscription identifiers beyond the first (rare)
 	share string   // the $share/... filter the message came through, "" if none
+	seq   uint64   // its number in the store's queue records (persistent sessions)
 	subID uint32
 	pid   uint16
 	qos   uint8
@@ -80,8 +112,12 @@ func (s *Session) flows() *flows {
 // releaseFlowsIfIdle drops the traffic state, if any, once nothing in it needs keeping.
 func (s *Session) releaseFlowsIfIdle() {
 	f := s.fl
-	if f != nil && len(f.inflight) == 0 && f.queueLen() == 0 && len(f.awaitRel) == 0 && f.aliasIn == nil && f.aliasOut == nil {
+	if f != nil && len(f.inflight) == 0 && f.queueLen() == 0 && len(f.awaitRel) == 0 && f.aliasIn == nil && f.aliasOut == nil && !f.held() {
 		s.fl = nil
+		if d := f.d; d != nil {
+			*d = durable{marks: d.marks[:0]}
+			durablePool.Put(d)
+		}
 		*f = flows{inflight: f.inflight[:0], queue: f.queue[:0]} // empty, capacity kept
 		flowsPool.Put(f)
 	}
@@ -119,7 +155,8 @@ func (f *flows) resetConnectionState() {
 
 // takeShared removes, for redelivery to other members of their groups, the messages that
 // came through shared subscriptions: queued ones and sent QoS 1 ones not acknowledged.
-func (f *flows) takeShared() []Delivery {
+// removed, if not nil, is called with each entry removed (to delete its record).
+func (f *flows) takeShared(removed func(e *entry)) []Delivery {
 	var out []Delivery
 	keep := f.inflight[:0]
 	for i := range f.inflight {
@@ -129,6 +166,9 @@ func (f *flows) takeShared() []Delivery {
 		// A sent QoS 1 message may go to another member (spec 4.8.2).
 		if e.share != "" && e.qos == 1 {
 			out = append(out, e.delivery())
+			if removed != nil {
+				removed(e)
+			}
 			continue
 		}
 		keep = append(keep, *e)
@@ -141,6 +181,9 @@ func (f *flows) takeShared() []Delivery {
 			e := f.pop()
 			if e.share != "" {
 				out = append(out, e.delivery())
+				if removed != nil {
+					removed(&e)
+				}
 			} else {
 				q = append(q, e)
 			}

@@ -18,10 +18,13 @@ import (
 // retained store, a will). A QoS 0 message that every recipient takes at once is therefore
 // never copied at all.
 type Message struct {
-	topic    []byte
-	payload  []byte
-	props    []byte // encoded pass-through properties (packet.Publish.RawProps)
-	Expiry   int64  // when the message expires, Unix nanoseconds; 0: never (v5 3.3.2.3.3)
+	topic   []byte
+	payload []byte
+	props   []byte // encoded pass-through properties (packet.Publish.RawProps)
+	Expiry  int64  // when the message expires, Unix nanoseconds; 0: never (v5 3.3.2.3.3)
+	// sid is the message's id in the store while a persistent queue entry or a retained
+	// topic refers to it, 0 otherwise; guarded by the Journal's lock (journal.go).
+	sid      uint64
 	Origin   uint32 // ID of the publishing session, for No Local; 0 for the broker itself
 	QoS      uint8  // the QoS it was published with
 	Retain   bool   // the publisher's retain flag
@@ -66,6 +69,7 @@ func (m *Message) Own() *Message {
 	data = append(append(append(data, m.topic...), m.payload...), m.props...)
 	c := *m
 	c.borrowed = false
+	c.sid = 0 // a borrowed message is never stored; said for clarity
 	c.topic = data[:tl:tl]
 	c.payload = data[tl : tl+pl : tl+pl]
 	c.props = data[tl+pl:]
@@ -95,6 +99,7 @@ func (m *Message) WithRetain(r bool) *Message {
 	}
 	c := *o
 	c.Retain = r
+	c.sid = 0 // a message of its own
 	return &c
 }
 

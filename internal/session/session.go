@@ -22,6 +22,12 @@
 // Every method takes the session's own lock; none is held on return. A caller never holds
 // two sessions' locks, and Conn.Write is called under the lock (it only queues), so that
 // bytes reach the socket in the order they were encoded.
+//
+// # Persistence
+//
+// With a Journal in Limits, a persistent session stages every change of its state into
+// the store under its own lock, then the Journal's, and holds output that reveals stored
+// state until the store has it (journal.go, hold.go, persist.go, restore.go).
 package session
 
 import (
@@ -64,6 +70,9 @@ type Limits struct {
 	// connections. Both may be nil.
 	Sent      *[3]Counter
 	BytesSent Counter
+	// Journal, if not nil, keeps the state of persistent sessions in the store
+	// (journal.go); nil keeps everything in memory.
+	Journal *Journal
 }
 
 // Counter is a monotonic counter the session reports to (the broker's statistics).
@@ -101,6 +110,9 @@ type Will struct {
 	Msg    *Message
 	Delay  uint32
 	Expiry uint32
+	// Due is when a will waiting for its delay is to be published, Unix nanoseconds (set
+	// by SetPendingWill); 0 while its connection is open.
+	Due int64
 }
 
 // Publishable returns the will's message as published at now (Unix nanoseconds).
@@ -110,6 +122,7 @@ func (w *Will) Publishable(now int64) *Message {
 	}
 	m := *w.Msg
 	m.Expiry = now + int64(w.Expiry)*int64(time.Second)
+	m.sid = 0 // a will's message is stored in its will record, never by id
 	return &m
 }
 
@@ -139,6 +152,7 @@ type Session struct {
 	version          packet.Version
 	noProblemDetails bool  // v5 Request Problem Information = 0
 	realm            uint8 // the broker's: whose ACL applies (see ConnectInfo.Realm)
+	ended            bool  // End was called: the session is gone, nothing more is stored
 }
 
 // NoExpiry is the session expiry interval that never expires (v5 3.1.2.11.2).
@@ -176,6 +190,7 @@ type ConnectInfo struct {
 func (s *Session) Attach(c Conn, info ConnectInfo) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	was := s.persistentLocked()
 	s.conn = c
 	s.version = info.Version
 	s.username = info.Username
@@ -192,6 +207,7 @@ func (s *Session) Attach(c Conn, info ConnectInfo) {
 	if s.fl != nil {
 		s.fl.resetConnectionState()
 	}
+	s.restageLocked(was, true)
 }
 
 // Resume sends the inflight window again after a reconnect (PUBLISH with DUP set, or
@@ -247,8 +263,10 @@ func (s *Session) Expiry() uint32 {
 // SetExpiry changes the session expiry interval (v5 DISCONNECT may).
 func (s *Session) SetExpiry(e uint32) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	was := s.persistentLocked()
 	s.expiry = e
-	s.mu.Unlock()
+	s.restageLocked(was, false)
 }
 
 // TakeWill removes and returns the will, so that it is published at most once.
@@ -257,14 +275,26 @@ func (s *Session) TakeWill() *Will {
 	defer s.mu.Unlock()
 	w := s.will
 	s.will = nil
+	if w != nil && s.persistentLocked() {
+		j := s.lim.Journal
+		j.begin().DeleteWill(s.clientID)
+		j.end()
+	}
 	return w
 }
 
-// SetPendingWill keeps a will that waits for its delay while the session is offline.
-func (s *Session) SetPendingWill(w *Will) {
+// SetPendingWill keeps a will that waits for its delay while the session is offline; it
+// is due at due (Unix nanoseconds).
+func (s *Session) SetPendingWill(w *Will, due int64) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	w.Due = due
 	s.pending = w
-	s.mu.Unlock()
+	if s.persistentLocked() {
+		j := s.lim.Journal
+		j.begin().PutWill(s.clientID, w.record())
+		j.end()
+	}
 }
 
 // PendingWill removes and returns the will waiting for its delay, so that it is published
@@ -274,6 +304,11 @@ func (s *Session) PendingWill() *Will {
 	defer s.mu.Unlock()
 	w := s.pending
 	s.pending = nil
+	if w != nil && s.persistentLocked() {
+		j := s.lim.Journal
+		j.begin().DeleteWill(s.clientID)
+		j.end()
+	}
 	return w
 }
 
@@ -292,12 +327,25 @@ func (s *Session) Detach(c Conn) (shared []Delivery, detached bool) {
 		bufpool.Put(s.out)
 		s.out = nil
 	}
+	persist := s.persistentLocked()
 	if s.fl != nil {
 		// Topic aliases die with the connection (spec 3.3.2.3.4): an offline session
 		// that has nothing in flight keeps no traffic state.
+		s.fl.dropHold()
 		s.fl.resetConnectionState()
-		shared = s.fl.takeShared()
+		var removed func(e *entry)
+		if persist {
+			removed = s.deleteEntryLocked
+		}
+		shared = s.fl.takeShared(removed)
 		s.releaseFlowsIfIdle()
+	}
+	if persist {
+		// The record says when the session went offline: its expiry counts from then,
+		// across a restart.
+		j := s.lim.Journal
+		j.begin().PutSession(s.recordLocked(time.Now().UnixNano()))
+		j.end()
 	}
 	return shared, true
 }
@@ -331,6 +379,7 @@ func (s *Session) HasRoom(filter []byte, max int) bool {
 func (s *Session) AddSub(sub Sub) (replaced bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.stageSubsLocked()
 	for i := range s.subs {
 		if s.subs[i].Filter == sub.Filter {
 			s.subs[i] = sub
@@ -351,6 +400,7 @@ func (s *Session) RemoveSub(filter []byte) bool {
 			if len(s.subs) == 0 {
 				s.subs = nil
 			}
+			s.stageSubsLocked()
 			return true
 		}
 	}
@@ -359,9 +409,32 @@ func (s *Session) RemoveSub(filter []byte) bool {
 
 // Clear drops all state kept across connections (subscriptions are returned so the caller
 // can remove them from the index), as a clean start or the end of the session requires.
+//
+// The output held for the store (hold.go) is discarded: the connection that held it, if
+// any, is being taken over.
 func (s *Session) Clear() []Sub {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.clearLocked()
+}
+
+// End clears the session for good, when it expires or its connection ends with expiry 0:
+// like Clear, and nothing of it is stored any more. It returns the subscriptions.
+func (s *Session) End() []Sub {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	subs := s.clearLocked()
+	s.ended = true
+	return subs
+}
+
+func (s *Session) clearLocked() []Sub {
+	if s.persistentLocked() {
+		j := s.lim.Journal
+		s.dropAllLocked(j.begin(), j)
+		j.end()
+	}
+	s.dropHeldLocked()
 	subs := s.subs
 	s.subs = nil
 	s.fl = nil
@@ -418,7 +491,8 @@ func propsOf(p packet.Packet) *packet.Properties {
 	return nil
 }
 
-// Flush writes the pending bytes to the connection.
+// Flush writes the pending bytes to the connection, unless they are held for the store
+// (hold.go): the Journal writes them once they may go.
 func (s *Session) Flush() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -426,8 +500,8 @@ func (s *Session) Flush() {
 }
 
 func (s *Session) flushLocked() {
-	if s.out == nil {
-		return
+	if s.out == nil || s.fl != nil && s.fl.held() {
+		return // nothing, or held for the store: released by the Journal
 	}
 	if s.conn != nil && len(*s.out) > 0 {
 		_, _ = s.conn.Write(*s.out) // a failed write closes the connection: OnClose follows
@@ -447,6 +521,7 @@ func (s *Session) Disconnect(rc packet.ReasonCode) {
 	if s.conn == nil {
 		return
 	}
+	s.dropHeldLocked() // not durable: never sent
 	if s.version == packet.V5 {
 		s.sendLocked(&packet.Disconnect{Code: rc})
 	}

@@ -43,7 +43,7 @@ func TestWillAtMostOnce(t *testing.T) {
 	if s.TakeWill() != w || s.TakeWill() != nil {
 		t.Error("TakeWill: want the will, then nil")
 	}
-	s.SetPendingWill(w)
+	s.SetPendingWill(w, 0)
 	if s.PendingWill() != w || s.PendingWill() != nil {
 		t.Error("PendingWill: want the will, then nil")
 	}

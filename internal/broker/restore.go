@@ -1,0 +1,204 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/bifrost-mqtt/bifrost/internal/pubsub"
+	"github.com/bifrost-mqtt/bifrost/internal/session"
+	"github.com/bifrost-mqtt/bifrost/internal/store"
+)
+
+// Restore makes st the broker's store: it loads what st holds (persistent sessions with
+// their subscriptions, queues, inflight messages, inbound packet ids and wills; retained
+// messages) and from then on keeps it there (persist.go). Call it once, after New and
+// before Start, so that everything is back before a listener accepts a client. The broker
+// does not close st.
+//
+// The restore order is the store's (store.Visitor): every message first, then each
+// session followed by its queue entries (in order), inbound ids and will, then the
+// retained topics. Then time is applied to what was loaded:
+//   - a session whose expiry ran out while the broker was down (counted from when it went
+//     offline, or from now if it was connected when the broker stopped) is ended, and its
+//     records deleted; its will, if any, is published first;
+//   - a will whose delay ran out is published, the others are scheduled again;
+//   - queue bounds apply (queue.offline_messages, queue.offline_bytes): what exceeds them,
+//     newest first, is dropped and counted as queue_full;
+//   - expired messages that were never sent were swept by Load [MQTT-3.3.2-5]; those that
+//     expire later are dropped when their session resumes, as in memory.
+func (b *Broker) Restore(st store.Store) error {
+	if b.j != nil {
+		return errors.New("broker: Restore called twice")
+	}
+	start := time.Now()
+	j := session.NewJournal(st, b.resync)
+	b.j = j
+	b.lim.Journal = j
+	r := restorer{b: b, msgs: make(map[uint64]*session.Message)}
+	if err := st.Load(&r); err != nil {
+		return fmt.Errorf("broker: restore: %w", err)
+	}
+	j.Restored(r.maxID)
+	r.msgs = nil
+	r.apply(time.Now())
+	b.commitWait()
+	b.log.Info("store: state restored", "sessions", len(r.sessions), "queued", r.queued,
+		"retained", r.retained, "expired_sessions", r.expired, "took", time.Since(start).Round(time.Millisecond).String())
+	return nil
+}
+
+// restorer is the store.Visitor of Restore.
+type restorer struct {
+	b        *Broker
+	msgs     map[uint64]*session.Message // by store id, while Load runs
+	maxID    uint64                      // the highest message id met
+	cur      *restored                   // the session whose records Load is visiting
+	sessions []restored
+	queued   int
+	retained int
+	expired  int
+}
+
+// restored is a session as Load returned it, for apply.
+type restored struct {
+	s              *session.Session
+	will           *session.Will
+	disconnectedAt int64
+}
+
+func (r *restorer) Message(id uint64, m store.MessageRecord) error {
+	r.msgs[id] = session.RestoredMessage(id, &m)
+	r.maxID = max(r.maxID, id)
+	return nil
+}
+
+func (r *restorer) Session(rec store.SessionRecord) error {
+	b := r.b
+	if b.sessions[rec.ClientID] != nil {
+		return fmt.Errorf("%w: client %q twice", store.ErrCorrupt, rec.ClientID)
+	}
+	id := b.allocID(target{})
+	s := session.Restore(id, &rec, &b.lim)
+	b.setTarget(id, target{s: s})
+	b.sessions[rec.ClientID] = s
+	for _, sub := range s.Subs() {
+		var flags uint8
+		if sub.Opts.NoLocal {
+			flags |= pubsub.NoLocal
+		}
+		if sub.Opts.RetainAsPublished {
+			flags |= pubsub.RetainAsPublished
+		}
+		if !b.index.Subscribe([]byte(sub.Filter), pubsub.Sub{Subscriber: pubsub.SubscriberID(id), ID: sub.ID,
+			QoS: sub.Opts.QoS, Flags: flags}) {
+			b.stats.subscriptions(1)
+		}
+	}
+	r.sessions = append(r.sessions, restored{s: s, disconnectedAt: rec.DisconnectedAt})
+	r.cur = &r.sessions[len(r.sessions)-1]
+	return nil
+}
+
+// session is the session of clientID's records, which Load visits right after it.
+func (r *restorer) session(clientID string) (*restored, error) {
+	if r.cur == nil || r.cur.s.ClientID() != clientID {
+		return nil, fmt.Errorf("%w: records of client %q out of order", store.ErrCorrupt, clientID)
+	}
+	return r.cur, nil
+}
+
+func (r *restorer) Queued(clientID string, seq uint64, q store.QueuedRecord) error {
+	rs, err := r.session(clientID)
+	if err != nil {
+		return err
+	}
+	var m *session.Message
+	if q.State != store.StateReleased {
+		if m = r.msgs[q.MessageID]; m == nil {
+			return fmt.Errorf("%w: client %q entry %d refers to missing message %d", store.ErrCorrupt, clientID, seq, q.MessageID)
+		}
+	}
+	r.maxID = max(r.maxID, q.MessageID)
+	rs.s.RestoreQueued(seq, &q, m)
+	r.queued++
+	return nil
+}
+
+func (r *restorer) Inbound(clientID string, pid uint16) error {
+	rs, err := r.session(clientID)
+	if err != nil {
+		return err
+	}
+	rs.s.RestoreInbound(pid)
+	return nil
+}
+
+func (r *restorer) Will(clientID string, w store.WillRecord) error {
+	rs, err := r.session(clientID)
+	if err != nil {
+		return err
+	}
+	rs.will = session.RestoredWill(&w)
+	return nil
+}
+
+func (r *restorer) Retained(topic string, id uint64) error {
+	m := r.msgs[id]
+	if m == nil {
+		return fmt.Errorf("%w: retained topic %q refers to missing message %d", store.ErrCorrupt, topic, id)
+	}
+	r.b.ret.Set([]byte(topic), m)
+	r.b.j.RestoreRetained(m)
+	r.retained++
+	return nil
+}
+
+// apply applies time and the queue bounds to what Load returned (see Restore).
+func (r *restorer) apply(now time.Time) {
+	b := r.b
+	b.retainedGauge()
+	nowNs := now.UnixNano()
+	for i := range r.sessions {
+		rs := &r.sessions[i]
+		s := rs.s
+		for range s.TrimQueue() {
+			b.stats.drop(session.DropQueueFull)
+		}
+		offline := rs.disconnectedAt
+		if offline == 0 {
+			offline = nowNs // connected when the broker stopped: offline from now
+		}
+		end := int64(-1) // never
+		if e := s.Expiry(); e != session.NoExpiry {
+			end = offline + int64(e)*int64(time.Second)
+		}
+		ended := end >= 0 && end <= nowNs
+		if w := rs.will; w != nil {
+			due := w.Due
+			if due == 0 {
+				due = nowNs + int64(w.Delay)*int64(time.Second)
+			}
+			if end >= 0 {
+				due = min(due, end) // the session's end publishes it [MQTT-3.1.3-9]
+			}
+			if ended || due <= nowNs {
+				s.SetPendingWill(w, due)
+				if w := s.PendingWill(); w != nil { // deletes its record
+					bt := b.getBatch()
+					b.publishWill(bt, w)
+					b.putBatch(bt)
+				}
+			} else {
+				b.scheduleWill(s, w, time.Duration(due-nowNs))
+			}
+		}
+		switch {
+		case ended:
+			r.expired++
+			b.endSession(s)
+		case end >= 0:
+			b.scheduleExpiry(s, time.Duration(end-nowNs))
+		}
+	}
+}
