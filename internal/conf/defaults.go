@@ -76,9 +76,11 @@ func server() *Config {
 	c.Store.CacheSize = 64 << 20
 	// Large memtables mean fewer, larger flushes and less write amplification.
 	c.Store.MemtableSize = 32 << 20
-	// A server reuses its heap after a spike; forcing memory back costs a full GC, and
-	// the runtime's scavenger returns what stays unused anyway.
-	c.Memory.ReturnToOS = ptr(Duration(0))
+	// A busy server reuses its heap, and the release rule leaves it alone; a server gone
+	// quiet after a burst (typically a crowd of idle connections that all connected at
+	// once) gives the burst's garbage back within a few checks instead of keeping it at
+	// GOGC 400's headroom for good. A check is a few metric reads.
+	c.Memory.ReturnToOS = ptr(Duration(10 * time.Second))
 	// Enough unacknowledged QoS 1/2 messages in flight to fill a fast link, still bounded
 	// so one session cannot hold an unbounded inflight window.
 	c.MQTT.ReceiveMaximum = 1024

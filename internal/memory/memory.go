@@ -36,8 +36,9 @@
 //
 // # Returning memory to the OS
 //
-// On the edge profile (memory.return_to_os > 0) a goroutine checks periodically whether a
-// spike has left the runtime holding much more heap than it uses, and only then calls
+// With memory.return_to_os > 0 (every 30 s on the edge profile, 10 s on the server) a
+// goroutine checks periodically whether a spike, or a burst that has gone quiet, has left
+// the runtime holding much more heap than it uses, and only then calls
 // debug.FreeOSMemory; the rule is on releaseRule.
 //
 // The GC settings are process-wide. Two brokers in one process share them: the last Apply

@@ -7,32 +7,45 @@ import (
 
 // A releaseRule decides when the return-to-OS loop calls debug.FreeOSMemory. At every
 // check (every memory.return_to_os) it samples RSS and the runtime's heap figures, and it
-// releases when, at Checks consecutive checks:
+// releases when, at Checks consecutive checks, one of two conditions holds, and the last
+// release was at least Spacing ago:
 //
-//   - RSS is above Target: there is something worth giving back; and
-//   - the heap the runtime holds (Retained: objects, their spans' free space and free
-//     spans not yet released) is at least 1.5× the heap goal and at least MinSlack above
-//     it: the heap has shrunk well below what a spike made the runtime map;
+//   - a spike: RSS is above Target (there is something worth giving back), and the heap
+//     the runtime holds (Retained: objects, their spans' free space and free spans not yet
+//     released) is at least 1.5× the heap goal and at least MinSlack above it: the heap
+//     has shrunk well below what a spike made the runtime map;
+//   - quiet: RSS is above QuietFloor, the heap holds at least max(MinSlack, live/4) more
+//     than the live heap (the slack), and the program allocated less than an eighth of
+//     that slack since the previous check: at this pace it would take eight intervals to
+//     use the memory again.
 //
-// and the last release was at least Spacing ago.
-//
-// Why this rule: FreeOSMemory forces a full GC and then returns every free page, so it
+// Why these rules: FreeOSMemory forces a full GC and then returns every free page, so it
 // costs a cycle's CPU and, if the memory is needed again soon, page faults to get it back.
 // In steady state the runtime holds about its goal (the scavenger trims it to ~110%), so
-// the 1.5× test is false and a broker that is just busy is never released, however high
-// its RSS: no thrash. After a release the runtime holds about its live heap, so the test
-// can only come true again after a new spike. Two checks in a row mean the memory has
-// stayed unused for at least one interval, and the spacing bounds the cost when spikes
-// come back faster than that. The runtime's own scavenger would return the memory too, but
-// paced at about 1% of a CPU; on a device the spike's memory belongs to other programs.
+// the spike test is false and a broker that is just busy is never released, however high
+// its RSS: no thrash. A busy broker is never quiet either: it allocates its slack within an
+// interval or two. After a release the runtime holds about its live heap, so neither test
+// can come true again before new garbage or a new spike. Two checks in a row mean the
+// memory has stayed unused for at least one interval, and the spacing bounds the cost when
+// spikes come back faster than that. The runtime's own scavenger would return the memory
+// too, but only down to the heap goal and paced at about 1% of a CPU; on a device the
+// spike's memory belongs to other programs.
+//
+// The quiet rule is the server's: the server profile lets the heap grow to five times the
+// live heap between cycles (serverGCPercent) so that a busy broker collects rarely. A
+// broker that then goes quiet, typically holding many idle connections after they all
+// connected at once, would keep that garbage's pages for good; the quiet rule gives them
+// back once, so that idle connections cost their live state and not the headroom of the
+// burst that opened them.
 //
 // The live heap, and so the goal, is measured by the last GC; the runtime forces one at
 // least every two minutes, so after a spike an idle broker is released within minutes.
 type releaseRule struct {
-	Target   uint64        // RSS above which a release is considered
-	MinSlack uint64        // Retained must exceed the goal by at least this much
-	Checks   int           // consecutive checks the conditions must hold
-	Spacing  time.Duration // least time between two releases
+	Target     uint64        // RSS above which a spike is released
+	QuietFloor uint64        // RSS above which a quiet broker is released
+	MinSlack   uint64        // Retained must exceed the goal by at least this much
+	Checks     int           // consecutive checks the conditions must hold
+	Spacing    time.Duration // least time between two releases
 }
 
 // Defaults of the release rule.
@@ -40,6 +53,9 @@ const (
 	// releaseTargetMin: the edge profile aims at ~15 MB RSS; below 16 MiB nothing is
 	// worth a forced GC. A larger limit raises the target to a quarter of it.
 	releaseTargetMin = 16 << 20
+	// releaseQuietFloor: a quiet broker below 16 MiB of RSS has nothing worth a GC either,
+	// whatever its limit.
+	releaseQuietFloor = 16 << 20
 	// releaseMinSlack: less than 2 MiB back is not worth a full GC, even on a device.
 	releaseMinSlack = 2 << 20
 	releaseChecks   = 2
@@ -51,10 +67,11 @@ const (
 // newReleaseRule returns the rule for a memory limit (0: none).
 func newReleaseRule(limit int64) releaseRule {
 	return releaseRule{
-		Target:   max(uint64(max(limit, 0))/4, releaseTargetMin),
-		MinSlack: releaseMinSlack,
-		Checks:   releaseChecks,
-		Spacing:  releaseSpacing,
+		Target:     max(uint64(max(limit, 0))/4, releaseTargetMin),
+		QuietFloor: releaseQuietFloor,
+		MinSlack:   releaseMinSlack,
+		Checks:     releaseChecks,
+		Spacing:    releaseSpacing,
 	}
 }
 
@@ -63,11 +80,23 @@ type releaseSample struct {
 	RSS      uint64 // resident set size
 	Retained uint64 // runtimeSample.Retained
 	Goal     uint64 // runtimeSample.Goal
+	Live     uint64 // runtimeSample.Live
+	Allocs   uint64 // runtimeSample.Allocs: cumulative
 }
 
 // spike reports whether the heap the runtime holds is well above what it plans to use.
 func (r releaseRule) spike(s releaseSample) bool {
 	return s.Retained >= s.Goal+s.Goal/2 && s.Retained-s.Goal >= r.MinSlack
+}
+
+// quiet reports whether the heap holds slack that the program, allocating allocated
+// bytes per check, would not use again for eight checks.
+func (r releaseRule) quiet(s releaseSample, allocated uint64) bool {
+	if s.RSS <= r.QuietFloor || s.Retained <= s.Live {
+		return false
+	}
+	slack := s.Retained - s.Live
+	return slack >= max(r.MinSlack, s.Live/4) && allocated <= slack/8
 }
 
 // A releaser applies a releaseRule to a sequence of checks. It is not safe for concurrent
@@ -76,11 +105,15 @@ type releaser struct {
 	rule   releaseRule
 	streak int       // consecutive checks at which the conditions held
 	last   time.Time // of the last release; zero: none yet
+	allocs uint64    // Allocs at the previous check
+	seen   bool      // allocs is set: there was a previous check
 }
 
 // check records a check at now and reports whether to release.
 func (r *releaser) check(now time.Time, s releaseSample) bool {
-	if s.RSS <= r.rule.Target || !r.rule.spike(s) {
+	quiet := r.seen && s.Allocs >= r.allocs && r.rule.quiet(s, s.Allocs-r.allocs)
+	r.allocs, r.seen = s.Allocs, true
+	if !quiet && (s.RSS <= r.rule.Target || !r.rule.spike(s)) {
 		r.streak = 0
 		return false
 	}
@@ -136,7 +169,8 @@ func (p *Policy) checkReturn(now time.Time) {
 	p.rel.rule = newReleaseRule(p.limit.Load()) // the limit may have been reloaded
 	rt := p.sys.read()
 	rss := p.rss(rt)
-	if !p.rel.check(now, releaseSample{RSS: rss, Retained: rt.Retained(), Goal: rt.Goal}) {
+	if !p.rel.check(now, releaseSample{RSS: rss, Retained: rt.Retained(), Goal: rt.Goal,
+		Live: rt.Live, Allocs: rt.Allocs}) {
 		return
 	}
 	p.sys.free()

@@ -55,6 +55,54 @@ func TestReleaserCheck(t *testing.T) {
 			var got []int
 			for i, s := range tt.samples {
 				now = now.Add(interval)
+				s.Allocs = uint64(i) * 64 * mib // busy: never quiet, the spike rule alone
+				if r.check(now, s) {
+					got = append(got, i+1)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("released at checks %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestReleaserQuiet covers the quiet rule: a server whose heap holds far more than its live
+// heap (GOGC 400 after a burst of connections) and that has stopped allocating is released
+// once, and a busy one never, however much slack it holds.
+func TestReleaserQuiet(t *testing.T) {
+	rule := newReleaseRule(12 << 30) // a server: the spike target is 3 GiB, out of reach
+	const interval = 10 * time.Second
+	// After 19,000 connections: 20 MiB live, 80 MiB held, RSS 110 MiB.
+	burst := releaseSample{RSS: 110 * mib, Retained: 80 * mib, Live: 20 * mib, Goal: 100 * mib}
+	// After the release: the heap holds about the live heap.
+	trimmed := releaseSample{RSS: 45 * mib, Retained: 22 * mib, Live: 20 * mib, Goal: 100 * mib}
+	// A small broker: RSS under the floor.
+	small := releaseSample{RSS: 12 * mib, Retained: 8 * mib, Live: 1 * mib, Goal: 5 * mib}
+	tests := []struct {
+		name    string
+		samples []releaseSample
+		perTick uint64 // bytes allocated between two checks
+		want    []int
+	}{
+		{"quiet after a burst: once", []releaseSample{burst, burst, burst, trimmed, trimmed, trimmed}, 0, []int{3}},
+		{"light traffic is quiet", []releaseSample{burst, burst, burst, trimmed}, 1 * mib, []int{3}},
+		// 60 MiB of slack, and 10 MiB allocated per check: used again within six checks.
+		{"busy: never", slices.Repeat([]releaseSample{burst}, 20), 10 * mib, nil},
+		{"slack under a quarter of live: never", slices.Repeat([]releaseSample{{RSS: 200 * mib,
+			Retained: 110 * mib, Live: 100 * mib, Goal: 500 * mib}}, 10), 0, nil},
+		{"RSS under the floor: never", slices.Repeat([]releaseSample{small}, 10), 0, nil},
+		// Slack a release cannot clear is released again only after the spacing (2 min).
+		{"persistent slack: spaced", slices.Repeat([]releaseSample{burst}, 30), 0, []int{3, 15, 27}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := releaser{rule: rule}
+			now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+			var got []int
+			for i, s := range tt.samples {
+				now = now.Add(interval)
+				s.Allocs = uint64(i) * tt.perTick
 				if r.check(now, s) {
 					got = append(got, i+1)
 				}
@@ -85,9 +133,10 @@ func TestNewReleaseRule(t *testing.T) {
 // fakeProcess is the outside world of a Policy whose memory the test scripts: free turns a
 // spike into calm, as debug.FreeOSMemory would.
 type fakeProcess struct {
-	mu    sync.Mutex
-	now   releaseSample
-	frees int
+	mu     sync.Mutex
+	now    releaseSample
+	frees  int
+	allocs uint64 // cumulative; every read sees 64 MiB more: a busy device, never quiet
 }
 
 func (f *fakeProcess) set(s releaseSample) {
@@ -109,7 +158,9 @@ func (f *fakeProcess) system() system {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			// Retained split as objects only; nothing outside the heap.
-			return runtimeSample{Goal: f.now.Goal, Live: f.now.Goal / 2, Objects: f.now.Retained, Total: f.now.Retained}
+			f.allocs += 64 * mib
+			return runtimeSample{Goal: f.now.Goal, Live: f.now.Goal / 2, Objects: f.now.Retained,
+				Total: f.now.Retained, Allocs: f.allocs}
 		},
 		rss: func() (uint64, bool) {
 			f.mu.Lock()

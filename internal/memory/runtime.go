@@ -19,6 +19,7 @@ type runtimeSample struct {
 	Unused   uint64 // heap in spans in use but not holding objects
 	Free     uint64 // heap in free spans, not returned to the OS
 	Released uint64 // heap returned to the OS
+	Allocs   uint64 // heap allocated since the process started, cumulative
 }
 
 // runtimeMetrics are the runtime/metrics names read into a runtimeSample, in field order.
@@ -30,6 +31,7 @@ var runtimeMetrics = [...]string{
 	"/memory/classes/heap/unused:bytes",
 	"/memory/classes/heap/free:bytes",
 	"/memory/classes/heap/released:bytes",
+	"/gc/heap/allocs:bytes",
 }
 
 // readRuntime reads the runtime's memory figures. A figure the runtime does not support
@@ -48,7 +50,7 @@ func readRuntime() runtimeSample {
 	}
 	return runtimeSample{
 		Live: v[0], Goal: v[1], Total: v[2],
-		Objects: v[3], Unused: v[4], Free: v[5], Released: v[6],
+		Objects: v[3], Unused: v[4], Free: v[5], Released: v[6], Allocs: v[7],
 	}
 }
 
