@@ -26,6 +26,7 @@ esac
 
 bifrost_port=${BIFROST_PORT:-11883}
 mosquitto_port=${MOSQUITTO_PORT:-11884}
+bifrost_http_port=${BIFROST_HTTP_PORT:-11880} # bifrost's /metrics and /debug/pprof, for the live heap
 work=$(mktemp -d)
 broker_pid=""
 bench_pid=""
@@ -72,7 +73,7 @@ listeners:
     type: tcp
     address: 127.0.0.1:$bifrost_port
 http:
-  address: "off"
+  address: 127.0.0.1:$bifrost_http_port
 store:
   dir: "off"
 log:
@@ -152,8 +153,10 @@ fi
 scenarios=()
 for n in "${conns_sizes[@]}"; do
 	for v in "${conns_versions[@]}"; do
-		scenarios+=("idle $n conns, $v|conns -n $n -version $v -settle 5s")
-		scenarios+=("idle $n conns, $v, 1 sub each|conns -n $n -version $v -subscribe -settle 5s")
+		# 30s: a server gives a burst's garbage back once it has been quiet for two of its
+		# 10s memory checks (internal/memory, releaseRule); the same wait for both brokers.
+		scenarios+=("idle $n conns, $v|conns -n $n -version $v -settle 30s")
+		scenarios+=("idle $n conns, $v, 1 sub each|conns -n $n -version $v -subscribe -settle 30s")
 	done
 done
 for q in 0 1; do
@@ -178,7 +181,11 @@ for s in "${scenarios[@]}"; do
 		start_broker "$broker"
 		# In the background, so that the trap can stop it too. Its -timeout bounds it.
 		# shellcheck disable=SC2086 # args is a list of words
-		"$bench" bench $args -addr "$broker_addr" -pid "$broker_pid" -timeout 5m -json-only >"$work/out.json" &
+		extra=()
+		if [ "$broker" = bifrost ] && [[ $args == conns* ]]; then
+			extra=(-metrics "http://127.0.0.1:$bifrost_http_port") # live heap per connection too
+		fi
+		"$bench" bench $args "${extra[@]}" -addr "$broker_addr" -pid "$broker_pid" -timeout 5m -json-only >"$work/out.json" &
 		bench_pid=$!
 		if ! wait "$bench_pid" || ! [ -s "$work/out.json" ]; then
 			log "$name: $broker: bench failed"
@@ -214,6 +221,7 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 		if ($b.conns // $m.conns) != null then
 			row($s; "RSS per connection (B)"; "lower"; $b.broker.rss_per_conn; $m.broker.rss_per_conn),
 			row(""; "PSS per connection (B)"; "lower"; $b.broker.pss_per_conn; $m.broker.pss_per_conn),
+			row(""; "live heap per connection (B)"; ""; $b.broker.heap_per_conn; null),
 			row(""; "RSS with all connected (MiB)"; "lower"; ($b.broker.rss_after // null | if . then . / 1048576 else . end); ($m.broker.rss_after // null | if . then . / 1048576 else . end)),
 			row(""; "connections per second"; "higher"; $b.conns.connect_rate; $m.conns.connect_rate),
 			row(""; "connected"; ""; $b.conns.connected; $m.conns.connected)

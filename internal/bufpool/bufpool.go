@@ -57,3 +57,18 @@ func Put(b *[]byte) {
 	}
 	pools[c].Put(b)
 }
+
+// Grow returns a buffer holding b's bytes with room for n more: b itself if it has the
+// room, else a buffer of a larger class (at least twice b's capacity) with b's bytes
+// copied, b going back to its pool. Appending through Grow keeps a buffer that takes many
+// packets in a class size, so that Put can pool it; append alone would grow it to sizes
+// Put drops, and every batch would leave garbage.
+func Grow(b *[]byte, n int) *[]byte {
+	if cap(*b)-len(*b) >= n {
+		return b
+	}
+	nb := Get(max(len(*b)+n, 2*cap(*b)))
+	*nb = append(*nb, *b...)
+	Put(b)
+	return nb
+}

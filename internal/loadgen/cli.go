@@ -26,6 +26,9 @@ common flags:
   -addr IP:PORT     broker address, on loopback (default 127.0.0.1:1883)
   -version V        MQTT version: 3.1.1 or 5.0 (default 3.1.1)
   -pid PID          the broker's process id: report its memory and CPU from /proc
+  -metrics URL      a bifrost broker's HTTP address (http://127.0.0.1:8080): also report its
+                    live heap per connection (GC forced through /debug/pprof, then /metrics);
+                    with fanin/fanout/pair, its GC cycles and GC CPU share over the run
   -src-addrs N      spread connections over source addresses 127.0.0.2.. (default 4; 0: none)
   -qos Q            QoS of PUBLISHes and subscriptions: 0, 1 or 2 (default 0)
   -concurrency N    connections being opened at once (default 64)
@@ -76,6 +79,7 @@ func Main(args []string, stdout, stderr io.Writer, self []string) int {
 	)
 	fs.StringVar(&o.Addr, "addr", "127.0.0.1:1883", "")
 	fs.IntVar(&o.PID, "pid", 0, "")
+	fs.StringVar(&o.Metrics, "metrics", "", "")
 	fs.IntVar(&o.SrcAddrs, "src-addrs", 4, "")
 	fs.IntVar(&o.Concurrency, "concurrency", 64, "")
 	fs.DurationVar(&o.Timeout, "timeout", 0, "")

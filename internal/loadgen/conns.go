@@ -117,6 +117,12 @@ func runConns(ctx context.Context, o *Options, self []string, errs *errorLog) (*
 
 	probe := newBrokerProbe(o.PID, errs)
 	probe.start()
+	var heapBefore int64
+	if o.Metrics != "" {
+		if heapBefore, err = liveHeap(ctx, o.Metrics); err != nil {
+			return nil, err
+		}
+	}
 
 	var holder holder
 	if procs == 1 {
@@ -154,6 +160,22 @@ func runConns(ctx context.Context, o *Options, self []string, errs *errorLog) (*
 	if usage != nil && connected > 0 {
 		usage.RSSPerConn = float64(usage.RSSAfter-usage.RSSBefore) / float64(connected)
 		usage.PSSPerConn = float64(usage.PSSAfter-usage.PSSBefore) / float64(connected)
+	}
+	// After RSS is read: the forced GC would otherwise flatter it.
+	if o.Metrics != "" {
+		after, err := liveHeap(ctx, o.Metrics)
+		switch {
+		case err != nil:
+			errs.add("broker", err)
+		case usage == nil:
+			usage = &BrokerUsage{}
+			fallthrough
+		default:
+			usage.HeapBefore, usage.HeapAfter = heapBefore, after
+			if connected > 0 {
+				usage.HeapPerConn = float64(after-heapBefore) / float64(connected)
+			}
+		}
 	}
 	if rest := o.Hold - o.Settle; rest > 0 {
 		fmt.Fprintf(o.Log, "conns: holding for %v more\n", rest)

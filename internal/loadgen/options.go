@@ -24,11 +24,14 @@ const headerSize = 16
 // Options describe one run. Zero means the default noted next to a field, except where
 // the field says otherwise; EnsureDefaults fills them in.
 type Options struct {
-	Mode     string         // ModeConns, ModeFanIn, ModeFanOut or ModePair
-	Addr     string         // the broker's MQTT address, IP:port on loopback; default 127.0.0.1:1883
-	Version  packet.Version // default 3.1.1
-	PID      int            // the broker's process id; 0: no broker figures
-	SrcAddrs int            // source addresses 127.0.0.2... to spread connections over; -1: none; default 4
+	Mode    string         // ModeConns, ModeFanIn, ModeFanOut or ModePair
+	Addr    string         // the broker's MQTT address, IP:port on loopback; default 127.0.0.1:1883
+	Version packet.Version // default 3.1.1
+	PID     int            // the broker's process id; 0: no broker figures
+	// Metrics is a bifrost broker's HTTP address (http://127.0.0.1:8080): conns then also
+	// reports its live heap per connection. Empty: not read.
+	Metrics  string
+	SrcAddrs int // source addresses 127.0.0.2... to spread connections over; -1: none; default 4
 
 	// Timeout bounds the whole run, whatever else is set; default 10m.
 	Timeout time.Duration
@@ -127,6 +130,11 @@ func (o *Options) Validate() error {
 	}
 	if o.KeepAlive < 0 || o.KeepAlive > 65535 {
 		bad("keepalive %d: want 0..65535 seconds", o.KeepAlive)
+	}
+	if o.Metrics != "" {
+		if err := checkMetricsURL(o.Metrics); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if o.Duration < 0 || o.Count < 0 || o.Settle < 0 || o.Hold < 0 || o.Timeout < 0 {
 		bad("durations and counts must not be negative")

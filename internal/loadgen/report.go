@@ -68,8 +68,23 @@ type BrokerUsage struct {
 
 	RSSPerConn float64 `json:"rss_per_conn,omitempty"` // conns: (after - before) / connected
 	PSSPerConn float64 `json:"pss_per_conn,omitempty"`
+	// HeapBefore and HeapAfter are the live heap after a forced GC (conns with -metrics).
+	HeapBefore  int64   `json:"heap_before,omitempty"`
+	HeapAfter   int64   `json:"heap_after,omitempty"`
+	HeapPerConn float64 `json:"heap_per_conn,omitempty"`
 
 	MsgsPerCPUS float64 `json:"msgs_per_cpu_s,omitempty"` // traffic: deliveries per broker CPU-second
+
+	GC *GCUsage `json:"gc,omitempty"` // traffic with -metrics
+}
+
+// GCUsage is what the broker's garbage collector did over a traffic run, from its
+// runtime/metrics (read through /metrics).
+type GCUsage struct {
+	Cycles      float64 `json:"cycles"`
+	PerS        float64 `json:"per_s"`        // cycles per second of the run
+	CPUS        float64 `json:"cpu_s"`        // CPU seconds the GC used
+	CPUFraction float64 `json:"cpu_fraction"` // of the CPU available (GOMAXPROCS × time)
 }
 
 // brokerProbe samples the broker's memory and CPU before and after a run; it does nothing
@@ -162,9 +177,17 @@ func (r *Report) writeText(w io.Writer) {
 			mib(b.RSSBefore), mib(b.RSSAfter), mib(b.PSSBefore), mib(b.PSSAfter), b.CPUS)
 		if r.Conns != nil {
 			fmt.Fprintf(w, "per connection: RSS %.0f B, PSS %.0f B\n", b.RSSPerConn, b.PSSPerConn)
+			if b.HeapAfter > 0 {
+				fmt.Fprintf(w, "live heap: %s -> %s, %.0f B per connection\n",
+					mib(b.HeapBefore), mib(b.HeapAfter), b.HeapPerConn)
+			}
 		}
 		if r.Traffic != nil {
 			fmt.Fprintf(w, "broker efficiency: %.0f deliveries per broker CPU-second\n", b.MsgsPerCPUS)
+			if g := b.GC; g != nil {
+				fmt.Fprintf(w, "broker GC: %.0f cycles (%.2f/s), %.2f CPU-s, %.1f%% of the CPU available\n",
+					g.Cycles, g.PerS, g.CPUS, 100*g.CPUFraction)
+			}
 		}
 	}
 	fmt.Fprintf(w, "tool CPU: %.2fs\n", r.ToolCPU)

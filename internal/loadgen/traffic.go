@@ -91,6 +91,13 @@ func runTraffic(ctx context.Context, o *Options, errs *errorLog) (*Report, error
 
 	probe := newBrokerProbe(o.PID, errs)
 	probe.start()
+	var gcBefore [len(gcMetrics)]float64
+	gcStart := time.Now()
+	if o.Metrics != "" {
+		if gcBefore, err = gcSample(ctx, o.Metrics); err != nil {
+			return nil, err
+		}
+	}
 	start := now()
 	pc := pace{count: int64(o.Count), rate: o.Rate, window: o.Inflight, deadline: time.Now().Add(o.Timeout)}
 	if o.Duration > 0 {
@@ -115,6 +122,22 @@ func runTraffic(ctx context.Context, o *Options, errs *errorLog) (*Report, error
 	writers.Wait()
 	drain(ctx, pubs, subs, o.QoS > 0)
 	usage := probe.stop()
+	if o.Metrics != "" {
+		after, err := gcSample(ctx, o.Metrics)
+		if err != nil {
+			errs.add("broker", err)
+		} else {
+			if usage == nil {
+				usage = &BrokerUsage{}
+			}
+			g := &GCUsage{Cycles: after[0] - gcBefore[0], CPUS: after[1] - gcBefore[1]}
+			g.PerS = g.Cycles / time.Since(gcStart).Seconds()
+			if total := after[2] - gcBefore[2]; total > 0 {
+				g.CPUFraction = g.CPUS / total
+			}
+			usage.GC = g
+		}
+	}
 	select {
 	case <-stop:
 	default:

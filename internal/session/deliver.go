@@ -112,6 +112,8 @@ func (s *Session) writePublish(e *entry, now int64, dup bool) (dirtied bool, dro
 	dirtied = s.out == nil
 	if dirtied {
 		s.out = bufpool.Get(n)
+	} else {
+		s.out = bufpool.Grow(s.out, n)
 	}
 	*s.out = p.AppendTo(*s.out, s.version)
 	if s.lim.Sent != nil {

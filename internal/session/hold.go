@@ -86,6 +86,8 @@ func (s *Session) SendDurable(a *packet.Ack) (dirtied bool) {
 		dirtied = s.out == nil
 		if dirtied {
 			s.out = bufpool.Get(5)
+		} else {
+			s.out = bufpool.Grow(s.out, 5)
 		}
 		*s.out = append(*s.out, byte(a.PacketType)<<4, 3, byte(a.PacketID>>8), byte(a.PacketID), byte(a.Code))
 		m.code = off + 4

@@ -468,6 +468,8 @@ func (s *Session) sendLocked(p packet.Packet) bool {
 	dirtied := s.out == nil
 	if dirtied {
 		s.out = bufpool.Get(n)
+	} else {
+		s.out = bufpool.Grow(s.out, n)
 	}
 	*s.out = p.AppendTo(*s.out, s.version)
 	return dirtied
