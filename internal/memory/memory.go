@@ -18,7 +18,9 @@
 //     can never grow into the OOM killer whatever GOGC says;
 //   - a raised GOGC on the server profile (serverGCPercent, 400): the heap may grow to five
 //     times the live heap, so a steady server collects four times less often than at 100,
-//     and the limit caps that growth once the live heap is large.
+//     and the limit caps that growth once the live heap is large; and, once Start runs,
+//     at least 64 MiB of headroom whatever the live heap (the tuner in headroom.go), so
+//     that a small heap does not collect many times a second under load.
 //
 // GOGC=off with only the limit (a pure ballast) was rejected: the heap would always grow to
 // the limit, so RSS would sit at the limit on a quiet server, and a live heap near the limit
@@ -107,6 +109,8 @@ type Policy struct {
 	reset    chan struct{} // tells the loop that interval changed; buffered 1
 	closed   bool
 	done     chan struct{} // closed by Close
+
+	tune *tuner // the server's headroom tuner once started (headroom.go); nil: none
 
 	rel      releaser      // used by the loop only
 	returned atomic.Uint64 // debug.FreeOSMemory calls made by the loop
@@ -240,6 +244,33 @@ func (p *Policy) Start(goFn GoFunc) {
 	defer p.mu.Unlock()
 	p.goFn = goFn
 	p.startLocked()
+	p.tuneLocked()
+}
+
+// tuneLocked starts the headroom tuner on a server with a memory limit whose GC percent is
+// the policy's, retunes a running one for the limit in force, and stops it when the limit
+// is gone. p.mu is held on entry.
+func (p *Policy) tuneLocked() {
+	limit := p.limit.Load()
+	want := !p.envGOGC && !p.closed && p.goFn != nil && p.profile != conf.ProfileEdge && limit > 0
+	switch {
+	case want && p.tune == nil:
+		t := &tuner{base: p.gogc, headroom: headroomFor(limit), cur: p.gogc,
+			read: p.sys.read, set: p.sys.setGCPercent}
+		p.tune = t
+		t.adjust()
+		f := func() { t.adjust() }
+		p.press.after.Store(&f)
+	case want:
+		p.tune.reset(p.gogc, headroomFor(limit))
+	case p.tune != nil:
+		p.press.after.Store(nil)
+		p.tune.stop()
+		p.tune = nil
+		if !p.envGOGC {
+			p.sys.setGCPercent(p.gogc)
+		}
+	}
 }
 
 // startLocked starts the loop if it should run and does not. p.mu is held on entry.
@@ -269,8 +300,11 @@ func (p *Policy) Reload(cfg conf.Memory) error {
 		p.mu.Lock()
 		if g := gcPercent(p.profile, p.limit.Load()); g != p.gogc {
 			p.gogc = g
-			p.sys.setGCPercent(g)
+			if p.tune == nil {
+				p.sys.setGCPercent(g)
+			}
 		}
+		p.tuneLocked()
 		p.mu.Unlock()
 	}
 	p.press.refresh()
@@ -294,10 +328,14 @@ func (p *Policy) Reload(cfg conf.Memory) error {
 // Limit returns the soft memory limit in force in bytes, 0 when there is none.
 func (p *Policy) Limit() int64 { return p.limit.Load() }
 
-// GCPercent returns the GC percent in force after Apply (GOGC).
+// GCPercent returns the GC percent in force (GOGC): the profile's after Apply, the
+// headroom tuner's once Start has started it.
 func (p *Policy) GCPercent() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.tune != nil {
+		return p.tune.percent()
+	}
 	return p.gogc
 }
 
@@ -324,6 +362,11 @@ func (p *Policy) Close() {
 	p.closed = true
 	close(p.done)
 	p.press.stop()
+	if p.tune != nil {
+		p.press.after.Store(nil)
+		p.tune.stop()
+		p.tune = nil
+	}
 	if !p.envLimit {
 		p.sys.setMemoryLimit(p.prevLimit)
 	}

@@ -84,6 +84,8 @@ type pressure struct {
 	used    atomic.Uint64 // Used at the last sample
 	samples atomic.Uint64 // samples taken, for tests
 	stopped atomic.Bool
+	// after, when set, runs after each cycle's sample (the headroom tuner).
+	after atomic.Pointer[func()]
 
 	limit func() int64
 	read  func() runtimeSample
@@ -120,6 +122,9 @@ func onGC(p *pressure) {
 		return
 	}
 	p.refresh()
+	if f := p.after.Load(); f != nil {
+		(*f)()
+	}
 	p.arm()
 }
 
