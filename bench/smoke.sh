@@ -64,3 +64,4 @@ for q in 0 1 2; do
 	run pair -pairs 4 -qos "$q" -duration 1s
 done
 run pair -pairs 1 -rate 1000 -duration 1s
+run churn -concurrency 8 -duration 2s -settle 1s

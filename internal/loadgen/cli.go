@@ -21,6 +21,9 @@ modes:
   fanin    -pubs publishers -> 1 subscriber, one topic
   fanout   1 publisher -> -subs subscribers, one topic
   pair     -pairs publisher/subscriber pairs, a topic each
+  churn    -concurrency clients connect and disconnect as fast as they can for -duration;
+           with -pid and -metrics, the broker's RSS and goroutines before, at peak and
+           after -settle
 
 common flags:
   -addr IP:PORT     broker address, on loopback (default 127.0.0.1:1883)
@@ -182,9 +185,12 @@ func Run(ctx context.Context, o *Options, self []string) (*Report, error) {
 		r   *Report
 		err error
 	)
-	if o.Mode == ModeConns {
+	switch o.Mode {
+	case ModeConns:
 		r, err = runConns(ctx, o, self, errs)
-	} else {
+	case ModeChurn:
+		r, err = runChurn(ctx, o, errs)
+	default:
 		r, err = runTraffic(ctx, o, errs)
 	}
 	if err != nil {

@@ -73,23 +73,31 @@ var gcMetrics = [...]string{
 // gcSample reads gcMetrics from a bifrost broker's /metrics under base.
 func gcSample(ctx context.Context, base string) ([len(gcMetrics)]float64, error) {
 	var out [len(gcMetrics)]float64
+	v, err := metricsGauges(ctx, base, gcMetrics[:]...)
+	if err == nil {
+		copy(out[:], v)
+	}
+	return out, err
+}
+
+// metricsGauges reads the unlabelled metrics names from a bifrost broker's /metrics under
+// base.
+func metricsGauges(ctx context.Context, base string, names ...string) ([]float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
 	if err != nil {
-		return out, err
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return out, err
+		return nil, err
 	}
 	defer resp.Body.Close()
-	v, err := scanGauges(resp.Body, gcMetrics[:]...)
-	if err != nil {
-		return out, err
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("loadgen: GET %s/metrics: %s", base, resp.Status)
 	}
-	copy(out[:], v)
-	return out, nil
+	return scanGauges(resp.Body, names...)
 }
 
 // scanGauges returns the values of the unlabelled metrics names, in order, from a

@@ -192,3 +192,18 @@ func TestRunStopsWithContext(t *testing.T) {
 		t.Fatal("nothing sent")
 	}
 }
+
+// TestChurn runs the churn mode briefly against an in-process broker: cycles complete,
+// none fail, and the broker figures are read.
+func TestChurn(t *testing.T) {
+	addr := startBroker(t)
+	r := run(t, &loadgen.Options{Mode: loadgen.ModeChurn, Addr: addr, Concurrency: 4,
+		Duration: 300 * time.Millisecond, Settle: time.Millisecond, PID: os.Getpid()})
+	c := r.Churn
+	if c == nil || c.Cycles == 0 || c.Failed != 0 || c.CycleRate <= 0 {
+		t.Fatalf("churn %+v; want cycles and no failures", c)
+	}
+	if c.RSSBefore <= 0 || c.RSSPeak < c.RSSBefore || c.RSSAfter <= 0 {
+		t.Fatalf("churn RSS before %d, peak %d, after %d", c.RSSBefore, c.RSSPeak, c.RSSAfter)
+	}
+}

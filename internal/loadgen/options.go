@@ -15,6 +15,7 @@ const (
 	ModeFanIn  = "fanin"  // P publishers, 1 subscriber, one topic
 	ModeFanOut = "fanout" // 1 publisher, S subscribers, one topic
 	ModePair   = "pair"   // K publishers and K subscribers, a topic per pair
+	ModeChurn  = "churn"  // connect and disconnect as fast as possible, then the broker's leftovers
 )
 
 // headerSize is the part of every payload the load generator uses itself: the send time
@@ -103,9 +104,9 @@ func (o *Options) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	switch o.Mode {
-	case ModeConns, ModeFanIn, ModeFanOut, ModePair:
+	case ModeConns, ModeFanIn, ModeFanOut, ModePair, ModeChurn:
 	default:
-		bad("mode %q: want conns, fanin, fanout or pair", o.Mode)
+		bad("mode %q: want conns, fanin, fanout, pair or churn", o.Mode)
 	}
 	if o.Version != packet.V311 && o.Version != packet.V5 {
 		bad("version %v: want 3.1.1 or 5.0", o.Version)
@@ -148,7 +149,7 @@ func (o *Options) Validate() error {
 			bad("%s %d: want ≥ 1", n.name, n.v)
 		}
 	}
-	if o.Mode != ModeConns && o.Mode != "" {
+	if o.Mode != ModeConns && o.Mode != ModeChurn && o.Mode != "" {
 		if n := o.trafficConns(); n > o.PerProcess {
 			bad("%s needs %d connections, more than -per-proc %d in one process", o.Mode, n, o.PerProcess)
 		}
@@ -191,11 +192,15 @@ type Params struct {
 	Publishers  int     `json:"pubs,omitempty"`
 	Subscribers int     `json:"subs,omitempty"`
 	RecvMax     int     `json:"recv_max,omitempty"`
+	Concurrency int     `json:"concurrency,omitempty"` // churn
 }
 
 func (o *Options) params() Params {
 	p := Params{Mode: o.Mode, Addr: o.Addr, Version: o.Version.String(), PID: o.PID,
 		SrcAddrs: max(o.SrcAddrs, 0), QoS: o.QoS}
+	if o.Mode == ModeChurn {
+		p.Concurrency, p.DurationS, p.SettleS = o.Concurrency, o.Duration.Seconds(), o.Settle.Seconds()
+	}
 	if o.Mode == ModeConns {
 		p.Conns, p.Subscribe, p.PerProcess, p.KeepAlive = o.Conns, o.Subscribe, o.PerProcess, o.KeepAlive
 		p.SettleS, p.HoldS = o.Settle.Seconds(), o.Hold.Seconds()

@@ -13,6 +13,7 @@ type Report struct {
 	Params  Params         `json:"params"`
 	Conns   *ConnsResult   `json:"conns,omitempty"`
 	Traffic *TrafficResult `json:"traffic,omitempty"`
+	Churn   *ChurnResult   `json:"churn,omitempty"`
 	Broker  *BrokerUsage   `json:"broker,omitempty"` // with a pid only
 	ToolCPU float64        `json:"tool_cpu_s"`       // CPU seconds of this process (and its workers)
 	Errors  []string       `json:"errors,omitempty"` // what went wrong, the first few of each kind
@@ -145,6 +146,18 @@ func (r *Report) writeJSON(w io.Writer) error {
 // writeText writes r for people, a few lines.
 func (r *Report) writeText(w io.Writer) {
 	p := r.Params
+	if c := r.Churn; c != nil {
+		fmt.Fprintf(w, "churn: %d connections opened and closed in %.1fs, %.0f/s, %d failed (MQTT %s, %d at once)\n",
+			c.Cycles, c.RunS, c.CycleRate, c.Failed, p.Version, p.Concurrency)
+		if c.RSSBefore > 0 {
+			fmt.Fprintf(w, "broker RSS: %s before, %s at peak, %s after settling\n",
+				mib(c.RSSBefore), mib(c.RSSPeak), mib(c.RSSAfter))
+		}
+		if c.GoroutinesBefore > 0 {
+			fmt.Fprintf(w, "broker goroutines: %.0f before, %.0f at peak, %.0f after settling\n",
+				c.GoroutinesBefore, c.GoroutinesPeak, c.GoroutinesAfter)
+		}
+	}
 	if c := r.Conns; c != nil {
 		sub := "no subscription"
 		if p.Subscribe {
