@@ -213,10 +213,18 @@ func (b *Broker) willOf(c *packet.Connect) (*session.Will, packet.ReasonCode) {
 }
 
 // checkWill is the will of a CONNECT as the broker will publish it, or the reason code to
-// refuse it with (see willOf).
+// refuse it with (see willOf): also a will on a topic that starts with $.
 func (b *Broker) checkWill(c *packet.Connect) (packet.Publish, packet.ReasonCode) {
 	if !c.WillFlag {
 		return packet.Publish{}, packet.Success
+	}
+	if len(c.WillTopic) > 0 && c.WillTopic[0] == '$' {
+		// Topics starting with $ belong to the broker (spec 4.7.2: a server SHOULD keep
+		// clients from exchanging messages on them). A client's PUBLISH to $SYS is
+		// never routed (publish.go); its will, which the broker would publish for it
+		// when the connection is lost, must not get in there either. Refused like a
+		// will the ACL denies: 0x87, 3.1.1 return code 5.
+		return packet.Publish{}, packet.NotAuthorized
 	}
 	qos, retain := c.WillQoS, c.WillRetain
 	if qos > b.maxQoS {
