@@ -134,7 +134,8 @@ func (b *Broker) connected(bt *batch, cl *client, c *packet.Connect, cid string,
 	bt.mark(s, s.Send(&connack))
 	bt.mark(s, s.Resume(now()))
 	if keepAlive > 0 {
-		// Close after one and a half keep alive periods of silence [MQTT-3.1.2-24].
+		// Close after one and a half keep alive periods of silence [MQTT-3.1.2-22]
+		// (3.1.1: [MQTT-3.1.2-24]).
 		cl.conn.SetIdleTimeout(time.Duration(keepAlive) * 1500 * time.Millisecond)
 	} else {
 		cl.conn.SetIdleTimeout(0)
