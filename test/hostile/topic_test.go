@@ -130,20 +130,6 @@ func testSysByWill(t *testing.T, e *env, v packet.Version, id string) {
 	late.none()
 }
 
-// sessionGone waits until the broker has ended the session of client id (expiry 0) after
-// its connection closed: a probe resuming it finds no session present. The broker
-// publishes the will before it ends the session, so that is done too.
-func (e *env) sessionGone(t *testing.T, id string) {
-	t.Helper()
-	eventually(t, "the session of "+id+" to end", func() bool {
-		probe := e.dial(t, packet.V5)
-		ack := probe.connect(id, func(c *packet.Connect) { c.CleanStart = false })
-		probe.send(&packet.Disconnect{})
-		probe.closed()
-		return !ack.SessionPresent
-	})
-}
-
 // testLookalike: characters that look like separators or wildcards (U+2215 division
 // slash, U+FF0B fullwidth plus, U+FF03 fullwidth number sign) are ordinary characters.
 func testLookalike(t *testing.T, e *env, v packet.Version, id string) {
