@@ -179,6 +179,9 @@ func (b *Broker) handle(bt *batch, cl *client, h packet.Header, body []byte) {
 	switch h.Type {
 	case packet.PUBLISH:
 		if err = bt.publish.Decode(h, body, v); err == nil {
+			err = bt.publish.CheckFromClient()
+		}
+		if err == nil {
 			err = b.onPublish(bt, cl, &bt.publish)
 		}
 	case packet.PUBACK, packet.PUBREC, packet.PUBCOMP:

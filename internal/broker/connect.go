@@ -88,6 +88,20 @@ func (b *Broker) connected(bt *batch, cl *client, c *packet.Connect, cid string,
 		keepAlive, kaChanged = b.maxKeepalive, true // told to the client as Server Keep Alive
 	}
 
+	connack := b.connack(c, cid, assigned, expiry, expiryCapped, keepAlive, kaChanged, authData, method)
+	if max := c.Props.MaximumPacketSize.V; v == packet.V5 && !connack.Fit(max) {
+		// Even without every property the client can do without, the CONNACK is above the
+		// client's Maximum Packet Size [MQTT-3.1.2-24]: it cannot be served, and is refused
+		// before it takes any session over. The bare refusal (5 bytes) if even that fits.
+		if max >= 5 {
+			b.refuse(cl, v, packet.ImplementationSpecificError)
+		} else {
+			b.stats.refusedCode(packet.ImplementationSpecificError)
+			b.closeNow(cl)
+		}
+		return
+	}
+
 	s, present, old := b.claimSession(cid, c.CleanStart, cl)
 	if s == nil {
 		b.refuse(cl, v, packet.ServerUnavailable) // shutting down
@@ -116,51 +130,61 @@ func (b *Broker) connected(bt *batch, cl *client, c *packet.Connect, cid string,
 	b.clients.Add(1)
 	b.stats.connects.Add(1)
 
-	connack := packet.Connack{SessionPresent: present}
-	if v == packet.V5 {
-		p := &connack.Props
-		if assigned {
-			p.AssignedClientID = []byte(cid)
-		}
-		if kaChanged {
-			p.ServerKeepAlive = packet.Some(keepAlive)
-		}
-		if expiryCapped {
-			p.SessionExpiry = packet.Some(expiry)
-		}
-		if b.lim.ReceiveMaximum != 65535 {
-			p.ReceiveMaximum = packet.Some(b.lim.ReceiveMaximum)
-		}
-		if b.lim.MaxPacketSize != 0 {
-			p.MaximumPacketSize = packet.Some(b.lim.MaxPacketSize)
-		}
-		p.TopicAliasMaximum = packet.Some(b.lim.TopicAliasMaximum)
-		if b.maxQoS < 2 {
-			p.MaximumQoS = packet.Some(b.maxQoS)
-		}
-		if !b.retainAvailable {
-			p.RetainAvailable = packet.Some[uint8](0)
-		}
-		// Wildcards, subscription identifiers and shared subscriptions are all supported;
-		// saying so explicitly spares clients the defaults lookup.
-		p.WildcardSubAvailable = packet.Some[uint8](1)
-		p.SubIDAvailable = packet.Some[uint8](1)
-		p.SharedSubAvailable = packet.Some[uint8](1)
-		if method != "" {
-			p.AuthMethod = []byte(method)
-			p.AuthData = authData
-		}
-	}
+	connack.SessionPresent = present
 	bt.mark(s, s.Send(&connack))
 	bt.mark(s, s.Resume(now()))
 	if keepAlive > 0 {
-		// Close after one and a half keep alive periods of silence [MQTT-3.1.2-24].
+		// Close after one and a half keep alive periods of silence [MQTT-3.1.2-22]
+		// (3.1.1: [MQTT-3.1.2-24]).
 		cl.conn.SetIdleTimeout(time.Duration(keepAlive) * 1500 * time.Millisecond)
 	} else {
 		cl.conn.SetIdleTimeout(0)
 	}
 	b.log.Debug("client connected", "client", cid, "version", v.String(), "clean", c.CleanStart,
 		"present", present, "remote", cl.conn.RemoteAddr().String())
+}
+
+// connack is the CONNACK accepting c (Session Present aside): in 5.0, the properties that
+// tell the client what it must know. Properties whose value is the one their absence
+// means are left out (Wildcard, Subscription Identifier and Shared Subscription Available,
+// all 1 here; Retain Available 1; Maximum QoS 2; Receive Maximum 65,535; Topic Alias
+// Maximum 0): bytes saved on every CONNACK, and room under a small Maximum Packet Size.
+func (b *Broker) connack(c *packet.Connect, cid string, assigned bool, expiry uint32, expiryCapped bool,
+	keepAlive uint16, kaChanged bool, authData []byte, method string) packet.Connack {
+	var connack packet.Connack
+	if c.Version != packet.V5 {
+		return connack
+	}
+	p := &connack.Props
+	if assigned {
+		p.AssignedClientID = []byte(cid)
+	}
+	if kaChanged {
+		p.ServerKeepAlive = packet.Some(keepAlive)
+	}
+	if expiryCapped {
+		p.SessionExpiry = packet.Some(expiry)
+	}
+	if b.lim.ReceiveMaximum != 65535 {
+		p.ReceiveMaximum = packet.Some(b.lim.ReceiveMaximum)
+	}
+	if b.lim.MaxPacketSize != 0 {
+		p.MaximumPacketSize = packet.Some(b.lim.MaxPacketSize)
+	}
+	if b.lim.TopicAliasMaximum != 0 {
+		p.TopicAliasMaximum = packet.Some(b.lim.TopicAliasMaximum)
+	}
+	if b.maxQoS < 2 {
+		p.MaximumQoS = packet.Some(b.maxQoS)
+	}
+	if !b.retainAvailable {
+		p.RetainAvailable = packet.Some[uint8](0)
+	}
+	if method != "" {
+		p.AuthMethod = []byte(method)
+		p.AuthData = authData
+	}
+	return connack
 }
 
 // refuse answers a CONNECT with a failing CONNACK and closes the connection [MQTT-3.2.2-7].
@@ -213,10 +237,18 @@ func (b *Broker) willOf(c *packet.Connect) (*session.Will, packet.ReasonCode) {
 }
 
 // checkWill is the will of a CONNECT as the broker will publish it, or the reason code to
-// refuse it with (see willOf).
+// refuse it with (see willOf): also a will on a topic that starts with $.
 func (b *Broker) checkWill(c *packet.Connect) (packet.Publish, packet.ReasonCode) {
 	if !c.WillFlag {
 		return packet.Publish{}, packet.Success
+	}
+	if len(c.WillTopic) > 0 && c.WillTopic[0] == '$' {
+		// Topics starting with $ belong to the broker (spec 4.7.2: a server SHOULD keep
+		// clients from exchanging messages on them). A client's PUBLISH to $SYS is
+		// never routed (publish.go); its will, which the broker would publish for it
+		// when the connection is lost, must not get in there either. Refused like a
+		// will the ACL denies: 0x87, 3.1.1 return code 5.
+		return packet.Publish{}, packet.NotAuthorized
 	}
 	qos, retain := c.WillQoS, c.WillRetain
 	if qos > b.maxQoS {

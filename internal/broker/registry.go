@@ -189,7 +189,15 @@ func (b *Broker) scheduleExpiry(s *session.Session, d time.Duration) {
 	})
 }
 
-// publishWill publishes a will message as the broker.
+// publishWill publishes a will message as the broker. A will on a topic starting with $
+// is dropped: CONNECT refuses those (checkWill), and this guard keeps one that got past
+// it (a will stored by an older version, restored at startup) out of $SYS and of the
+// retained store all the same.
 func (b *Broker) publishWill(bt *batch, w *session.Will) {
-	b.routeOwned(bt, w.Publishable(now()))
+	m := w.Publishable(now())
+	if t := m.Topic(); len(t) > 0 && t[0] == '$' {
+		b.stats.denied("will")
+		return
+	}
+	b.routeOwned(bt, m)
 }

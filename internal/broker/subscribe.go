@@ -62,10 +62,8 @@ func (b *Broker) onSubscribe(bt *batch, cl *client, p *packet.Subscribe) error {
 			flags |= pubsub.RetainAsPublished
 		}
 		existed := b.index.Subscribe(sub.Filter, pubsub.Sub{Subscriber: pubsub.SubscriberID(s.ID()), ID: subID, QoS: granted, Flags: flags})
-		opts := *sub
-		opts.Filter = nil
-		opts.QoS = granted
-		s.AddSub(session.Sub{Filter: string(sub.Filter), Opts: opts, ID: subID})
+		s.AddSub(session.Sub{Filter: string(sub.Filter), ID: subID, Opts: session.SubOpts{QoS: granted,
+			NoLocal: sub.NoLocal, RetainAsPublished: sub.RetainAsPublished, RetainHandling: sub.RetainHandling}})
 		if !existed {
 			b.stats.subscriptions(1)
 		}

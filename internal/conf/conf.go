@@ -137,7 +137,7 @@ type Log struct {
 type MQTT struct {
 	MaxKeepalive      int      `yaml:"max_keepalive"`       // seconds; 0 = no cap
 	ReceiveMaximum    int      `yaml:"receive_maximum"`     // default 1024 (edge 64)
-	MaxPacketSize     ByteSize `yaml:"max_packet_size"`     // 0 = the protocol maximum
+	MaxPacketSize     ByteSize `yaml:"max_packet_size"`     // default 1MiB (edge 256KiB); at most 268435460, the protocol maximum
 	TopicAliasMaximum *int     `yaml:"topic_alias_maximum"` // nil: 64 (edge 16); 0 disables aliases
 	MaxQoS            *int     `yaml:"max_qos"`             // nil: 2
 	RetainAvailable   *bool    `yaml:"retain_available"`    // nil: true

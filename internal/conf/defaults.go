@@ -84,6 +84,11 @@ func server() *Config {
 	// Enough unacknowledged QoS 1/2 messages in flight to fill a fast link, still bounded
 	// so one session cannot hold an unbounded inflight window.
 	c.MQTT.ReceiveMaximum = 1024
+	// A packet is buffered whole before it is handled, so the largest one accepted is
+	// what any client can make the broker hold per connection: the protocol's 256 MB
+	// would let a few clients take gigabytes. 1 MiB (EMQX's default too) carries
+	// telemetry, commands and chunked files; an operator who needs more says so.
+	c.MQTT.MaxPacketSize = 1 << 20
 	// A topic alias table per connection saves bandwidth for publishers repeating long
 	// topics; 64 entries cover typical devices at a small cost per connection.
 	c.MQTT.TopicAliasMaximum = ptr(64)
@@ -124,6 +129,10 @@ func edge() *Config {
 	c.Memory.ReturnToOS = ptr(Duration(30 * time.Second))
 	// Each inflight slot holds a message; a device's links are slow anyway.
 	c.MQTT.ReceiveMaximum = 64
+	// A quarter of the server's: a dozen clients sending their largest packets at once
+	// then take about 3 MB of the ~15 MB the broker aims for, rather than 12, and a
+	// 1 MiB offline queue still holds four of them. Device traffic is small readings.
+	c.MQTT.MaxPacketSize = 256 << 10
 	// Fewer clients, smaller tables.
 	c.MQTT.TopicAliasMaximum = ptr(16)
 	// Half the server's burst room: memory is the scarce resource here.
@@ -185,6 +194,7 @@ func (c *Config) EnsureDefaults() {
 	orDefault(&c.Log.Format, d.Log.Format)
 
 	orDefault(&c.MQTT.ReceiveMaximum, d.MQTT.ReceiveMaximum)
+	orDefault(&c.MQTT.MaxPacketSize, d.MQTT.MaxPacketSize)
 	nilDefault(&c.MQTT.TopicAliasMaximum, d.MQTT.TopicAliasMaximum)
 	nilDefault(&c.MQTT.MaxQoS, d.MQTT.MaxQoS)
 	nilDefault(&c.MQTT.RetainAvailable, d.MQTT.RetainAvailable)

@@ -19,7 +19,7 @@ func TestDefaultServer(t *testing.T) {
 		Memory: Memory{Profile: "server", Limit: ByteSizeAuto, ReturnToOS: ptr(Duration(10 * time.Second))},
 		Auth:   Auth{CacheSize: ptr(65536), CacheTTL: Duration(2 * time.Minute)},
 		Log:    Log{Level: "info", Format: "text"},
-		MQTT: MQTT{ReceiveMaximum: 1024, TopicAliasMaximum: ptr(64), MaxQoS: ptr(2),
+		MQTT: MQTT{ReceiveMaximum: 1024, MaxPacketSize: 1 << 20, TopicAliasMaximum: ptr(64), MaxQoS: ptr(2),
 			RetainAvailable: ptr(true), ConnectTimeout: Duration(10 * time.Second)},
 		Queue: Queue{OnlineMessages: 16, OfflineMessages: 1000, OfflineBytes: 16 << 20},
 		Limits: Limits{MaxConnections: ptr(1_000_000), ConnectRate: ptr(100), ConnectBurst: 500,
@@ -47,6 +47,7 @@ func TestDefaultEdge(t *testing.T) {
 	want.Store.MemtableSize = 1 << 20
 	want.Memory.ReturnToOS = ptr(Duration(30 * time.Second))
 	want.MQTT.ReceiveMaximum = 64
+	want.MQTT.MaxPacketSize = 256 << 10
 	want.MQTT.TopicAliasMaximum = ptr(16)
 	want.Queue = Queue{OnlineMessages: 8, OfflineMessages: 100, OfflineBytes: 1 << 20}
 	want.Auth.CacheSize = ptr(1024)

@@ -71,3 +71,54 @@ func (c *Connack) AppendTo(dst []byte, v Version) []byte {
 	}
 	return c.Props.appendTo(append(dst, f, byte(c.Code)), CONNACK)
 }
+
+// Fit removes properties of a 5.0 CONNACK that the client can do without until the packet
+// is at most max bytes, the client's Maximum Packet Size, which the server must not exceed
+// [MQTT-3.1.2-24]; it reports whether the packet fits (max 0: no limit). It removes, in
+// this order, and only as far as needed:
+//
+//  1. the properties that state their default, which their absence means as well:
+//     Receive Maximum 65,535, Topic Alias Maximum 0, Maximum QoS 2, and Retain, Wildcard
+//     Subscription, Subscription Identifier and Shared Subscription Available 1;
+//  2. the Reason String [MQTT-3.2.2-19] and the User Properties [MQTT-3.2.2-20];
+//  3. Response Information and Server Reference, which a server may always leave out.
+//
+// The rest cannot go without the client getting it wrong: an assigned client identifier,
+// a keep alive or session expiry other than its own, limits it must keep (a smaller
+// Receive Maximum or Maximum Packet Size, aliases, QoS, retain), authentication. A CONNACK
+// that still does not fit cannot be sent.
+func (c *Connack) Fit(max uint32) bool {
+	fits := func() bool { return max == 0 || uint32(c.Size(V5)) <= max }
+	if fits() {
+		return true
+	}
+	p := &c.Props
+	dropIf(&p.ReceiveMaximum, 65535)
+	dropIf(&p.TopicAliasMaximum, 0)
+	dropIf(&p.MaximumQoS, 2)
+	dropIf(&p.RetainAvailable, 1)
+	dropIf(&p.WildcardSubAvailable, 1)
+	dropIf(&p.SubIDAvailable, 1)
+	dropIf(&p.SharedSubAvailable, 1)
+	if fits() {
+		return true
+	}
+	if p.ReasonString = nil; fits() {
+		return true
+	}
+	if p.User = nil; fits() {
+		return true
+	}
+	if p.ResponseInfo = nil; fits() {
+		return true
+	}
+	p.ServerReference = nil
+	return fits()
+}
+
+// dropIf makes o absent if it is present with the value its absence means.
+func dropIf[T uint8 | uint16 | uint32](o *Opt[T], absent T) {
+	if o.Set && o.V == absent {
+		*o = Opt[T]{}
+	}
+}

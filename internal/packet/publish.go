@@ -20,6 +20,7 @@ type Publish struct {
 var (
 	errPacketIDZero = protocolErr("MQTT-2.2.1-3", "packet identifier 0")
 	errTopicAlias   = protocolErr("MQTT-3.3.2-1", "empty topic name without a topic alias")
+	errClientSubID  = protocolErr("MQTT-3.3.4-6", "subscription identifier in a PUBLISH from a client")
 )
 
 // Type implements Packet.
@@ -62,6 +63,17 @@ func (p *Publish) Decode(h Header, body []byte, v Version) error {
 		return err
 	}
 	p.Payload = r.rest()
+	return nil
+}
+
+// CheckFromClient checks what only the client-to-server direction forbids; a server calls
+// it after Decode, which accepts a PUBLISH as either side may receive it. Subscription
+// identifiers are the server's to add, for the subscriptions a message matched: a
+// client's PUBLISH carrying one is a protocol error [MQTT-3.3.4-6].
+func (p *Publish) CheckFromClient() error {
+	if len(p.Props.SubscriptionIDs) > 0 {
+		return errClientSubID
+	}
 	return nil
 }
 

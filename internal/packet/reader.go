@@ -2,7 +2,10 @@ package packet
 
 import "github.com/bifrost-mqtt/bifrost/internal/bufpool"
 
-var errTooLarge = &Error{PacketTooLarge, "MQTT-3.1.2-24", "packet larger than the maximum packet size"}
+// errTooLarge: a client must not send a packet above the server's Maximum Packet Size
+// [MQTT-3.2.2-15]; one that does gets DISCONNECT 0x95 (spec 3.2.2.3.6, 4.13). (The
+// server's own limit the other way, [MQTT-3.1.2-24], is the session's to keep.)
+var errTooLarge = &Error{PacketTooLarge, "MQTT-3.2.2-15", "packet larger than the maximum packet size"}
 
 // A Reader splits a byte stream into packets. It accepts the stream in pieces of any size,
 // down to one byte at a time, and yields each complete packet as its header and body.

@@ -110,9 +110,9 @@ func TestReaderMaxSize(t *testing.T) {
 		r := &Reader{Version: V311, MaxSize: 50}
 		r.Feed(data[:split])
 		_, _, _, err := r.Next()
-		var rc ReasonCode
-		if !errors.As(err, &rc) || rc != PacketTooLarge {
-			t.Fatalf("split %d: err %v, want packet too large", split, err)
+		var pe *Error
+		if !errors.As(err, &pe) || pe.Code != PacketTooLarge || pe.Rule != "MQTT-3.2.2-15" {
+			t.Fatalf("split %d: err %v, want packet too large naming MQTT-3.2.2-15", split, err)
 		}
 		if r.carry != nil && cap(*r.carry) > 256 {
 			t.Fatalf("split %d: buffered %d bytes of a refused packet", split, cap(*r.carry))

@@ -131,6 +131,42 @@ func TestBadPackets(t *testing.T) {
 	}
 }
 
+// TestPublishFromClient: a PUBLISH with a subscription identifier decodes (a client
+// receives such), but a server must refuse it from a client [MQTT-3.3.4-6].
+func TestPublishFromClient(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		raw  []byte
+		ok   bool
+	}{
+		{"plain", []byte{0x30, 4, 0, 1, 't', 0}, true},
+		{"subscription-id", []byte{0x30, 6, 0, 1, 't', 2, 0x0b, 1}, false},
+		{"two-subscription-ids", []byte{0x30, 8, 0, 1, 't', 4, 0x0b, 1, 0x0b, 2}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, n, err := ParseHeader(tc.raw, V5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var p Publish
+			if err := p.Decode(h, tc.raw[n:], V5); err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			err = p.CheckFromClient()
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			var pe *Error
+			if !errors.As(err, &pe) || pe.Code != ProtocolError || pe.Rule != "MQTT-3.3.4-6" {
+				t.Fatalf("error %v, want a protocol error naming MQTT-3.3.4-6", err)
+			}
+		})
+	}
+}
+
 func TestValidUTF8(t *testing.T) {
 	for _, tc := range []struct {
 		in   string

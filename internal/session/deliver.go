@@ -162,7 +162,11 @@ func (s *Session) pumpLocked(now int64) (dirtied bool, dropped []Drop) {
 	if f == nil || s.conn == nil {
 		return false, nil
 	}
+	if f.waiting > 0 {
+		dirtied, dropped = s.resendWaitingLocked(now)
+	}
 	persist := s.persistentLocked()
+	// While entries wait, the window is full (resendWaitingLocked): none is taken here.
 	for f.queueLen() > 0 && len(f.inflight) < int(s.clientRecvMax) {
 		e := f.pop()
 		e.pid = f.allocPID()
@@ -184,9 +188,15 @@ func (s *Session) pumpLocked(now int64) (dirtied bool, dropped []Drop) {
 	return dirtied, dropped
 }
 
-// resumeLocked sends the inflight window again after a reconnect, in order: PUBLISH with
-// DUP for messages not yet received, PUBREL for those past PUBREC [MQTT-4.4.0-1],
-// [MQTT-4.4.0-2], then pumps the queue.
+// resumeLocked sends the inflight window again after a reconnect, in order: PUBREL for
+// messages past PUBREC, PUBLISH with DUP for the others [MQTT-4.4.0-1], [MQTT-4.4.0-2],
+// then pumps the queue.
+//
+// The client's Receive Maximum on the new connection bounds the resent PUBLISHes as it
+// bounds new ones [MQTT-3.3.4-9], and it may be smaller than the window the messages were
+// sent in. Released entries keep their slot until PUBCOMP, as they do while connected;
+// the PUBLISHes beyond the room left wait in the window, flagged entryWaiting with their
+// packet ids, and go (DUP) as acknowledgements free slots, before anything queued.
 func (s *Session) resumeLocked(now int64) bool {
 	f := s.fl
 	if f == nil {
@@ -194,27 +204,70 @@ func (s *Session) resumeLocked(now int64) bool {
 	}
 	dirtied := false
 	persist := s.persistentLocked()
+	room := int(s.clientRecvMax)
+	for i := range f.inflight {
+		if f.inflight[i].flags&entryReleased != 0 {
+			room--
+		}
+	}
+	f.waiting = 0
 	keep := f.inflight[:0]
 	for i := range f.inflight {
 		e := f.inflight[i]
-		if e.flags&entryReleased != 0 {
+		e.flags &^= entryWaiting
+		switch {
+		case e.flags&entryReleased != 0:
 			dirtied = s.sendLocked(&packet.Ack{PacketType: packet.PUBREL, PacketID: e.pid}) || dirtied
-			keep = append(keep, e)
-			continue
+		case room <= 0:
+			e.flags |= entryWaiting
+			f.waiting++
+		default:
+			d, drop := s.writePublish(&e, now, true)
+			dirtied = dirtied || d
+			if drop != Delivered {
+				if persist {
+					s.deleteEntryLocked(&e)
+				}
+				continue
+			}
+			room--
 		}
-		d, drop := s.writePublish(&e, now, true)
-		dirtied = dirtied || d
-		if drop == Delivered {
-			keep = append(keep, e)
-		} else if persist {
-			s.deleteEntryLocked(&e)
-		}
+		keep = append(keep, e)
 	}
 	clear(f.inflight[len(keep):])
 	f.inflight = keep
 	d, _ := s.pumpLocked(now)
 	s.releaseFlowsIfIdle()
 	return dirtied || d
+}
+
+// resendWaitingLocked sends the entries waiting since resumeLocked, in order, while the
+// client's Receive Maximum has room: PUBLISH with DUP and the packet id each was first
+// sent with [MQTT-4.4.0-1]. It reports the entries it had to drop (too large).
+func (s *Session) resendWaitingLocked(now int64) (dirtied bool, dropped []Drop) {
+	f := s.fl
+	persist := s.persistentLocked()
+	for i := 0; i < len(f.inflight) && f.waiting > 0 && len(f.inflight)-int(f.waiting) < int(s.clientRecvMax); {
+		e := &f.inflight[i]
+		if e.flags&entryWaiting == 0 {
+			i++
+			continue
+		}
+		e.flags &^= entryWaiting
+		f.waiting--
+		d, drop := s.writePublish(e, now, true)
+		dirtied = dirtied || d
+		if drop != Delivered {
+			dropped = append(dropped, drop)
+			if persist {
+				s.deleteEntryLocked(e)
+			}
+			f.removeInflight(i)
+			continue
+		}
+		i++
+	}
+	return dirtied, dropped
 }
 
 // Ack handles a PUBACK, PUBREC or PUBCOMP from the client for an outbound message. It
@@ -250,6 +303,11 @@ func (s *Session) Ack(a *packet.Ack, now int64) (dirtied bool, dropped []Drop) {
 			break
 		}
 		e := &f.inflight[i]
+		if e.flags&entryWaiting != 0 {
+			// Received on the earlier connection: it need not be sent again.
+			e.flags &^= entryWaiting
+			f.waiting--
+		}
 		if e.flags&entryReleased == 0 {
 			e.flags |= entryReleased
 			if persist {

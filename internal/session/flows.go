@@ -15,6 +15,9 @@ type flows struct {
 	qhead      int
 	queueBytes int
 	nextPID    uint16
+	// waiting counts the inflight entries flagged entryWaiting: sent on an earlier
+	// connection, not yet again on this one (resumeLocked).
+	waiting uint16
 
 	// awaitRel holds inbound QoS 2 packet ids whose PUBREC was sent and PUBREL is awaited.
 	// They survive reconnects of a persistent session (spec 4.3.3, 4.4).
@@ -73,6 +76,9 @@ type entry struct {
 const (
 	entryRetain   uint8 = 1 << iota // send with the retain flag set
 	entryReleased                   // QoS 2: PUBREC received, PUBREL sent, PUBCOMP awaited
+	// entryWaiting: sent on an earlier connection, and to be sent again (DUP, same packet
+	// id) once the client's Receive Maximum on this one has room (resumeLocked).
+	entryWaiting
 )
 
 // Delivery is a message addressed to one session.
@@ -165,6 +171,9 @@ func (f *flows) takeShared(removed func(e *entry)) []Delivery {
 		// the member returns, and never given to another [MQTT-4.8.2-4], [MQTT-4.8.2-5].
 		// A sent QoS 1 message may go to another member (spec 4.8.2).
 		if e.share != "" && e.qos == 1 {
+			if e.flags&entryWaiting != 0 {
+				f.waiting--
+			}
 			out = append(out, e.delivery())
 			if removed != nil {
 				removed(e)
@@ -229,6 +238,9 @@ func (f *flows) findInflight(pid uint16) int {
 }
 
 func (f *flows) removeInflight(i int) {
+	if f.inflight[i].flags&entryWaiting != 0 {
+		f.waiting--
+	}
 	copy(f.inflight[i:], f.inflight[i+1:])
 	f.inflight[len(f.inflight)-1] = entry{}
 	f.inflight = f.inflight[:len(f.inflight)-1]

@@ -298,6 +298,66 @@ func TestResume(t *testing.T) {
 	}
 }
 
+// TestResumeWindow: a client that comes back with a smaller Receive Maximum gets no more
+// PUBLISHes at once than it now accepts [MQTT-3.3.4-9]: released QoS 2 entries keep their
+// slots, the resends beyond the room wait with their packet ids and go, DUP set, as
+// acknowledgements free slots [MQTT-4.4.0-1], before anything queued. A waiting message
+// the client acknowledges anyway (it had received it) is not sent again.
+func TestResumeWindow(t *testing.T) {
+	v := packet.V5 // before 5.0 the window is the broker's, the same on every connection
+	s, c := online(t, nil, ConnectInfo{Version: v, ClientRecvMax: 5})
+	deliver(t, s, Delivery{Msg: msg("t", "1"), QoS: 2}, at(0), Delivered)
+	for _, p := range []string{"2", "3", "4", "5"} {
+		deliver(t, s, Delivery{Msg: msg("t", p), QoS: 1}, at(0), Delivered)
+	}
+	deliver(t, s, Delivery{Msg: msg("t", "6"), QoS: 1}, at(0), Delivered) // queued
+	s.Flush()
+	ack(s, packet.PUBREC, 1, packet.Success)
+	c.take()
+
+	c = reconnect(t, s, c, ConnectInfo{Version: v, ClientRecvMax: 2}, at(0))
+	equalLines(t, "resumed", c.lines(t, v), []string{
+		`PUBREL id1`,
+		`PUBLISH "t" q1 id2 dup "2"`,
+	})
+	if in, q := s.Pending(); in != 5 || q != 1 {
+		t.Errorf("Pending() = %d, %d; want 5 (2 sent, 3 waiting), 1", in, q)
+	}
+	deliver(t, s, Delivery{Msg: msg("t", "7"), QoS: 1}, at(0), Delivered) // queued behind
+	equalLines(t, "a new message while entries wait", c.lines(t, v), nil)
+	ack(s, packet.PUBCOMP, 1, packet.Success)
+	equalLines(t, "after PUBCOMP", c.lines(t, v), []string{`PUBLISH "t" q1 id3 dup "3"`})
+	ack(s, packet.PUBACK, 4, packet.Success) // received before the reconnect
+	equalLines(t, "after PUBACK of a waiting one", c.lines(t, v), nil)
+	ack(s, packet.PUBACK, 2, packet.Success)
+	equalLines(t, "after PUBACK 2", c.lines(t, v), []string{`PUBLISH "t" q1 id5 dup "5"`})
+	ack(s, packet.PUBACK, 3, packet.Success)
+	equalLines(t, "after PUBACK 3", c.lines(t, v), []string{`PUBLISH "t" q1 id6 "6"`})
+	ack(s, packet.PUBACK, 5, packet.Success)
+	equalLines(t, "after PUBACK 5", c.lines(t, v), []string{`PUBLISH "t" q1 id7 "7"`})
+	ack(s, packet.PUBACK, 6, packet.Success)
+	ack(s, packet.PUBACK, 7, packet.Success)
+	if in, q := s.Pending(); in != 0 || q != 0 {
+		t.Errorf("Pending() = %d, %d at the end", in, q)
+	}
+
+	// A second reconnect while entries wait applies the new window afresh. (The traffic
+	// state went with the last acknowledgement: packet ids start again at 1.)
+	for _, p := range []string{"a", "b", "c"} {
+		deliver(t, s, Delivery{Msg: msg("t", p), QoS: 1}, at(0), Delivered) // c queued
+	}
+	s.Flush()
+	c.take()
+	c = reconnect(t, s, c, ConnectInfo{Version: v, ClientRecvMax: 1}, at(0))
+	equalLines(t, "window 1", c.lines(t, v), []string{`PUBLISH "t" q1 id1 dup "a"`})
+	c = reconnect(t, s, c, ConnectInfo{Version: v, ClientRecvMax: 3}, at(0))
+	equalLines(t, "window 3", c.lines(t, v), []string{
+		`PUBLISH "t" q1 id1 dup "a"`,
+		`PUBLISH "t" q1 id2 dup "b"`,
+		`PUBLISH "t" q1 id3 "c"`,
+	})
+}
+
 // TestResumeExpired: a message that expired while the client was away is not sent again,
 // and if nothing else is left the traffic state goes.
 func TestResumeExpired(t *testing.T) {

@@ -1,7 +1,6 @@
 package session
 
 import (
-	"github.com/bifrost-mqtt/bifrost/internal/packet"
 	"github.com/bifrost-mqtt/bifrost/internal/store"
 )
 
@@ -42,10 +41,10 @@ func (s *Session) Persistent() bool {
 func (s *Session) recordLocked(disconnectedAt int64) store.SessionRecord {
 	r := store.SessionRecord{ClientID: s.clientID, DisconnectedAt: disconnectedAt, Expiry: s.expiry,
 		Version: byte(s.version)}
-	if len(s.subs) > 0 {
-		r.Subscriptions = make([]store.SubRecord, len(s.subs))
-		for i := range s.subs {
-			sub := &s.subs[i]
+	if subs := s.subs.all(); len(subs) > 0 {
+		r.Subscriptions = make([]store.SubRecord, len(subs))
+		for i := range subs {
+			sub := &subs[i]
 			r.Subscriptions[i] = store.SubRecord{Filter: sub.Filter, ID: sub.ID, QoS: sub.Opts.QoS,
 				NoLocal: sub.Opts.NoLocal, RetainAsPublished: sub.Opts.RetainAsPublished,
 				RetainHandling: sub.Opts.RetainHandling}
@@ -263,6 +262,6 @@ func (s *Session) stageInboundLocked(pid uint16, add bool) {
 
 // subRecordSub converts a stored subscription.
 func subRecordSub(r *store.SubRecord) Sub {
-	return Sub{Filter: r.Filter, ID: r.ID, Opts: packet.Subscription{QoS: r.QoS, NoLocal: r.NoLocal,
+	return Sub{Filter: r.Filter, ID: r.ID, Opts: SubOpts{QoS: r.QoS, NoLocal: r.NoLocal,
 		RetainAsPublished: r.RetainAsPublished, RetainHandling: r.RetainHandling}}
 }

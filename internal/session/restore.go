@@ -34,10 +34,11 @@ func Restore(id uint32, r *store.SessionRecord, lim *Limits) *Session {
 	s.version = packet.Version(r.Version)
 	s.clientRecvMax = lim.ReceiveMaximum
 	if len(r.Subscriptions) > 0 {
-		s.subs = make([]Sub, len(r.Subscriptions))
+		subs := make([]Sub, len(r.Subscriptions))
 		for i := range r.Subscriptions {
-			s.subs[i] = subRecordSub(&r.Subscriptions[i])
+			subs[i] = subRecordSub(&r.Subscriptions[i])
 		}
+		s.subs = newSubSet(subs)
 	}
 	return s
 }

@@ -96,14 +96,6 @@ var dropNames = [...]string{"", "queue_full", "slow_consumer", "expired", "too_l
 // String is the metrics label of d.
 func (d Drop) String() string { return dropNames[d] }
 
-// A Sub is one of the session's subscriptions, kept to remove them when the session
-// ends and, later, to persist them.
-type Sub struct {
-	Filter string
-	Opts   packet.Subscription // Filter unset
-	ID     uint32              // subscription identifier, 0 none
-}
-
 // Will is a will message with its delay (v5 will delay interval, seconds) and its message
 // expiry interval (seconds, 0: none), which starts when the will is published.
 type Will struct {
@@ -134,7 +126,7 @@ type Session struct {
 	conn     Conn    // nil while offline
 	out      *[]byte // pooled bytes not yet written; nil when none
 	fl       *flows  // traffic state; nil while there is none
-	subs     []Sub   // this session's subscriptions
+	subs     *subSet // this session's subscriptions; nil while it has none (subs.go)
 	will     *Will   // the current connection's will; nil if none
 	pending  *Will   // a will waiting for its delay after the connection closed
 	clientID string
@@ -350,63 +342,6 @@ func (s *Session) Detach(c Conn) (shared []Delivery, detached bool) {
 	return shared, true
 }
 
-// Subs returns a copy of the session's subscriptions.
-func (s *Session) Subs() []Sub {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Sub(nil), s.subs...)
-}
-
-// HasRoom reports whether a subscription to filter fits under a cap of max subscriptions
-// (0: none): it does if the session has fewer, or already has one to filter (which it
-// would replace).
-func (s *Session) HasRoom(filter []byte, max int) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if max == 0 || len(s.subs) < max {
-		return true
-	}
-	for i := range s.subs {
-		if s.subs[i].Filter == string(filter) {
-			return true
-		}
-	}
-	return false
-}
-
-// AddSub records a subscription, replacing one to the same filter; it reports whether it
-// replaced one.
-func (s *Session) AddSub(sub Sub) (replaced bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	defer s.stageSubsLocked()
-	for i := range s.subs {
-		if s.subs[i].Filter == sub.Filter {
-			s.subs[i] = sub
-			return true
-		}
-	}
-	s.subs = append(s.subs, sub)
-	return false
-}
-
-// RemoveSub forgets the subscription to filter and reports whether there was one.
-func (s *Session) RemoveSub(filter []byte) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i := range s.subs {
-		if s.subs[i].Filter == string(filter) {
-			s.subs = append(s.subs[:i], s.subs[i+1:]...)
-			if len(s.subs) == 0 {
-				s.subs = nil
-			}
-			s.stageSubsLocked()
-			return true
-		}
-	}
-	return false
-}
-
 // Clear drops all state kept across connections (subscriptions are returned so the caller
 // can remove them from the index), as a clean start or the end of the session requires.
 //
@@ -435,7 +370,7 @@ func (s *Session) clearLocked() []Sub {
 		j.end()
 	}
 	s.dropHeldLocked()
-	subs := s.subs
+	subs := s.subs.all()
 	s.subs = nil
 	s.fl = nil
 	return subs

@@ -176,7 +176,7 @@ func TestCounters(t *testing.T) {
 
 func TestSubs(t *testing.T) {
 	s := New(1, "c", testLimits())
-	a := Sub{Filter: "a/#", Opts: packet.Subscription{QoS: 1}, ID: 1}
+	a := Sub{Filter: "a/#", Opts: SubOpts{QoS: 1}, ID: 1}
 	b := Sub{Filter: "b", ID: 2}
 	if s.AddSub(a) || s.AddSub(b) {
 		t.Fatal("AddSub of new filters reported a replacement")

@@ -88,13 +88,13 @@ func TestSubscribeFlood(t *testing.T) {
 	}
 	h.check(t)
 	// Each SUBSCRIBE adds as many filters: the last ones should cost what the first did.
+	// Logged, not asserted: wall-clock times on a shared machine are no test. That a
+	// session's subscriptions are indexed once there are many (session.AddSub and HasRoom
+	// used to scan them all, quadratic in a flood) is asserted by session.TestSubsMany and
+	// measured by session.BenchmarkAddSub.
 	q := packets / 4
 	first, last := at[q-1], at[packets-1]-at[packets-1-q]
 	t.Logf("first %d SUBSCRIBEs answered in %v, last %d in %v", q, first.Round(time.Millisecond), q, last.Round(time.Millisecond))
-	if last > 3*first && last/time.Duration(q) > 20*time.Millisecond {
-		defer knownBug(t, "SUBSCRIBE costs grow with the subscriptions the client already holds (session.AddSub scans them all): "+
-			"the first %d SUBSCRIBEs took %v, the last %d %v", q, first.Round(time.Millisecond), q, last.Round(time.Millisecond))
-	}
 
 	// The same filters again, and again: replaced, not added.
 	_, took, _ = flood(false)

@@ -73,8 +73,8 @@ func TestOversized(t *testing.T) {
 
 // TestHugePromise: a fixed header that promises a 256 MB packet must not make the broker
 // allocate 256 MB. With mqtt.max_packet_size set it is refused at once (DISCONNECT 0x95 in
-// 5.0) before and after CONNECT; with no limit (0, the protocol's 256 MB) the broker may
-// buffer what actually arrives, but nothing ahead of it.
+// 5.0) before and after CONNECT; with the limit raised to the protocol's 256 MB the broker
+// may buffer what actually arrives, but nothing ahead of it.
 func TestHugePromise(t *testing.T) {
 	huge := []byte{0xff, 0xff, 0xff, 0x7f} // 268,435,455
 	t.Run("limited", func(t *testing.T) {
@@ -99,7 +99,7 @@ func TestHugePromise(t *testing.T) {
 		h.check(t)
 	})
 	t.Run("unlimited", func(t *testing.T) {
-		e := start(t, func(c *conf.Config) { c.MQTT.MaxPacketSize = 0 })
+		e := start(t, func(c *conf.Config) { c.MQTT.MaxPacketSize = packet.MaxPacketSize }) // the protocol maximum
 		h := e.healthy(t)
 		sent := 32 << 20
 		if ci() {
@@ -136,7 +136,9 @@ func TestHugePromise(t *testing.T) {
 				if small > 8<<20 {
 					t.Errorf("heap grew by %s after 1 MiB arrived: the broker allocates ahead of the bytes", mib(small))
 				}
-				if big > 2*int64(sent)+8<<20 {
+				// The buffer doubles as bytes arrive (2x what was sent), and a measurement
+				// may catch a doubling mid-copy, the old buffer still held (3x).
+				if big > 3*int64(sent)+8<<20 {
 					t.Errorf("heap grew by %s for %s received", mib(big), mib(int64(sent)))
 				}
 				_ = r.conn.Close()

@@ -389,7 +389,7 @@ func testConnackProperties(t *testing.T, e *env) {
 		tune func(*conf.Config)
 		want want
 	}{
-		{"defaults", nil, want{recvMax: packet.Some[uint16](1024), aliasMax: 64}},
+		{"defaults", nil, want{recvMax: packet.Some[uint16](1024), maxPacket: packet.Some[uint32](1 << 20), aliasMax: 64}},
 		{"limits", func(c *conf.Config) {
 			c.MQTT.ReceiveMaximum = 10
 			c.MQTT.MaxPacketSize = 2048
@@ -399,11 +399,11 @@ func testConnackProperties(t *testing.T, e *env) {
 		}, want{recvMax: packet.Some[uint16](10), maxPacket: packet.Some[uint32](2048), maxQoS: packet.Some[uint8](1),
 			retain: packet.Some[uint8](0)}},
 		{"QoS 0 only", func(c *conf.Config) { c.MQTT.MaxQoS = ptr(0) },
-			want{recvMax: packet.Some[uint16](1024), aliasMax: 64, maxQoS: packet.Some[uint8](0)}},
+			want{recvMax: packet.Some[uint16](1024), maxPacket: packet.Some[uint32](1 << 20), aliasMax: 64, maxQoS: packet.Some[uint8](0)}},
 		{"session expiry capped", func(c *conf.Config) { c.MQTT.SessionExpiryMax = 10 },
-			want{recvMax: packet.Some[uint16](1024), aliasMax: 64, expiry: packet.Some[uint32](10)}},
+			want{recvMax: packet.Some[uint16](1024), maxPacket: packet.Some[uint32](1 << 20), aliasMax: 64, expiry: packet.Some[uint32](10)}},
 		{"receive maximum 65535", func(c *conf.Config) { c.MQTT.ReceiveMaximum = 65535 },
-			want{aliasMax: 64}},
+			want{maxPacket: packet.Some[uint32](1 << 20), aliasMax: 64}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := start(t, e.mode, c.tune)

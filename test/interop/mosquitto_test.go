@@ -253,7 +253,8 @@ func TestMosquittoKeepAlive(t *testing.T) {
 // (5.0 [MQTT-3.14.4-3]).
 func TestMosquittoWill(t *testing.T) {
 	mqTool(t, "mosquitto_sub")
-	b := mqStartProcess(t, nil)
+	// The large-publish cases send 1 MiB of payload: above the default maximum packet size.
+	b := mqStartProcess(t, func(c *bifrost.Config) { c.MQTT.MaxPacketSize = 2 << 20 })
 	port := mqPort(b.tcp)
 	// watch subscribes to topic and waits for its SUBACK.
 	watch := func(t *testing.T, v, topic, format string) *mqProc {
