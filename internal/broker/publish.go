@@ -200,10 +200,11 @@ func (b *Broker) deliver(bt *batch, m *session.Message) (n int, durable bool) {
 	b.index.Match(topic, &bt.matches)
 	rs := b.merge(bt, m)
 	nowNs := now()
+	pooled := false // m is the pools' copy, referenced by this call until it returns
 	for i := range rs {
 		r := &rs[i]
 		if r.d.QoS > 0 && m.Borrowed() {
-			m = m.Own() // the first recipient that keeps it makes the one copy
+			m, pooled = m.OwnPooled(), true // the first recipient that keeps it makes the one copy
 		}
 		r.d.Msg = m
 		took, stored := b.deliverTo(bt, r.id, r.d, nowNs, r.check)
@@ -218,6 +219,9 @@ func (b *Broker) deliver(bt *batch, m *session.Message) (n int, durable bool) {
 			n++
 		}
 		durable = durable || stored
+	}
+	if pooled {
+		m.Release()
 	}
 	return n, durable
 }

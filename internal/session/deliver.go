@@ -51,6 +51,7 @@ func (s *Session) DeliverStored(d Delivery, now int64) (dirtied bool, drop Drop,
 				// with this packet id (spec 4.3.3).
 				s.putEntryLocked(f, &e, true, off)
 			}
+			e.msg.entryKept()
 			f.inflight = append(f.inflight, e)
 		} else {
 			s.releaseFlowsIfIdle()
@@ -68,6 +69,7 @@ func (s *Session) DeliverStored(d Delivery, now int64) (dirtied bool, drop Drop,
 	if persist {
 		s.putEntryLocked(f, &e, true, -1)
 	}
+	e.msg.entryKept()
 	f.push(e)
 	return false, Delivered, persist
 }
@@ -290,6 +292,7 @@ func (s *Session) Ack(a *packet.Ack, now int64) (dirtied bool, dropped []Drop) {
 		if persist {
 			s.deleteEntryLocked(&f.inflight[i])
 		}
+		f.inflight[i].done()
 		f.removeInflight(i)
 	case packet.PUBREC:
 		if i < 0 || f.inflight[i].qos != 2 {
@@ -299,6 +302,7 @@ func (s *Session) Ack(a *packet.Ack, now int64) (dirtied bool, dropped []Drop) {
 			if persist {
 				s.deleteEntryLocked(&f.inflight[i])
 			}
+			f.inflight[i].done()
 			f.removeInflight(i)
 			break
 		}
@@ -315,7 +319,7 @@ func (s *Session) Ack(a *packet.Ack, now int64) (dirtied bool, dropped []Drop) {
 				// PUBLISH: the PUBREL waits for the record that says so.
 				s.releaseEntryLocked(f, e)
 			}
-			e.msg = nil // the client has the message: only its id is kept (spec 4.3.3)
+			e.done() // the client has the message: only its id is kept (spec 4.3.3)
 		}
 		return s.sendLocked(&packet.Ack{PacketType: packet.PUBREL, PacketID: a.PacketID}), nil
 	case packet.PUBCOMP:

@@ -99,6 +99,15 @@ func (d *Delivery) entry() entry {
 	return e
 }
 
+// done lets go of the entry's message once the client has acknowledged it: the
+// reference entryKept took (msgpool.go).
+func (e *entry) done() {
+	if e.msg != nil {
+		e.msg.Release()
+		e.msg = nil
+	}
+}
+
 func (e *entry) delivery() Delivery {
 	return Delivery{Msg: e.msg, QoS: e.qos, Retain: e.flags&entryRetain != 0, SubID: e.subID, More: e.more, Share: e.share}
 }

@@ -234,6 +234,7 @@ func (j *Journal) waitLocked(s *Session, d *durable) uint64 {
 // returns its id. j.mu is held.
 func (j *Journal) refLocked(b *store.Batch, m *Message) uint64 {
 	if m.sid == 0 {
+		m.pin() // the store's reference does not count, and its batch writes m's bytes later
 		j.nextID++
 		m.sid = j.nextID
 		b.PutMessage(m.sid, m.record())

@@ -29,6 +29,7 @@ type Message struct {
 	QoS      uint8  // the QoS it was published with
 	Retain   bool   // the publisher's retain flag
 	borrowed bool
+	pool     poolRefs // a pooled message's bytes and holders (msgpool.go)
 }
 
 // NewMessage copies a PUBLISH into an owned message. topic is the resolved topic name (the
@@ -67,13 +68,9 @@ func (m *Message) Own() *Message {
 	tl, pl := len(m.topic), len(m.payload)
 	data := make([]byte, 0, tl+pl+len(m.props))
 	data = append(append(append(data, m.topic...), m.payload...), m.props...)
-	c := *m
-	c.borrowed = false
-	c.sid = 0 // a borrowed message is never stored; said for clarity
-	c.topic = data[:tl:tl]
-	c.payload = data[tl : tl+pl : tl+pl]
-	c.props = data[tl+pl:]
-	return &c
+	// A borrowed message is never stored (no sid) nor pooled.
+	return &Message{topic: data[:tl:tl], payload: data[tl : tl+pl : tl+pl], props: data[tl+pl:],
+		Expiry: m.Expiry, Origin: m.Origin, QoS: m.QoS, Retain: m.Retain}
 }
 
 // Borrowed reports whether m points into a buffer it does not own.
@@ -94,13 +91,20 @@ func (m *Message) Size() int { return len(m.topic) + len(m.payload) + len(m.prop
 // WithRetain returns an owned copy of m, sharing its buffer, with the retain flag set to r.
 func (m *Message) WithRetain(r bool) *Message {
 	o := m.Own()
+	o.pin() // its holder does not count, and the copy shares its bytes
 	if o.Retain == r {
 		return o
 	}
-	c := *o
+	c := o.share()
 	c.Retain = r
-	c.sid = 0 // a message of its own
-	return &c
+	return c
+}
+
+// share returns a new message sharing m's bytes, with no store id and not pooled. m must
+// be owned, and pinned if pooled.
+func (m *Message) share() *Message {
+	return &Message{topic: m.topic, payload: m.payload, props: m.props, Expiry: m.Expiry,
+		Origin: m.Origin, QoS: m.QoS, Retain: m.Retain, borrowed: m.borrowed}
 }
 
 // Remaining reports the message expiry interval left at now (Unix nanoseconds) in whole

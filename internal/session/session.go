@@ -112,10 +112,9 @@ func (w *Will) Publishable(now int64) *Message {
 	if w.Expiry == 0 {
 		return w.Msg
 	}
-	m := *w.Msg
+	m := w.Msg.share() // a will's message is stored in its will record, never by id
 	m.Expiry = now + int64(w.Expiry)*int64(time.Second)
-	m.sid = 0 // a will's message is stored in its will record, never by id
-	return &m
+	return m
 }
 
 // A Session is one client's state. See the package doc for the locking rules.
