@@ -134,10 +134,20 @@ func (b *Broker) OnData(c listener.Conn, data []byte) {
 // drain handles the packets the reader has, until it runs out or the connection must
 // wait for an authentication step; then the reader keeps what is left. The caller holds
 // cl.mu.
+//
+// A complete packet is what keeps the connection alive: the server closes one that sends
+// no Control Packet within 1.5 times its keep alive [MQTT-3.1.2-22] ([MQTT-3.1.2-24] in
+// 3.1.1), however many bytes of an unfinished one trickle in. So the listener refreshes
+// nothing by itself and drain touches the connection once per call that completed a
+// packet: the packets of one read arrived together, and one clock read covers them all.
 func (b *Broker) drain(bt *batch, cl *client) {
+	touched := false
 	for !cl.closing {
 		if cl.auth != nil && cl.auth.working {
 			cl.r.Hold() // the input is the caller's: copy what is left
+			if touched {
+				cl.conn.Touch()
+			}
 			return
 		}
 		if cl.takenOver.Load() {
@@ -152,7 +162,11 @@ func (b *Broker) drain(bt *batch, cl *client) {
 		if !ok {
 			break
 		}
+		touched = true
 		b.handle(bt, cl, h, body)
+	}
+	if touched {
+		cl.conn.Touch()
 	}
 	if cl.closing {
 		cl.r.Release()

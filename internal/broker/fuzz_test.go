@@ -590,6 +590,7 @@ func (c *fuzzConn) written() []byte {
 }
 
 func (c *fuzzConn) SetIdleTimeout(time.Duration) {}
+func (c *fuzzConn) Touch()                       {}
 func (c *fuzzConn) Buffered() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

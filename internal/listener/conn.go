@@ -28,7 +28,7 @@ type conn struct {
 	l       *Listener
 	value   any
 	tm      timer[conn]   // guarded by the wheel's lock
-	last    atomic.Uint32 // wheel tick of the last byte received
+	last    atomic.Uint32 // wheel tick of the last Touch (or SetIdleTimeout)
 	state   atomic.Uint32 // st* bits
 	pending atomic.Int64  // bytes accepted by Write and not yet taken by the socket
 	wmu     sync.Mutex    // one writer at a time: see writeLocked
@@ -54,7 +54,7 @@ const (
 	stPeerClose              // the peer sent a WebSocket close frame
 	stAdmitting              // being added to the engine: not yet polled, see closeWith
 	stCloseReq               // closeWith was called while admitting
-	stIdleSet                // SetIdleTimeout was called: received bytes refresh the deadline
+	stIdleSet                // SetIdleTimeout was called: Touch refreshes the deadline
 )
 
 var _ timed[conn] = (*conn)(nil)
@@ -176,10 +176,10 @@ func (c *conn) finish() {
 	c.l.srv.h.OnClose(c, err)
 }
 
-// touch records that bytes arrived: the idle timeout starts over. Not under the connect
-// timeout, which is absolute (a slowloris client dribbling its CONNECT must not keep the
+// Touch implements Conn: the idle timeout starts over. Not under the connect timeout,
+// which is absolute (a slowloris client dribbling its CONNECT must not keep the
 // connection), and not while draining.
-func (c *conn) touch() {
+func (c *conn) Touch() {
 	if c.state.Load()&(stIdleSet|stShutdown) == stIdleSet {
 		c.l.srv.wheel.touch(c)
 	}
@@ -380,7 +380,7 @@ func (c *conn) Shutdown() {
 }
 
 // SetIdleTimeout implements Conn. It ends the absolute connect timeout: from now on
-// received bytes refresh the deadline. It does nothing after Shutdown: the drain runs its
+// Touch refreshes the deadline. It does nothing after Shutdown: the drain runs its
 // course.
 func (c *conn) SetIdleTimeout(d time.Duration) {
 	c.wmu.Lock()

@@ -28,9 +28,12 @@
 // Server (wheel.go), advanced by one goroutine every Options.Tick. The connect timeout is
 // absolute: it counts from the accept, through the TLS handshake and the WebSocket
 // upgrade, until the handler first calls SetIdleTimeout (when CONNECT is accepted), so a
-// client that dribbles a CONNECT a byte at a time is closed all the same. From then on a
-// read refreshes the deadline with one atomic store, and a timeout d fires between d and
-// d+2 ticks after the last byte was received.
+// client that dribbles a CONNECT a byte at a time is closed all the same. From then on
+// the handler's Conn.Touch refreshes the deadline with one atomic store, and a timeout d
+// fires between d and d+2 ticks after the last Touch. Received bytes refresh nothing by
+// themselves: MQTT's keep alive counts Control Packets [MQTT-3.1.2-22], and only the
+// handler knows when one is complete, so a packet dribbled a byte at a time, which never
+// completes, does not keep a connection either.
 //
 // # Events
 //
@@ -107,11 +110,16 @@ type Conn interface {
 	// sent first; on TLS a close_notify alert last. Later writes fail with net.ErrClosed
 	// and received bytes are dropped.
 	Shutdown()
-	// SetIdleTimeout closes the connection (OnClose gets ErrIdleTimeout) when nothing is
-	// received for d, counted from now; 0 disables. Every connection starts under the
-	// connect timeout, which received bytes do not extend; the first SetIdleTimeout ends
-	// it. Resolution: see the package doc.
+	// SetIdleTimeout closes the connection (OnClose gets ErrIdleTimeout) when Touch is not
+	// called for d, counted from now; 0 disables. Every connection starts under the
+	// connect timeout, which nothing extends; the first SetIdleTimeout ends it.
+	// Resolution: see the package doc.
 	SetIdleTimeout(d time.Duration)
+	// Touch records activity: the idle timeout starts over. The handler calls it when it
+	// has received what counts as activity (the broker: a complete Control Packet), not
+	// for every read. It does nothing under the connect timeout or after Shutdown. It
+	// reads the clock and makes at most one atomic store: no lock, no allocation.
+	Touch()
 	// Buffered is the number of bytes queued and not yet written to the socket (on TLS,
 	// encrypted bytes: a little more than what was written).
 	Buffered() int

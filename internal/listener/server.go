@@ -402,19 +402,14 @@ func (s *Server) onOpen(nc *nbio.Conn) {
 func (s *Server) onData(nc *nbio.Conn, data []byte) {
 	switch x := nc.Session().(type) {
 	case *conn:
-		x.touch()
 		x.onData(data)
 	case *tlsConn:
-		x.touch()
 		buf, done := s.scratchFor(nc)
 		x.received(data, buf)
 		done()
 	case pollerProbe:
 		x.ready <- x.i
 	case *websocket.Conn:
-		if c, ok := x.Session().(*conn); ok {
-			c.touch()
-		}
 		s.engine.DataHandler(nc, data)
 	default: // HTTP: a WebSocket connection before its upgrade
 		// Taking hsMu orders this poller after admitWS for the race detector, which does
