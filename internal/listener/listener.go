@@ -79,7 +79,8 @@
 //
 // Files: listener.go the contract, Listener and its accept loop; server.go the Server and
 // its engine hooks; conn.go the connection record, its event state machine and write path;
-// tcp.go, websocket.go, tls.go the transports; certs.go TLS certificates and their reload;
+// tcp.go, websocket.go, tls.go the transports; tlsgate.go the bound on TLS handshakes in
+// progress; certs.go TLS certificates and their reload;
 // wheel.go the timing wheel; pollers.go the start-up probe; writev_*.go the system calls.
 package listener
 

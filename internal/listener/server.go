@@ -45,6 +45,10 @@ type Options struct {
 	// connection. It bounds what one connection can make the server buffer before the
 	// message is complete. Default 4 MiB.
 	MaxWSMessage int
+	// MaxTLSHandshakes is the most TLS handshakes (tls and wss) in progress at once, each
+	// on a goroutine; past it connections wait for a slot without one, or are closed when
+	// 4 times as many wait already (tlsgate.go). Default 256.
+	MaxTLSHandshakes int
 	// CertCheckInterval is how often the certificate, key and client CA files of tls and
 	// wss listeners are checked (one stat each) and reloaded when they changed; see also
 	// Server.ReloadTLS. Default 10s.
@@ -59,6 +63,7 @@ const (
 	DefaultReadBufferSize = 32 << 10
 	DefaultMaxWSMessage   = 4 << 20
 	DefaultCertCheck      = 10 * time.Second
+	DefaultTLSHandshakes  = 256
 )
 
 // wheelSlots is the number of slots: with the default tick the wheel turns once in 128 s,
@@ -90,6 +95,9 @@ func (o *Options) ensureDefaults() {
 	if o.CertCheckInterval <= 0 {
 		o.CertCheckInterval = DefaultCertCheck
 	}
+	if o.MaxTLSHandshakes <= 0 {
+		o.MaxTLSHandshakes = DefaultTLSHandshakes
+	}
 }
 
 // Server owns the event loops and all listeners. The loops start with the first Listen.
@@ -117,6 +125,7 @@ type Server struct {
 	scratch     []*pumpBufs   // per poller: the buffers of the connection it pumps
 	scratchBusy []atomic.Bool // per poller: its scratch is in use (see scratchFor)
 	tlsBufs     sync.Pool     // *pumpBufs: the buffers of handshake goroutines
+	tlsGate     *tlsGate      // bounds the handshakes in progress (set by New)
 	certsWatch  bool          // the certificate watcher runs
 
 	wg      sync.WaitGroup // goroutines started by goroutine
@@ -138,7 +147,15 @@ func New(h Handler, o Options) *Server {
 		done:      make(chan struct{}),
 		listeners: make(map[*Listener]struct{}),
 		hs:        make(map[*nbio.Conn]*conn),
+		tlsGate:   newTLSGate(o.MaxTLSHandshakes),
 	}
+}
+
+// TLSHandshakes reports the TLS handshakes running now, the connections waiting for a
+// handshake slot (a few of them may have closed since), and the connections refused so
+// far because every slot was taken and the queue full (Options.MaxTLSHandshakes).
+func (s *Server) TLSHandshakes() (running, waiting int, refused uint64) {
+	return s.tlsGate.stats()
 }
 
 // Listen starts one endpoint from config; the address may use port 0 (see Listener.Addr).
