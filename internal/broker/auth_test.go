@@ -48,6 +48,7 @@ func (c *authTestConn) Shutdown()                      { _ = c.Close() }
 func (c *authTestConn) SetIdleTimeout(d time.Duration) { c.mu.Lock(); c.idle = d; c.mu.Unlock() }
 func (c *authTestConn) Touch()                         { c.mu.Lock(); c.touch++; c.mu.Unlock() }
 func (c *authTestConn) Buffered() int                  { return 0 }
+func (c *authTestConn) NotifyDrained()                 {}
 func (c *authTestConn) RemoteAddr() net.Addr {
 	return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 2}
 }

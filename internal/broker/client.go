@@ -131,6 +131,32 @@ func (b *Broker) OnData(c listener.Conn, data []byte) {
 	b.putBatch(bt)
 }
 
+var _ listener.Drainer = (*Broker)(nil) // else the listener would never say a connection drained
+
+// OnDrained implements listener.Drainer: c's session held QoS 1 and 2 messages back
+// while c was backed up (session.Deliver), and c has drained; the next ones are written.
+// It runs on the listener's notice goroutine, possibly beside c's OnData: cl.mu is held
+// only to read the session, as any publisher delivering to it would.
+func (b *Broker) OnDrained(c listener.Conn) {
+	cl, _ := c.Value().(*client)
+	if cl == nil {
+		return
+	}
+	cl.mu.Lock()
+	s, closing := cl.s, cl.closing
+	cl.mu.Unlock()
+	if s == nil || closing {
+		return
+	}
+	bt := b.getBatch()
+	dirtied, dropped := s.Pump(c, now())
+	bt.mark(s, dirtied)
+	for _, d := range dropped {
+		b.stats.drop(d)
+	}
+	b.putBatch(bt) // flushes, and commits what the pump staged for the store
+}
+
 // drain handles the packets the reader has, until it runs out or the connection must
 // wait for an authentication step; then the reader keeps what is left. The caller holds
 // cl.mu.

@@ -55,6 +55,7 @@ const (
 	stAdmitting              // being added to the engine: not yet polled, see closeWith
 	stCloseReq               // closeWith was called while admitting
 	stIdleSet                // SetIdleTimeout was called: Touch refreshes the deadline
+	stWantDrain              // NotifyDrained was called: OnDrained is due once pending is 0
 )
 
 var _ timed[conn] = (*conn)(nil)
@@ -186,11 +187,19 @@ func (c *conn) Touch() {
 }
 
 // written accounts for n bytes taken by the socket from nbio's queue; nc is locked. When a
-// shutting-down connection's queue is empty its write side is shut.
+// shutting-down connection's queue is empty its write side is shut; when one whose
+// handler asked for it (NotifyDrained) is, OnDrained is due (drain.go).
 func (c *conn) written(n int) {
 	st := c.state.Load()
-	if c.pending.Add(-int64(n)) <= 0 && st&stShutdown != 0 {
+	if c.pending.Add(-int64(n)) > 0 {
+		return
+	}
+	if st&stShutdown != 0 {
 		c.halfClose()
+	}
+	// Loaded after pending: see NotifyDrained.
+	if c.state.Load()&stWantDrain != 0 {
+		c.drained()
 	}
 }
 

@@ -80,7 +80,8 @@
 // Files: listener.go the contract, Listener and its accept loop; server.go the Server and
 // its engine hooks; conn.go the connection record, its event state machine and write path;
 // tcp.go, websocket.go, tls.go the transports; tlsgate.go the bound on TLS handshakes in
-// progress; certs.go TLS certificates and their reload;
+// progress; drain.go the drain notices (Conn.NotifyDrained); certs.go TLS certificates and
+// their reload;
 // wheel.go the timing wheel; pollers.go the start-up probe; writev_*.go the system calls.
 package listener
 
@@ -124,6 +125,12 @@ type Conn interface {
 	// Buffered is the number of bytes queued and not yet written to the socket (on TLS,
 	// encrypted bytes: a little more than what was written).
 	Buffered() int
+	// NotifyDrained asks for one Drainer.OnDrained call once nothing is queued for the
+	// connection (Buffered is 0): at once, from another goroutine, if nothing is queued
+	// now. Requests made before that call comes are one request. It takes no lock and
+	// allocates nothing (a bit of the connection's state); it does nothing if the
+	// Handler is no Drainer, or after Shutdown or Close.
+	NotifyDrained()
 	RemoteAddr() net.Addr
 	LocalAddr() net.Addr
 	Listener() *Listener
@@ -150,6 +157,17 @@ type Handler interface {
 	OnData(c Conn, data []byte)
 	// OnClose reports the end of the connection; err says why (see the package doc).
 	OnClose(c Conn, err error)
+}
+
+// A Drainer is a Handler that wants to know when the bytes queued for a connection have
+// gone out (Conn.NotifyDrained): a broker that holds messages back from a slow consumer,
+// rather than queue them all in its connection, writes more when it has drained.
+type Drainer interface {
+	// OnDrained is called once per Conn.NotifyDrained, when nothing is queued for c. It
+	// runs on a goroutine of the Server's (one for all connections, running only while
+	// calls are due; drain.go), so it may run at the same time as c's other calls, or
+	// even just after its OnClose: it is a hint that c may take more, nothing else.
+	OnDrained(c Conn)
 }
 
 var (

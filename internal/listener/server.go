@@ -102,11 +102,12 @@ func (o *Options) ensureDefaults() {
 
 // Server owns the event loops and all listeners. The loops start with the first Listen.
 type Server struct {
-	h     Handler
-	o     Options
-	log   *slog.Logger
-	wheel *wheel[conn, *conn]
-	done  chan struct{} // closed by Close: stops the wheel
+	h         Handler
+	onDrained Drainer // h, if it is one
+	o         Options
+	log       *slog.Logger
+	wheel     *wheel[conn, *conn]
+	done      chan struct{} // closed by Close: stops the wheel
 
 	mu        sync.Mutex
 	started   bool
@@ -120,6 +121,7 @@ type Server struct {
 	hsPeak int                  // most entries hs held since it was made
 
 	deferred sync.Map // *conn → error: the reason for a close asked for while admitting
+	drain    drainer  // drain notices (drain.go)
 
 	// TLS, set up by the first tls or wss Listen (s.mu held, before its accept loop runs).
 	scratch     []*pumpBufs   // per poller: the buffers of the connection it pumps
@@ -139,8 +141,10 @@ type Server struct {
 func New(h Handler, o Options) *Server {
 	o.ensureDefaults()
 	nbioLogOnce.Do(func() { logging.SetLogger(nbioLog{}) })
+	d, _ := h.(Drainer)
 	return &Server{
 		h:         h,
+		onDrained: d,
 		o:         o,
 		log:       o.Logger,
 		wheel:     newWheel[conn](o.Tick, wheelSlots, time.Now()),
@@ -245,6 +249,7 @@ func (s *Server) Close() error {
 			// the pollers, which deliver any OnClose handed to them before they exit.
 			s.engine.Stop()
 		}
+		s.closeDrain()
 		close(s.done)
 		s.wg.Wait()
 		s.closeErr = errors.Join(errs...)
