@@ -25,6 +25,8 @@ type authTestConn struct {
 	value  any
 	l      listener.Listener
 	tls    *tls.ConnectionState
+	idle   time.Duration // the last SetIdleTimeout
+	touch  int           // Touch calls
 }
 
 func (c *authTestConn) Write(b []byte) (int, error) {
@@ -41,10 +43,12 @@ func (c *authTestConn) Writev(bs [][]byte) (int, error) {
 	}
 	return n, nil
 }
-func (c *authTestConn) Close() error                 { c.mu.Lock(); c.closed = true; c.mu.Unlock(); return nil }
-func (c *authTestConn) Shutdown()                    { _ = c.Close() }
-func (c *authTestConn) SetIdleTimeout(time.Duration) {}
-func (c *authTestConn) Buffered() int                { return 0 }
+func (c *authTestConn) Close() error                   { c.mu.Lock(); c.closed = true; c.mu.Unlock(); return nil }
+func (c *authTestConn) Shutdown()                      { _ = c.Close() }
+func (c *authTestConn) SetIdleTimeout(d time.Duration) { c.mu.Lock(); c.idle = d; c.mu.Unlock() }
+func (c *authTestConn) Touch()                         { c.mu.Lock(); c.touch++; c.mu.Unlock() }
+func (c *authTestConn) Buffered() int                  { return 0 }
+func (c *authTestConn) NotifyDrained()                 {}
 func (c *authTestConn) RemoteAddr() net.Addr {
 	return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 2}
 }

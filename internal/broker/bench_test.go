@@ -40,7 +40,9 @@ func (c *benchConn) Writev(bs [][]byte) (int, error) {
 func (c *benchConn) Close() error                 { return nil }
 func (c *benchConn) Shutdown()                    {}
 func (c *benchConn) SetIdleTimeout(time.Duration) {}
+func (c *benchConn) Touch()                       {}
 func (c *benchConn) Buffered() int                { return 0 }
+func (c *benchConn) NotifyDrained()               {}
 func (c *benchConn) RemoteAddr() net.Addr         { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1} }
 func (c *benchConn) LocalAddr() net.Addr          { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1883} }
 func (c *benchConn) Listener() *listener.Listener { return &c.l }

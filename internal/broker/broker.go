@@ -159,9 +159,15 @@ func New(o Options) (*Broker, error) {
 	}
 	b.batches.New = func() any { return new(batch) }
 	b.net = listener.New(b, listener.Options{
-		ConnectTimeout: time.Duration(c.MQTT.ConnectTimeout),
-		Logger:         b.log,
+		ConnectTimeout:   time.Duration(c.MQTT.ConnectTimeout),
+		MaxTLSHandshakes: c.Limits.MaxTLSHandshakes,
+		Logger:           b.log,
 	})
+	if o.Metrics != nil {
+		if err := o.Metrics.Register(newTLSCollector(b.net)); err != nil {
+			return nil, fmt.Errorf("broker: %w", err)
+		}
+	}
 	return b, nil
 }
 

@@ -131,13 +131,49 @@ func (b *Broker) OnData(c listener.Conn, data []byte) {
 	b.putBatch(bt)
 }
 
+var _ listener.Drainer = (*Broker)(nil) // else the listener would never say a connection drained
+
+// OnDrained implements listener.Drainer: c's session held QoS 1 and 2 messages back
+// while c was backed up (session.Deliver), and c has drained; the next ones are written.
+// It runs on the listener's notice goroutine, possibly beside c's OnData: cl.mu is held
+// only to read the session, as any publisher delivering to it would.
+func (b *Broker) OnDrained(c listener.Conn) {
+	cl, _ := c.Value().(*client)
+	if cl == nil {
+		return
+	}
+	cl.mu.Lock()
+	s, closing := cl.s, cl.closing
+	cl.mu.Unlock()
+	if s == nil || closing {
+		return
+	}
+	bt := b.getBatch()
+	dirtied, dropped := s.Pump(c, now())
+	bt.mark(s, dirtied)
+	for _, d := range dropped {
+		b.stats.drop(d)
+	}
+	b.putBatch(bt) // flushes, and commits what the pump staged for the store
+}
+
 // drain handles the packets the reader has, until it runs out or the connection must
 // wait for an authentication step; then the reader keeps what is left. The caller holds
 // cl.mu.
+//
+// A complete packet is what keeps the connection alive: the server closes one that sends
+// no Control Packet within 1.5 times its keep alive [MQTT-3.1.2-22] ([MQTT-3.1.2-24] in
+// 3.1.1), however many bytes of an unfinished one trickle in. So the listener refreshes
+// nothing by itself and drain touches the connection once per call that completed a
+// packet: the packets of one read arrived together, and one clock read covers them all.
 func (b *Broker) drain(bt *batch, cl *client) {
+	touched := false
 	for !cl.closing {
 		if cl.auth != nil && cl.auth.working {
 			cl.r.Hold() // the input is the caller's: copy what is left
+			if touched {
+				cl.conn.Touch()
+			}
 			return
 		}
 		if cl.takenOver.Load() {
@@ -152,7 +188,11 @@ func (b *Broker) drain(bt *batch, cl *client) {
 		if !ok {
 			break
 		}
+		touched = true
 		b.handle(bt, cl, h, body)
+	}
+	if touched {
+		cl.conn.Touch()
 	}
 	if cl.closing {
 		cl.r.Release()

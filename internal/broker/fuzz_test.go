@@ -133,6 +133,7 @@ func runFuzzProgram(t *testing.T, prog []byte) {
 			h.trace(steps, c, kind)
 		}
 		h.step(c, kind)
+		h.notices()
 		if h.tracing {
 			h.traceOut()
 		}
@@ -452,6 +453,11 @@ func (h *fuzzHarness) check(when string) {
 	for cid, s := range b.sessions {
 		if s.Online() {
 			online++
+			// Queued messages wait only for the window or for a backed-up connection: on
+			// a drained one they went out when its notice came (see notices).
+			if fc, ok := s.Conn().(*fuzzConn); ok && fc.Buffered() == 0 && !fc.gone() && s.Waiting() {
+				t.Fatalf("%s: session %q keeps messages queued beside room in its window on a drained connection", when, cid)
+			}
 		}
 		subs += len(s.Subs())
 		b.idMu.RLock()
@@ -467,6 +473,20 @@ func (h *fuzzHarness) check(when string) {
 	}
 	if got := b.stats.subs.Load(); got != int64(subs) {
 		t.Fatalf("%s: subscription count %d, the sessions hold %d", when, got, subs)
+	}
+}
+
+// notices delivers the drain notices that are due, as the listener does on its own
+// goroutine once a connection's buffer empties (OnDrained may ask for another).
+func (h *fuzzHarness) notices() {
+	for more := true; more; {
+		more = false
+		for _, fc := range h.conns {
+			if !fc.gone() && fc.drainedNotice() {
+				h.b.OnDrained(fc)
+				more = true
+			}
+		}
 	}
 }
 
@@ -527,6 +547,7 @@ type fuzzConn struct {
 	shut     bool // Shutdown called
 	closed   bool // Close called
 	buffered int  // what Buffered reports
+	notice   bool // NotifyDrained was called: OnDrained is due once buffered is 0
 	value    any
 	w        fuzzWire
 	lastPID  uint16 // the packet id of the broker's last PUBLISH or PUBREL
@@ -590,10 +611,28 @@ func (c *fuzzConn) written() []byte {
 }
 
 func (c *fuzzConn) SetIdleTimeout(time.Duration) {}
+func (c *fuzzConn) Touch()                       {}
 func (c *fuzzConn) Buffered() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.buffered
+}
+func (c *fuzzConn) NotifyDrained() {
+	c.mu.Lock()
+	c.notice = !c.shut && !c.closed
+	c.mu.Unlock()
+}
+
+// drainedNotice reports, and forgets, a drain notice that is due: asked for, and nothing
+// buffered.
+func (c *fuzzConn) drainedNotice() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	due := c.notice && c.buffered == 0
+	if due {
+		c.notice = false
+	}
+	return due
 }
 func (c *fuzzConn) RemoteAddr() net.Addr {
 	return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000 + c.id}

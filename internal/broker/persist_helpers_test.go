@@ -36,13 +36,19 @@ func storeBroker(t testing.TB, st store.Store, tune func(c *conf.Config)) *Broke
 }
 
 // recConn is a connection that records every byte the broker writes, from any goroutine
-// (held acknowledgements are written by the store's committer).
+// (held acknowledgements are written by the store's committer). Buffered reports
+// buffered, which a test sets to play a slow consumer; notice records a NotifyDrained.
 type recConn struct {
 	benchConn
 	mu       sync.Mutex
 	buf      []byte
 	shutdown atomic.Bool
+	buffered atomic.Int64
+	notice   atomic.Bool
 }
+
+func (c *recConn) Buffered() int  { return int(c.buffered.Load()) }
+func (c *recConn) NotifyDrained() { c.notice.Store(true) }
 
 func (c *recConn) Write(b []byte) (int, error) {
 	c.mu.Lock()

@@ -106,6 +106,9 @@ func server() *Config {
 	// Enough for a gateway subscribing per device; a client subscribing more is a bug or
 	// an attack on the index.
 	c.Limits.MaxSubscriptions = ptr(1000)
+	// Handshakes wait a round trip for the client: 256 at once keep a storm of
+	// reconnecting TLS clients moving faster than a few cores can compute their keys.
+	c.Limits.MaxTLSHandshakes = 256
 	// A reconnect storm of tens of thousands of clients is answered from the login
 	// cache; 65536 entries cost at most about 3 MB.
 	c.Auth.CacheSize = ptr(65536)
@@ -143,6 +146,8 @@ func edge() *Config {
 	// A device serves its local clients: tens, not millions.
 	c.Limits.MaxConnections = ptr(10_000)
 	c.Limits.MaxSubscriptions = ptr(100)
+	// A device's few clients reconnect in tens: 32 handshakes at once, under 1 MiB.
+	c.Limits.MaxTLSHandshakes = 32
 	// A device serves few clients: 1024 entries, at most about 50 KB.
 	c.Auth.CacheSize = ptr(1024)
 	return c

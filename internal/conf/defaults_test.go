@@ -23,7 +23,7 @@ func TestDefaultServer(t *testing.T) {
 			RetainAvailable: ptr(true), ConnectTimeout: Duration(10 * time.Second)},
 		Queue: Queue{OnlineMessages: 16, OfflineMessages: 1000, OfflineBytes: 16 << 20},
 		Limits: Limits{MaxConnections: ptr(1_000_000), ConnectRate: ptr(100), ConnectBurst: 500,
-			MaxTopicLength: 4096, MaxTopicLevels: 128, MaxSubscriptions: ptr(1000)},
+			MaxTopicLength: 4096, MaxTopicLevels: 128, MaxSubscriptions: ptr(1000), MaxTLSHandshakes: 256},
 		SysInterval: ptr(Duration(10 * time.Second)),
 	}
 	if !reflect.DeepEqual(c, want) {
@@ -53,6 +53,7 @@ func TestDefaultEdge(t *testing.T) {
 	want.Auth.CacheSize = ptr(1024)
 	want.Limits.MaxConnections = ptr(10_000)
 	want.Limits.MaxSubscriptions = ptr(100)
+	want.Limits.MaxTLSHandshakes = 32
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("DefaultEdge() =\n%+v\nwant\n%+v", c, want)
 	}

@@ -31,6 +31,18 @@ type Limits struct {
 	// and the inflight window (receive_maximum) already paces QoS 1 and 2.
 	PublishRate  int `yaml:"publish_rate"`
 	PublishBurst int `yaml:"publish_burst"`
+	// MaxTLSHandshakes is the most TLS handshakes (tls and wss listeners) in progress at
+	// once. Each runs on a goroutine of its own, from the client's ClientHello until its
+	// Finished, and holds about 20 KiB meanwhile (measured: 12 KiB of heap, 8 KiB of
+	// stack); a flood of ClientHellos that never finish must not turn into as many
+	// goroutines. Past the cap a connection waits for a slot, holding no goroutine, in a
+	// queue of up to 4 times the cap; past that it is closed at once (counted in
+	// bifrost_tls_handshakes_refused_total). The connect timeout, counted from the
+	// accept, bounds the wait. Default 256 (edge 32): a slot is held for a round trip and
+	// about a millisecond of CPU, so 256 slots keep 1,000+ handshakes a second going even
+	// over 200 ms links, more than a few cores compute, for about 5 MiB at most; there is
+	// no "no cap".
+	MaxTLSHandshakes int `yaml:"max_tls_handshakes"`
 }
 
 // ensureDefaults fills l from the profile's d.
@@ -41,6 +53,7 @@ func (l *Limits) ensureDefaults(d *Limits) {
 	orDefault(&l.MaxTopicLength, d.MaxTopicLength)
 	orDefault(&l.MaxTopicLevels, d.MaxTopicLevels)
 	nilDefault(&l.MaxSubscriptions, d.MaxSubscriptions)
+	orDefault(&l.MaxTLSHandshakes, d.MaxTLSHandshakes)
 	if l.PublishRate > 0 && l.PublishBurst == 0 {
 		l.PublishBurst = l.PublishRate // one second's worth
 	}
@@ -62,6 +75,7 @@ func (l *Limits) validate(errs *errorList) {
 	between(errs, "limits.max_subscriptions", valueOr(l.MaxSubscriptions), 0, maxInt32)
 	between(errs, "limits.publish_rate", l.PublishRate, 0, maxInt32)
 	between(errs, "limits.publish_burst", l.PublishBurst, 0, maxInt32)
+	between(errs, "limits.max_tls_handshakes", l.MaxTLSHandshakes, 0, 1<<20)
 }
 
 // valueOr is *p, or 0 for an unset field (Validate before EnsureDefaults).

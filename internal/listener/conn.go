@@ -28,7 +28,7 @@ type conn struct {
 	l       *Listener
 	value   any
 	tm      timer[conn]   // guarded by the wheel's lock
-	last    atomic.Uint32 // wheel tick of the last byte received
+	last    atomic.Uint32 // wheel tick of the last Touch (or SetIdleTimeout)
 	state   atomic.Uint32 // st* bits
 	pending atomic.Int64  // bytes accepted by Write and not yet taken by the socket
 	wmu     sync.Mutex    // one writer at a time: see writeLocked
@@ -54,7 +54,8 @@ const (
 	stPeerClose              // the peer sent a WebSocket close frame
 	stAdmitting              // being added to the engine: not yet polled, see closeWith
 	stCloseReq               // closeWith was called while admitting
-	stIdleSet                // SetIdleTimeout was called: received bytes refresh the deadline
+	stIdleSet                // SetIdleTimeout was called: Touch refreshes the deadline
+	stWantDrain              // NotifyDrained was called: OnDrained is due once pending is 0
 )
 
 var _ timed[conn] = (*conn)(nil)
@@ -176,21 +177,29 @@ func (c *conn) finish() {
 	c.l.srv.h.OnClose(c, err)
 }
 
-// touch records that bytes arrived: the idle timeout starts over. Not under the connect
-// timeout, which is absolute (a slowloris client dribbling its CONNECT must not keep the
+// Touch implements Conn: the idle timeout starts over. Not under the connect timeout,
+// which is absolute (a slowloris client dribbling its CONNECT must not keep the
 // connection), and not while draining.
-func (c *conn) touch() {
+func (c *conn) Touch() {
 	if c.state.Load()&(stIdleSet|stShutdown) == stIdleSet {
 		c.l.srv.wheel.touch(c)
 	}
 }
 
 // written accounts for n bytes taken by the socket from nbio's queue; nc is locked. When a
-// shutting-down connection's queue is empty its write side is shut.
+// shutting-down connection's queue is empty its write side is shut; when one whose
+// handler asked for it (NotifyDrained) is, OnDrained is due (drain.go).
 func (c *conn) written(n int) {
 	st := c.state.Load()
-	if c.pending.Add(-int64(n)) <= 0 && st&stShutdown != 0 {
+	if c.pending.Add(-int64(n)) > 0 {
+		return
+	}
+	if st&stShutdown != 0 {
 		c.halfClose()
+	}
+	// Loaded after pending: see NotifyDrained.
+	if c.state.Load()&stWantDrain != 0 {
+		c.drained()
 	}
 }
 
@@ -380,7 +389,7 @@ func (c *conn) Shutdown() {
 }
 
 // SetIdleTimeout implements Conn. It ends the absolute connect timeout: from now on
-// received bytes refresh the deadline. It does nothing after Shutdown: the drain runs its
+// Touch refreshes the deadline. It does nothing after Shutdown: the drain runs its
 // course.
 func (c *conn) SetIdleTimeout(d time.Duration) {
 	c.wmu.Lock()

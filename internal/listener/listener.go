@@ -28,9 +28,12 @@
 // Server (wheel.go), advanced by one goroutine every Options.Tick. The connect timeout is
 // absolute: it counts from the accept, through the TLS handshake and the WebSocket
 // upgrade, until the handler first calls SetIdleTimeout (when CONNECT is accepted), so a
-// client that dribbles a CONNECT a byte at a time is closed all the same. From then on a
-// read refreshes the deadline with one atomic store, and a timeout d fires between d and
-// d+2 ticks after the last byte was received.
+// client that dribbles a CONNECT a byte at a time is closed all the same. From then on
+// the handler's Conn.Touch refreshes the deadline with one atomic store, and a timeout d
+// fires between d and d+2 ticks after the last Touch. Received bytes refresh nothing by
+// themselves: MQTT's keep alive counts Control Packets [MQTT-3.1.2-22], and only the
+// handler knows when one is complete, so a packet dribbled a byte at a time, which never
+// completes, does not keep a connection either.
 //
 // # Events
 //
@@ -76,7 +79,9 @@
 //
 // Files: listener.go the contract, Listener and its accept loop; server.go the Server and
 // its engine hooks; conn.go the connection record, its event state machine and write path;
-// tcp.go, websocket.go, tls.go the transports; certs.go TLS certificates and their reload;
+// tcp.go, websocket.go, tls.go the transports; tlsgate.go the bound on TLS handshakes in
+// progress; drain.go the drain notices (Conn.NotifyDrained); certs.go TLS certificates and
+// their reload;
 // wheel.go the timing wheel; pollers.go the start-up probe; writev_*.go the system calls.
 package listener
 
@@ -107,14 +112,25 @@ type Conn interface {
 	// sent first; on TLS a close_notify alert last. Later writes fail with net.ErrClosed
 	// and received bytes are dropped.
 	Shutdown()
-	// SetIdleTimeout closes the connection (OnClose gets ErrIdleTimeout) when nothing is
-	// received for d, counted from now; 0 disables. Every connection starts under the
-	// connect timeout, which received bytes do not extend; the first SetIdleTimeout ends
-	// it. Resolution: see the package doc.
+	// SetIdleTimeout closes the connection (OnClose gets ErrIdleTimeout) when Touch is not
+	// called for d, counted from now; 0 disables. Every connection starts under the
+	// connect timeout, which nothing extends; the first SetIdleTimeout ends it.
+	// Resolution: see the package doc.
 	SetIdleTimeout(d time.Duration)
+	// Touch records activity: the idle timeout starts over. The handler calls it when it
+	// has received what counts as activity (the broker: a complete Control Packet), not
+	// for every read. It does nothing under the connect timeout or after Shutdown. It
+	// reads the clock and makes at most one atomic store: no lock, no allocation.
+	Touch()
 	// Buffered is the number of bytes queued and not yet written to the socket (on TLS,
 	// encrypted bytes: a little more than what was written).
 	Buffered() int
+	// NotifyDrained asks for one Drainer.OnDrained call once nothing is queued for the
+	// connection (Buffered is 0): at once, from another goroutine, if nothing is queued
+	// now. Requests made before that call comes are one request. It takes no lock and
+	// allocates nothing (a bit of the connection's state); it does nothing if the
+	// Handler is no Drainer, or after Shutdown or Close.
+	NotifyDrained()
 	RemoteAddr() net.Addr
 	LocalAddr() net.Addr
 	Listener() *Listener
@@ -141,6 +157,17 @@ type Handler interface {
 	OnData(c Conn, data []byte)
 	// OnClose reports the end of the connection; err says why (see the package doc).
 	OnClose(c Conn, err error)
+}
+
+// A Drainer is a Handler that wants to know when the bytes queued for a connection have
+// gone out (Conn.NotifyDrained): a broker that holds messages back from a slow consumer,
+// rather than queue them all in its connection, writes more when it has drained.
+type Drainer interface {
+	// OnDrained is called once per Conn.NotifyDrained, when nothing is queued for c. It
+	// runs on a goroutine of the Server's (one for all connections, running only while
+	// calls are due; drain.go), so it may run at the same time as c's other calls, or
+	// even just after its OnClose: it is a hint that c may take more, nothing else.
+	OnDrained(c Conn)
 }
 
 var (

@@ -510,12 +510,14 @@ func TestShutdownDrain(t *testing.T) {
 	})
 }
 
-// TestIdleTimeoutRefresh keeps a connection alive with traffic, then lets it go idle.
+// TestIdleTimeoutRefresh keeps a connection alive with traffic that the handler counts as
+// activity (Touch), then lets it go idle.
 func TestIdleTimeoutRefresh(t *testing.T) {
 	transports(t, func(t *testing.T, typ string) {
 		const idle = 300 * time.Millisecond
 		r := newRecorder(t)
 		r.open = func(c Conn) { c.SetIdleTimeout(idle) }
+		r.data = func(c Conn, _ []byte) { c.Touch() }
 		s := newTestServer(t, r, Options{ConnectTimeout: time.Hour})
 		l := listen(t, s, typ)
 		c := dial(t, l)
@@ -536,6 +538,54 @@ func TestIdleTimeoutRefresh(t *testing.T) {
 		if elapsed := time.Since(last); !errors.Is(ev.err, ErrIdleTimeout) || elapsed < idle-50*time.Millisecond {
 			t.Fatalf("OnClose(%v) %v after the last byte, want ErrIdleTimeout after %v", ev.err, elapsed, idle)
 		}
+	})
+}
+
+// TestIdleTimeoutBytesAlone: bytes the handler does not Touch for (a packet that never
+// completes, dribbled a byte at a time) do not refresh the idle timeout: the connection is
+// closed once it runs out, while the bytes still come [MQTT-3.1.2-22].
+func TestIdleTimeoutBytesAlone(t *testing.T) {
+	transports(t, func(t *testing.T, typ string) {
+		const idle = 300 * time.Millisecond
+		r := newRecorder(t)
+		r.open = func(c Conn) { c.SetIdleTimeout(idle) }
+		s := newTestServer(t, r, Options{ConnectTimeout: time.Hour})
+		l := listen(t, s, typ)
+		c := dial(t, l)
+		sc := recv(t, r.opened, "OnOpen")
+		start := time.Now()
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			msg := []byte{1}
+			if c.ws != nil {
+				msg = frame(true, wsBinary, msg)
+			}
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+				if _, err := c.Write(msg); err != nil {
+					return // closed by the server
+				}
+			}
+		})
+		ev := recv(t, r.closed, "OnClose")
+		close(stop)
+		wg.Wait()
+		elapsed := time.Since(start)
+		if !errors.Is(ev.err, ErrIdleTimeout) {
+			t.Fatalf("OnClose(%v), want ErrIdleTimeout", ev.err)
+		}
+		if elapsed < idle-50*time.Millisecond {
+			t.Errorf("closed %v after the open, before the idle timeout of %v", elapsed, idle)
+		}
+		if n := len(r.received(sc)); n < 2 {
+			t.Fatalf("test broken: the client sent %d bytes before the close", n)
+		}
+		t.Logf("closed %v after the open, bytes arriving all along", elapsed.Round(time.Millisecond))
 	})
 }
 

@@ -45,6 +45,10 @@ type Options struct {
 	// connection. It bounds what one connection can make the server buffer before the
 	// message is complete. Default 4 MiB.
 	MaxWSMessage int
+	// MaxTLSHandshakes is the most TLS handshakes (tls and wss) in progress at once, each
+	// on a goroutine; past it connections wait for a slot without one, or are closed when
+	// 4 times as many wait already (tlsgate.go). Default 256.
+	MaxTLSHandshakes int
 	// CertCheckInterval is how often the certificate, key and client CA files of tls and
 	// wss listeners are checked (one stat each) and reloaded when they changed; see also
 	// Server.ReloadTLS. Default 10s.
@@ -59,6 +63,7 @@ const (
 	DefaultReadBufferSize = 32 << 10
 	DefaultMaxWSMessage   = 4 << 20
 	DefaultCertCheck      = 10 * time.Second
+	DefaultTLSHandshakes  = 256
 )
 
 // wheelSlots is the number of slots: with the default tick the wheel turns once in 128 s,
@@ -90,15 +95,19 @@ func (o *Options) ensureDefaults() {
 	if o.CertCheckInterval <= 0 {
 		o.CertCheckInterval = DefaultCertCheck
 	}
+	if o.MaxTLSHandshakes <= 0 {
+		o.MaxTLSHandshakes = DefaultTLSHandshakes
+	}
 }
 
 // Server owns the event loops and all listeners. The loops start with the first Listen.
 type Server struct {
-	h     Handler
-	o     Options
-	log   *slog.Logger
-	wheel *wheel[conn, *conn]
-	done  chan struct{} // closed by Close: stops the wheel
+	h         Handler
+	onDrained Drainer // h, if it is one
+	o         Options
+	log       *slog.Logger
+	wheel     *wheel[conn, *conn]
+	done      chan struct{} // closed by Close: stops the wheel
 
 	mu        sync.Mutex
 	started   bool
@@ -112,11 +121,13 @@ type Server struct {
 	hsPeak int                  // most entries hs held since it was made
 
 	deferred sync.Map // *conn → error: the reason for a close asked for while admitting
+	drain    drainer  // drain notices (drain.go)
 
 	// TLS, set up by the first tls or wss Listen (s.mu held, before its accept loop runs).
 	scratch     []*pumpBufs   // per poller: the buffers of the connection it pumps
 	scratchBusy []atomic.Bool // per poller: its scratch is in use (see scratchFor)
 	tlsBufs     sync.Pool     // *pumpBufs: the buffers of handshake goroutines
+	tlsGate     *tlsGate      // bounds the handshakes in progress (set by New)
 	certsWatch  bool          // the certificate watcher runs
 
 	wg      sync.WaitGroup // goroutines started by goroutine
@@ -130,15 +141,25 @@ type Server struct {
 func New(h Handler, o Options) *Server {
 	o.ensureDefaults()
 	nbioLogOnce.Do(func() { logging.SetLogger(nbioLog{}) })
+	d, _ := h.(Drainer)
 	return &Server{
 		h:         h,
+		onDrained: d,
 		o:         o,
 		log:       o.Logger,
 		wheel:     newWheel[conn](o.Tick, wheelSlots, time.Now()),
 		done:      make(chan struct{}),
 		listeners: make(map[*Listener]struct{}),
 		hs:        make(map[*nbio.Conn]*conn),
+		tlsGate:   newTLSGate(o.MaxTLSHandshakes),
 	}
+}
+
+// TLSHandshakes reports the TLS handshakes running now, the connections waiting for a
+// handshake slot (a few of them may have closed since), and the connections refused so
+// far because every slot was taken and the queue full (Options.MaxTLSHandshakes).
+func (s *Server) TLSHandshakes() (running, waiting int, refused uint64) {
+	return s.tlsGate.stats()
 }
 
 // Listen starts one endpoint from config; the address may use port 0 (see Listener.Addr).
@@ -228,6 +249,7 @@ func (s *Server) Close() error {
 			// the pollers, which deliver any OnClose handed to them before they exit.
 			s.engine.Stop()
 		}
+		s.closeDrain()
 		close(s.done)
 		s.wg.Wait()
 		s.closeErr = errors.Join(errs...)
@@ -402,19 +424,14 @@ func (s *Server) onOpen(nc *nbio.Conn) {
 func (s *Server) onData(nc *nbio.Conn, data []byte) {
 	switch x := nc.Session().(type) {
 	case *conn:
-		x.touch()
 		x.onData(data)
 	case *tlsConn:
-		x.touch()
 		buf, done := s.scratchFor(nc)
 		x.received(data, buf)
 		done()
 	case pollerProbe:
 		x.ready <- x.i
 	case *websocket.Conn:
-		if c, ok := x.Session().(*conn); ok {
-			c.touch()
-		}
 		s.engine.DataHandler(nc, data)
 	default: // HTTP: a WebSocket connection before its upgrade
 		// Taking hsMu orders this poller after admitWS for the race detector, which does

@@ -25,7 +25,9 @@ import (
 //     until the poller brings bytes. It is active work, and bounded: the connect timeout,
 //     counted from the accept, closes the connection, which ends the wait. The goroutine
 //     starts only when the client's first record (its ClientHello) is complete, so a
-//     client that connects and says nothing, or dribbles its ClientHello, holds none.
+//     client that connects and says nothing, or dribbles its ClientHello, holds none; and
+//     no more than Options.MaxTLSHandshakes run at once, the others waiting their turn
+//     without a goroutine (tlsgate.go).
 //   - Once the handshake is done the goroutine ends and the poller drives the tls.Conn:
 //     each OnData lends the bytes nbio read to the wire (no copy) and calls tls.Conn.Read
 //     until the wire has nothing left and says so with a net.Error whose Temporary() is
@@ -56,6 +58,7 @@ import (
 // Phases of a tlsConn, guarded by its mu.
 const (
 	tlsHello     uint8 = iota // waiting for the first record; no goroutine yet
+	tlsQueued                 // the first record came; waiting for a handshake slot (tlsgate.go)
 	tlsHandshake              // the handshake goroutine runs
 	tlsOpen                   // handshake done: the poller drives the tls.Conn
 	tlsDone                   // closed
@@ -73,6 +76,11 @@ const (
 // and for a client that pipelines a large PUBLISH behind its Finished; more closes the
 // connection rather than growing the server's memory.
 const tlsMaxPending = 4<<20 + 64<<10
+
+// tlsMaxHello bounds what a connection may send before its handshake starts (while its
+// first record arrives, or while it waits for a slot): a ClientHello is a few KiB, and a
+// client sends nothing more before the server's answer (bifrost accepts no 0-RTT data).
+const tlsMaxHello = 64 << 10
 
 var (
 	// errWouldBlock is what tlsWire.Read returns on an open connection that has no
@@ -164,7 +172,11 @@ func (t *tlsConn) received(data []byte, bufs *pumpBufs) {
 	if t.pend != nil {
 		have = len(*t.pend) - t.off
 	}
-	if have+len(data) > tlsMaxPending {
+	limit := tlsMaxPending
+	if t.phase <= tlsQueued {
+		limit = tlsMaxHello
+	}
+	if have+len(data) > limit {
 		t.mu.Unlock()
 		_ = t.closeWith(errTLSBacklog)
 		return
@@ -179,16 +191,21 @@ func (t *tlsConn) received(data []byte, bufs *pumpBufs) {
 			t.mu.Unlock()
 			return
 		}
-		t.phase = tlsHandshake
-		t.wake = make(chan struct{}, 1)
-		t.tc = tls.Server((*tlsWire)(t), t.l.certs.base)
-		if t.l.kind&kindWeb != 0 {
-			hc := &nbhttp.Conn{Conn: t.tc}
-			t.parser = nbhttp.NewParser(hc, t.l.srv.engine, nbhttp.NewServerProcessor(), false, syncExecute)
-			hc.Parser = t.parser
+		s := t.l.srv
+		switch s.tlsGate.admit(t) {
+		case gateRun:
+			t.beginLocked()
+			t.mu.Unlock()
+			s.goroutine("tls handshake", func() { s.handshakes(t) })
+		case gateWait:
+			t.phase = tlsQueued
+			t.mu.Unlock()
+		default:
+			t.mu.Unlock()
+			s.log.Debug("listener: TLS handshake refused: too many in progress", slog.String("listener", t.l.name),
+				slog.String("remote", t.nc.RemoteAddr().String()))
+			_ = t.closeWith(errTLSBusy)
 		}
-		t.mu.Unlock()
-		t.l.srv.goroutine("tls handshake", t.handshake)
 		return
 	case tlsHandshake:
 		select {
@@ -199,6 +216,42 @@ func (t *tlsConn) received(data []byte, bufs *pumpBufs) {
 		t.again = true
 	}
 	t.mu.Unlock()
+}
+
+// beginLocked makes the connection's TLS state and enters the handshake phase, for the
+// goroutine about to run it. t.mu is held.
+func (t *tlsConn) beginLocked() {
+	t.phase = tlsHandshake
+	t.wake = make(chan struct{}, 1)
+	t.tc = tls.Server((*tlsWire)(t), t.l.certs.base)
+	if t.l.kind&kindWeb != 0 {
+		hc := &nbhttp.Conn{Conn: t.tc}
+		t.parser = nbhttp.NewParser(hc, t.l.srv.engine, nbhttp.NewServerProcessor(), false, syncExecute)
+		hc.Parser = t.parser
+	}
+}
+
+// begin starts the handshake of a connection that waited for a slot, and reports false if
+// it closed meanwhile (then there is nothing to do).
+func (t *tlsConn) begin() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.phase != tlsQueued {
+		return false
+	}
+	t.beginLocked()
+	return true
+}
+
+// gone reports whether the connection has closed, as far as the atomic state tells.
+func (t *tlsConn) gone() bool { return t.state.Load()&(stClosing|stClosed) != 0 }
+
+// handshakes is a handshake goroutine: it runs t's handshake, then those of the
+// connections that wait for a slot, one after another, until none waits.
+func (s *Server) handshakes(t *tlsConn) {
+	for ; t != nil; t = s.tlsGate.next() {
+		t.handshake()
+	}
 }
 
 // firstRecord reports whether b holds the client's first record whole, or enough to see
@@ -214,7 +267,7 @@ func firstRecord(b []byte) bool {
 	return n > maxRecordPayload || len(b) >= recordHeaderLen+n
 }
 
-// handshake runs the TLS handshake, in its own goroutine, then opens the connection
+// handshake runs the TLS handshake, in a handshake goroutine, then opens the connection
 // (tls; wss opens at the WebSocket upgrade) and delivers what came with the handshake's
 // end before handing the connection over to the poller.
 func (t *tlsConn) handshake() {

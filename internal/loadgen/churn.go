@@ -73,11 +73,17 @@ func runChurn(ctx context.Context, o *Options, errs *errorLog) (*Report, error) 
 	for w := range o.Concurrency {
 		wg.Go(func() {
 			id := fmt.Sprintf("churn-%s-%d", runID(), w)
-			for runCtx.Err() == nil {
+			// The run is over at its deadline: a dial that failed for the deadline (the
+			// context's own timer may not have fired yet) is no failure.
+			over := func() bool {
+				dl, _ := runCtx.Deadline()
+				return runCtx.Err() != nil || !time.Now().Before(dl)
+			}
+			for !over() {
 				i := int(next.Add(1))
 				c, err := dialConnect(runCtx, d, i, connectOptions{version: o.Version, clientID: id})
 				if err != nil {
-					if runCtx.Err() == nil {
+					if !over() {
 						failed.Add(1)
 						errs.add("connect", err)
 					}

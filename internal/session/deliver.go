@@ -7,8 +7,27 @@ import (
 
 // Deliver gives the session a message to send. QoS 0 is written at once, or shed when the
 // connection is backed up or absent; QoS 1 and 2 are written while the client's receive
-// window has room and queued behind it otherwise, up to the queue bounds. It reports
-// whether the session became dirty and, if the message was not taken, why.
+// window has room and the connection is not backed up, and queued otherwise, up to the
+// queue bounds. It reports whether the session became dirty and, if the message was not
+// taken, why.
+//
+// # Slow consumers
+//
+// A connection is backed up when more than Limits.SlowBytes wait to be sent to it: what
+// the connection has queued (Conn.Buffered) and what the session has encoded and not yet
+// flushed. QoS 0 is shed then (counted as slow_consumer). QoS 1 and 2 are not written:
+// they wait in the session's queue, bounded by Limits.QueueMessages and QueueBytes like
+// an offline session's (beyond, the newest is refused, counted as queue_full), and the
+// session asks the connection to say when it has drained (Conn.NotifyDrained); the
+// broker then calls Pump, which writes the next ones. Without this a client that never
+// reads, with a Receive Maximum of 65,535, would have its whole window written into its
+// connection's buffer: a gigabyte of 16 KiB messages, held by one idle client.
+//
+// The invariant that keeps a queued message from waiting for ever: while the session is
+// online and its queue waits with room in the window, either its pending buffer holds
+// bytes (whoever made it non-empty flushes it, and flushLocked asks for the notice), or a
+// drain notice is asked for (awaitDrainLocked). Every acknowledged message stays in the
+// window or the queue until the client acknowledges it in turn.
 func (s *Session) Deliver(d Delivery, now int64) (dirtied bool, drop Drop) {
 	dirtied, drop, _ = s.DeliverStored(d, now)
 	return dirtied, drop
@@ -40,7 +59,7 @@ func (s *Session) DeliverStored(d Delivery, now int64) (dirtied bool, drop Drop,
 	d.Msg = d.Msg.Own()
 	f := s.flows()
 	persist := s.persistentLocked()
-	if s.conn != nil && f.queueLen() == 0 && len(f.inflight) < int(s.clientRecvMax) {
+	if s.conn != nil && f.queueLen() == 0 && len(f.inflight) < int(s.clientRecvMax) && !s.backedUpLocked() {
 		e := d.entry()
 		e.pid = f.allocPID()
 		off := s.outLen()
@@ -71,7 +90,39 @@ func (s *Session) DeliverStored(d Delivery, now int64) (dirtied bool, drop Drop,
 	}
 	e.msg.entryKept()
 	f.push(e)
+	s.awaitDrainLocked()
 	return false, Delivered, persist
+}
+
+// backedUpLocked reports whether the connection is backed up: more than Limits.SlowBytes
+// wait to be sent, in the connection or in the pending buffer (see Deliver). s.conn is
+// not nil; s's lock is held.
+func (s *Session) backedUpLocked() bool {
+	return s.lim.SlowBytes > 0 && s.conn.Buffered()+s.outLen() > s.lim.SlowBytes
+}
+
+// awaitDrainLocked asks the connection for a drain notice when queued messages wait for
+// it to drain: the window has room, and nothing is pending here (pending bytes ask for it
+// when they are flushed). s's lock is held.
+func (s *Session) awaitDrainLocked() {
+	if f := s.fl; f != nil && s.conn != nil && s.out == nil && f.queueLen() > 0 && len(f.inflight) < int(s.clientRecvMax) {
+		s.conn.NotifyDrained()
+	}
+}
+
+// Pump writes queued messages into the receive window while it has room and the
+// connection c is not backed up; the broker calls it when c has drained (see Deliver). It
+// does nothing if c is no longer the session's connection. It reports whether the session
+// became dirty and the messages it dropped instead (expired, too large).
+func (s *Session) Pump(c Conn, now int64) (dirtied bool, dropped []Drop) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn != c || c == nil {
+		return false, nil
+	}
+	dirtied, dropped = s.pumpLocked(now)
+	s.releaseFlowsIfIdle()
+	return dirtied, dropped
 }
 
 // writePublish encodes e as a PUBLISH for this client: the per-recipient properties (the
@@ -158,18 +209,20 @@ func (s *Session) unaliasTopic(p *packet.Publish) {
 	p.Props.TopicAlias = packet.Opt[uint16]{}
 }
 
-// pumpLocked moves queued messages into the receive window while it has room.
+// pumpLocked moves queued messages into the receive window while it has room and the
+// connection is not backed up; if it stops for the latter, a drain notice will resume it.
 func (s *Session) pumpLocked(now int64) (dirtied bool, dropped []Drop) {
 	f := s.fl
 	if f == nil || s.conn == nil {
 		return false, nil
 	}
+	defer s.awaitDrainLocked()
 	if f.waiting > 0 {
 		dirtied, dropped = s.resendWaitingLocked(now)
 	}
 	persist := s.persistentLocked()
 	// While entries wait, the window is full (resendWaitingLocked): none is taken here.
-	for f.queueLen() > 0 && len(f.inflight) < int(s.clientRecvMax) {
+	for f.queueLen() > 0 && len(f.inflight) < int(s.clientRecvMax) && !s.backedUpLocked() {
 		e := f.pop()
 		e.pid = f.allocPID()
 		off := s.outLen()
@@ -419,6 +472,15 @@ func (s *Session) ResolveTopic(p *packet.Publish) ([]byte, error) {
 		return nil, ErrAliasUnknown
 	}
 	return t, nil
+}
+
+// Waiting reports whether queued messages wait beside room in the receive window, for a
+// backed-up connection to drain (see Deliver). For tests.
+func (s *Session) Waiting() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.fl
+	return f != nil && f.queueLen() > 0 && len(f.inflight) < int(s.clientRecvMax)
 }
 
 // Pending reports the inflight and queued counts, for tests and metrics.

@@ -3,6 +3,7 @@ package session
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -195,7 +196,8 @@ func TestDeliverQueueBytesAccounting(t *testing.T) {
 }
 
 // TestDeliverQoS0Shedding: QoS 0 is never queued: it is dropped while the client is
-// offline or while more than SlowBytes wait to be sent to it. QoS 1 is not shed.
+// offline or while more than SlowBytes wait to be sent to it. QoS 1 is not shed: it is
+// queued then.
 func TestDeliverQoS0Shedding(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -204,13 +206,14 @@ func TestDeliverQoS0Shedding(t *testing.T) {
 		offline  bool
 		qos      uint8
 		want     Drop
+		queued   bool
 	}{
-		{"offline", 100, 0, true, 0, DropOffline},
-		{"buffered>slow", 100, 101, false, 0, DropSlowConsumer},
-		{"buffered=slow", 100, 100, false, 0, Delivered},
-		{"slow=0/buffered=1MiB", 0, 1 << 20, false, 0, Delivered},
-		{"qos1/buffered>slow", 100, 101, false, 1, Delivered},
-		{"qos1/offline", 100, 0, true, 1, Delivered},
+		{"offline", 100, 0, true, 0, DropOffline, false},
+		{"buffered>slow", 100, 101, false, 0, DropSlowConsumer, false},
+		{"buffered=slow", 100, 100, false, 0, Delivered, false},
+		{"slow=0/buffered=1MiB", 0, 1 << 20, false, 0, Delivered, false},
+		{"qos1/buffered>slow", 100, 101, false, 1, Delivered, true},
+		{"qos1/offline", 100, 0, true, 1, Delivered, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lim := testLimits()
@@ -224,12 +227,15 @@ func TestDeliverQoS0Shedding(t *testing.T) {
 			if drop != tc.want {
 				t.Fatalf("drop %q, want %q", drop, tc.want)
 			}
-			if dirtied != (tc.want == Delivered && !tc.offline) {
+			if dirtied != (tc.want == Delivered && !tc.queued) {
 				t.Errorf("dirtied %v", dirtied)
 			}
+			if _, queued := s.Pending(); (queued > 0) != tc.queued {
+				t.Errorf("%d queued", queued)
+			}
 			s.Flush()
-			if tc.want != Delivered && len(c.buf) > 0 {
-				t.Errorf("a dropped message was written: %v", c)
+			if (tc.want != Delivered || tc.queued) && len(c.buf) > 0 {
+				t.Errorf("a dropped or queued message was written: %v", c)
 			}
 		})
 	}
@@ -635,5 +641,109 @@ type discardConn struct{ n int }
 
 func (c *discardConn) Write(b []byte) (int, error) { c.n += len(b); return len(b), nil }
 func (c *discardConn) Buffered() int               { return 0 }
+func (c *discardConn) NotifyDrained()              {}
 func (c *discardConn) Shutdown()                   {}
 func (c *discardConn) Close() error                { return nil }
+
+// TestDeliverSlowConsumer: QoS 1 messages are written while the connection is not backed
+// up (what it buffers and what the session has pending, together, at most SlowBytes),
+// and queued beyond, within the queue bounds (the newest refused as queue_full), even
+// with room in the receive window; a drain notice is asked for, and each one pumps the
+// next messages, until all have gone, in order, none lost.
+func TestDeliverSlowConsumer(t *testing.T) {
+	lim := testLimits()
+	lim.SlowBytes = 1000
+	lim.QueueMessages = 10
+	s, c := online(t, lim, ConnectInfo{ClientRecvMax: 1000})
+	payload := strings.Repeat("x", 300)
+	sent := 0
+	send := func(want Drop) {
+		t.Helper()
+		sent++
+		deliver(t, s, Delivery{Msg: msg(fmt.Sprintf("t/%d", sent), payload), QoS: 1}, at(0), want)
+	}
+	var got []string
+	read := func() int {
+		ps := c.packets(t, packet.V5)
+		for _, p := range ps {
+			got = append(got, string(p.(*packet.Publish).Topic))
+		}
+		return len(ps)
+	}
+
+	// A burst: what fits in SlowBytes is written, the rest waits.
+	for range 6 {
+		send(Delivered)
+	}
+	s.Flush()
+	if n := read(); n != 4 {
+		t.Fatalf("%d PUBLISH written of a burst of 6 of 300 bytes with SlowBytes 1000, want 4", n)
+	}
+	if inflight, queued := s.Pending(); inflight != 4 || queued != 2 {
+		t.Fatalf("%d in flight, %d queued; want 4, 2", inflight, queued)
+	}
+	if c.notices != 1 {
+		t.Fatal("no drain notice asked for while messages wait beside room in the window")
+	}
+
+	// The connection backs up: nothing more is written; the queue fills, then refuses.
+	c.buffered = 5000
+	for range 8 {
+		send(Delivered)
+	}
+	for range 3 {
+		send(DropQueueFull)
+	}
+	s.Flush()
+	if n := read(); n != 0 {
+		t.Fatalf("%d PUBLISH written to a backed-up connection", n)
+	}
+
+	// Each drain writes the next SlowBytes' worth, until the queue is empty.
+	for rounds := 0; c.drained(s, at(0)); rounds++ {
+		if n := read(); n == 0 || n > 4 || rounds > 10 {
+			t.Fatalf("drain %d: %d PUBLISH written", rounds, n)
+		}
+	}
+	if inflight, queued := s.Pending(); inflight != 14 || queued != 0 {
+		t.Fatalf("after the drains: %d in flight, %d queued; want 14, 0", inflight, queued)
+	}
+	for i, topic := range got {
+		if want := fmt.Sprintf("t/%d", i+1); topic != want {
+			t.Fatalf("PUBLISH %d is %s, want %s: %v", i, topic, want, got)
+		}
+	}
+	if c.notices != 0 {
+		t.Fatal("a drain notice asked for with nothing queued")
+	}
+}
+
+// TestDeliverSlowConsumerWindow: a session whose window is full waits for
+// acknowledgements, not for a drain notice; an acknowledgement that frees a slot while the
+// connection is backed up writes nothing and asks for one.
+func TestDeliverSlowConsumerWindow(t *testing.T) {
+	lim := testLimits()
+	lim.SlowBytes = 1000
+	s, c := online(t, lim, ConnectInfo{ClientRecvMax: 2})
+	for i := range 4 {
+		deliver(t, s, Delivery{Msg: msg(fmt.Sprintf("t/%d", i+1), "x"), QoS: 1}, at(0), Delivered)
+	}
+	s.Flush()
+	if ps := c.packets(t, packet.V5); len(ps) != 2 {
+		t.Fatalf("%d PUBLISH written, want the window's 2", len(ps))
+	}
+	if c.notices != 0 {
+		t.Fatal("a drain notice asked for while the window is full")
+	}
+	c.buffered = 5000
+	ack(s, packet.PUBACK, 1, packet.Success)
+	if ps := c.packets(t, packet.V5); len(ps) != 0 || c.notices != 1 {
+		t.Fatalf("PUBACK on a backed-up connection: %d PUBLISH written, %d notices; want 0, 1", len(ps), c.notices)
+	}
+	if !c.drained(s, at(0)) {
+		t.Fatal("no notice to deliver")
+	}
+	if lines := c.lines(t, packet.V5); len(lines) != 1 || lines[0] != `PUBLISH "t/3" q1 id3 "x"` {
+		t.Fatalf("after the drain: %v, want t/3 with id 3", lines)
+	}
+}

@@ -16,11 +16,13 @@ var t0 = time.Unix(1_700_000_000, 0)
 func at(d time.Duration) int64 { return t0.Add(d).UnixNano() }
 
 // fakeConn is a Conn that records what the session writes. Buffered reports buffered, which
-// a test sets to play a slow consumer.
+// a test sets to play a slow consumer; notices counts the drain notices asked for and not
+// yet answered (see drained).
 type fakeConn struct {
 	buf      []byte
 	writes   int
 	buffered int
+	notices  int
 	shutdown bool
 	closed   bool
 }
@@ -31,9 +33,25 @@ func (c *fakeConn) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 func (c *fakeConn) Buffered() int  { return c.buffered }
+func (c *fakeConn) NotifyDrained() { c.notices = 1 } // requests before the notice are one
 func (c *fakeConn) Shutdown()      { c.shutdown = true }
 func (c *fakeConn) Close() error   { c.closed = true; return nil }
 func (c *fakeConn) take() []byte   { b := c.buf; c.buf = nil; return b }
+
+// drained plays the connection draining: nothing is buffered any more, and if a notice
+// was asked for the session is pumped, as the broker does on it. It reports whether one
+// was.
+func (c *fakeConn) drained(s *Session, now int64) bool {
+	c.buffered = 0
+	if c.notices == 0 {
+		return false
+	}
+	c.notices = 0
+	if dirtied, _ := s.Pump(c, now); dirtied {
+		s.Flush()
+	}
+	return true
+}
 func (c *fakeConn) String() string { return fmt.Sprintf("%x", c.buf) }
 
 // packets decodes and consumes everything written so far, failing the test on bytes that

@@ -44,6 +44,10 @@ type Conn interface {
 	Write(b []byte) (int, error)
 	// Buffered is the number of bytes queued but not yet sent.
 	Buffered() int
+	// NotifyDrained asks the connection's owner to call Session.Pump once nothing is
+	// queued (listener.Conn.NotifyDrained, answered by the broker's OnDrained); several
+	// requests before that are one. It must not block.
+	NotifyDrained()
 	// Shutdown sends what is queued and closes gracefully.
 	Shutdown()
 	// Close closes at once.
@@ -63,8 +67,9 @@ type Limits struct {
 	// its inflight window, online or offline.
 	QueueMessages int
 	QueueBytes    int
-	// SlowBytes: a QoS 0 message is shed when this many bytes already wait to be sent to
-	// the client (a slow consumer).
+	// SlowBytes: when this many bytes already wait to be sent to the client (a slow
+	// consumer), a QoS 0 message is shed, and a QoS 1 or 2 one waits in the queue rather
+	// than be written, until the connection drains (deliver.go).
 	SlowBytes int
 	// Sent counts PUBLISH packets written, by QoS, and BytesSent the bytes flushed to
 	// connections. Both may be nil.
@@ -447,6 +452,7 @@ func (s *Session) flushLocked() {
 	}
 	bufpool.Put(s.out)
 	s.out = nil
+	s.awaitDrainLocked()
 }
 
 // Disconnect sends a server DISCONNECT (5.0 only) with reason code rc, flushes, and shuts
