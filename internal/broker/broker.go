@@ -162,6 +162,7 @@ func New(o Options) (*Broker, error) {
 		ConnectTimeout:   time.Duration(c.MQTT.ConnectTimeout),
 		MaxTLSHandshakes: c.Limits.MaxTLSHandshakes,
 		Logger:           b.log,
+		Admit:            b.admitAccepted,
 	})
 	if o.Metrics != nil {
 		if err := o.Metrics.Register(newTLSCollector(b.net)); err != nil {

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"net"
 	"sync"
 	"sync/atomic"
 
@@ -86,6 +87,16 @@ func (b *Broker) putBatch(bt *batch) {
 	}
 	b.batches.Put(bt)
 	b.commit() // what the batch staged for the store (persist.go)
+}
+
+// admitAccepted is the listener's Admit hook: the per-address connect rate, checked on
+// the accept goroutine before the connection costs anything more.
+func (b *Broker) admitAccepted(_ *listener.Listener, remote net.Addr) bool {
+	if b.limits.connectRateOK(remote, now()) {
+		return true
+	}
+	b.stats.refused("connect_rate")
+	return false
 }
 
 // OnOpen implements listener.Handler.

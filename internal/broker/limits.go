@@ -48,8 +48,8 @@ func newLimits(c *conf.Config) *limits {
 	return l
 }
 
-// admit decides a new connection: within the connection caps and its source's connect
-// rate. It counts the connection open when it admits it.
+// admit decides a new connection: within the connection caps (its source's connect rate
+// was checked at accept, connectRateOK). It counts the connection open when it admits it.
 func (l *limits) admit(c listener.Conn, nowNs int64) (ok bool, reason string) {
 	if n := l.open.Add(1); l.maxConns > 0 && n > l.maxConns {
 		l.open.Add(-1)
@@ -59,16 +59,23 @@ func (l *limits) admit(c listener.Conn, nowNs int64) (ok bool, reason string) {
 		l.open.Add(-1)
 		return false, "listener_max_connections"
 	}
-	if l.connect != nil {
-		if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-			ip, _ := netip.AddrFromSlice(a.IP)
-			if !l.connect.allow(ip.Unmap(), nowNs) {
-				l.open.Add(-1)
-				return false, "connect_rate"
-			}
-		}
-	}
 	return true, ""
+}
+
+// connectRateOK reports whether a connection from remote may proceed under the
+// per-address connect rate. The listener asks before the TLS handshake or WebSocket
+// upgrade (listener.Options.Admit), so that a flood from one address costs an accept and
+// a close.
+func (l *limits) connectRateOK(remote net.Addr, nowNs int64) bool {
+	if l.connect == nil {
+		return true
+	}
+	a, ok := remote.(*net.TCPAddr)
+	if !ok {
+		return true
+	}
+	ip, _ := netip.AddrFromSlice(a.IP)
+	return l.connect.allow(ip.Unmap(), nowNs)
 }
 
 // topicOK checks a topic name or filter against the length and level limits.

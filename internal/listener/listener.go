@@ -276,6 +276,10 @@ func (l *Listener) acceptLoop(admit func(*Listener, net.Conn)) {
 			continue
 		}
 		delay = 0
+		if a := l.srv.o.Admit; a != nil && !a(l, c.RemoteAddr()) {
+			_ = c.Close()
+			continue
+		}
 		admit(l, c)
 	}
 }

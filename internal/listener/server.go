@@ -49,6 +49,12 @@ type Options struct {
 	// on a goroutine; past it connections wait for a slot without one, or are closed when
 	// 4 times as many wait already (tlsgate.go). Default 256.
 	MaxTLSHandshakes int
+	// Admit, if set, is asked about every accepted connection on the accept goroutine
+	// before any work is spent on it (descriptor duplication, TLS handshake, WebSocket
+	// upgrade); false closes it at once and nothing else sees it. It must be quick: one
+	// accept loop per listener waits for it. The broker's per-address connect rate is
+	// checked here, so a flood from one address cannot take the TLS handshake slots.
+	Admit func(l *Listener, remote net.Addr) bool
 	// CertCheckInterval is how often the certificate, key and client CA files of tls and
 	// wss listeners are checked (one stat each) and reloaded when they changed; see also
 	// Server.ReloadTLS. Default 10s.
