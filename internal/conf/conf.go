@@ -151,6 +151,9 @@ type Queue struct {
 	OnlineMessages  int      `yaml:"online_messages"`  // per connected session; default 16 (edge 8)
 	OfflineMessages int      `yaml:"offline_messages"` // per disconnected persistent session; default 1000 (edge 100)
 	OfflineBytes    ByteSize `yaml:"offline_bytes"`    // payload bytes per offline session; default 16MiB (edge 1MiB)
+	// ExpirySweep is how often the messages queued for offline sessions whose Message
+	// Expiry Interval has run out are dropped, from memory and from the store; default 30s.
+	ExpirySweep Duration `yaml:"expiry_sweep"`
 }
 
 // Duration is a time.Duration written in YAML as a Go duration string ("10s", "250ms").

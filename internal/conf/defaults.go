@@ -59,6 +59,10 @@ func base() *Config {
 			ConnectTimeout: Duration(10 * time.Second),
 		},
 		Limits: limitsDefaults(),
+		// An expired message waiting for an offline client is never delivered, so it
+		// only takes room: 30s bounds how long, while the sweep (which walks only the
+		// sessions holding such messages) stays rare enough to cost nothing.
+		Queue: Queue{ExpirySweep: Duration(30 * time.Second)},
 		// As mosquitto's sys_interval: fresh enough for dashboards, cheap to publish.
 		SysInterval: ptr(Duration(10 * time.Second)),
 	}
@@ -191,6 +195,7 @@ func (c *Config) EnsureDefaults() {
 	orDefault(&c.Queue.OnlineMessages, d.Queue.OnlineMessages)
 	orDefault(&c.Queue.OfflineMessages, d.Queue.OfflineMessages)
 	orDefault(&c.Queue.OfflineBytes, d.Queue.OfflineBytes)
+	orDefault(&c.Queue.ExpirySweep, d.Queue.ExpirySweep)
 
 	nilDefault(&c.SysInterval, d.SysInterval)
 }

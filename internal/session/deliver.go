@@ -69,6 +69,9 @@ func (s *Session) DeliverStored(d Delivery, now int64) (dirtied bool, drop Drop,
 		s.putEntryLocked(f, &e, true, -1)
 	}
 	f.push(e)
+	if s.conn == nil && d.Msg.Expiry != 0 {
+		s.watchLocked() // it may expire before the client is back (sweep.go)
+	}
 	return false, Delivered, persist
 }
 
