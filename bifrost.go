@@ -148,6 +148,9 @@ func (b *Broker) Start(ctx context.Context) error {
 			return fmt.Errorf("bifrost: %w", err)
 		}
 		b.store = st
+		if err := b.metrics.Register(store.Collector(st)); err != nil {
+			return fmt.Errorf("bifrost: %w", err)
+		}
 		if err := b.mqtt.Restore(st); err != nil {
 			return fmt.Errorf("bifrost: %w", err)
 		}

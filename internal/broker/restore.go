@@ -36,6 +36,9 @@ func (b *Broker) Restore(st store.Store) error {
 	j := session.NewJournal(st, b.resync)
 	b.j = j
 	b.lim.Journal = j
+	if err := b.stats.journal(j); err != nil {
+		b.log.Warn("store: messages gauge not exported", "err", err)
+	}
 	r := restorer{b: b, msgs: make(map[uint64]*session.Message)}
 	if err := st.Load(&r); err != nil {
 		return fmt.Errorf("broker: restore: %w", err)

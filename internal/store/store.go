@@ -11,7 +11,7 @@
 //
 // Files: store.go the API and this description; batch.go the Batch; format.go the
 // records; commit.go the committer (group commit); load.go Load and its sweep; pebble.go
-// the engine on disk; memory.go the engine in memory.
+// the engine on disk; memory.go the engine in memory; metrics.go the Prometheus series.
 //
 // # Engine
 //
