@@ -80,15 +80,22 @@ type connectOptions struct {
 	clientID  string
 	keepAlive uint16 // seconds; 0: none
 	recvMax   uint16 // 5.0 Receive Maximum; 0: not sent (the spec's 65535)
+	// expiry > 0 asks for a persistent session: clean start 0, and in 5.0 this Session
+	// Expiry Interval (seconds).
+	expiry uint32
 }
 
-// connect opens an MQTT session on nc (clean start) and waits for a successful CONNACK.
+// connect opens an MQTT session on nc (clean start unless o.expiry is set) and waits
+// for a successful CONNACK.
 func connect(nc net.Conn, o connectOptions) (*client, error) {
 	c := &client{nc: nc, v: o.version, rbuf: make([]byte, 4096)}
 	c.rd.Version = o.version
-	cp := packet.Connect{Version: o.version, CleanStart: true, KeepAlive: o.keepAlive, ClientID: []byte(o.clientID)}
+	cp := packet.Connect{Version: o.version, CleanStart: o.expiry == 0, KeepAlive: o.keepAlive, ClientID: []byte(o.clientID)}
 	if o.version == packet.V5 && o.recvMax > 0 {
 		cp.Props.ReceiveMaximum = packet.Some(o.recvMax)
+	}
+	if o.version == packet.V5 && o.expiry > 0 {
+		cp.Props.SessionExpiry = packet.Some(o.expiry)
 	}
 	if err := c.handshake(cp.AppendTo(nil, o.version), packet.CONNACK); err != nil {
 		return nil, err
