@@ -91,8 +91,8 @@ type Store struct {
 	Dir          string   `yaml:"dir"`           // default ./data; "off" keeps everything in memory
 	Sync         string   `yaml:"sync"`          // always | interval | none; default always
 	SyncInterval Duration `yaml:"sync_interval"` // with sync: interval; default 100ms (edge 1s)
-	CacheSize    ByteSize `yaml:"cache_size"`    // block cache for reads; default 64MiB (edge 1MiB)
-	MemtableSize ByteSize `yaml:"memtable_size"` // writes buffered before a flush; default 32MiB (edge 1MiB)
+	CacheSize    ByteSize `yaml:"cache_size"`    // block cache for reads; default 64MiB (edge 256KiB)
+	MemtableSize ByteSize `yaml:"memtable_size"` // writes buffered before a flush; default 32MiB (edge 256KiB)
 }
 
 // Memory profiles: the values of Memory.Profile. A profile chooses the defaults of every

@@ -44,8 +44,8 @@ func TestDefaultEdge(t *testing.T) {
 	want := Default()
 	want.Memory.Profile = "edge"
 	want.Store.SyncInterval = Duration(time.Second)
-	want.Store.CacheSize = 1 << 20
-	want.Store.MemtableSize = 1 << 20
+	want.Store.CacheSize = 256 << 10
+	want.Store.MemtableSize = 256 << 10
 	want.Memory.ReturnToOS = ptr(Duration(30 * time.Second))
 	want.MQTT.ReceiveMaximum = 64
 	want.MQTT.TopicAliasMaximum = ptr(16)
