@@ -123,9 +123,10 @@ func edge() *Config {
 	// Bounds the unflushed write buffer in RAM. Pebble keeps two or three memtables
 	// (the one filling, one being flushed, one recycled), and without cgo they live in
 	// the Go heap, which the GC lets grow to twice what is live: 1MiB cost 3.4MiB more
-	// RSS than 256KiB under steady QoS 1 traffic (docs/benchmarks.md). The WAL, not
-	// the flushes, is most of what reaches flash, so smaller memtables add little wear:
-	// the same traffic wrote 19.0MB with either size.
+	// RSS than 256KiB writing the broker's QoS 1 records in a loop, and left a broker's
+	// heap goal 2.4MB higher (docs/benchmarks.md). The WAL, not the flushes, is most of
+	// what reaches flash, so smaller memtables add little wear: the loop made Pebble
+	// write 18.5MiB with 1MiB memtables, 18.6MiB with 256KiB.
 	c.Store.MemtableSize = 256 << 10
 	// Memory taken in a spike belongs to the other programs on the device: check often
 	// whether to hand it back.
