@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
@@ -25,6 +27,10 @@ type client struct {
 	v    packet.Version
 	rd   packet.Reader
 	rbuf []byte
+	// closing is set before this side sends DISCONNECT: an acknowledgement the reader
+	// writes after it may make the broker, which closes on DISCONNECT, reset the
+	// connection, and that is then the end of the stream, not an error.
+	closing atomic.Bool
 }
 
 // dialer opens connections to one broker address from a rotating set of loopback source
@@ -190,6 +196,7 @@ var disconnectPacket = []byte{byte(packet.DISCONNECT) << 4, 0}
 // waits until the broker closes its side (until deadline), so that the broker, not this
 // process, keeps the TIME_WAIT state and this side's ports stay free, and closes.
 func (c *client) close(deadline time.Time) {
+	c.closing.Store(true)
 	c.rd.Release()
 	if err := c.nc.SetDeadline(deadline); err == nil {
 		if _, err := c.nc.Write(disconnectPacket); err == nil {
@@ -210,4 +217,13 @@ func endOfStream(err error) error {
 		return nil
 	}
 	return err
+}
+
+// ended is endOfStream, and also nil for a reset (or a write into a reset connection)
+// once this side has sent DISCONNECT (see closing).
+func (c *client) ended(err error) error {
+	if c.closing.Load() && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
+		return nil
+	}
+	return endOfStream(err)
 }

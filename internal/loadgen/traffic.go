@@ -126,6 +126,7 @@ func runTraffic(ctx context.Context, o *Options, errs *errorLog) (*Report, error
 	clear(pubClients) // closed here, not by the deferred closeAll
 	clear(subClients)
 	for _, c := range all {
+		c.closing.Store(true)
 		_ = c.write(disconnectPacket)
 	}
 	done := make(chan struct{})
