@@ -25,10 +25,12 @@ import (
 //	                                           compactions (over written_bytes: the write
 //	                                           amplification flash pays for)
 //	bifrost_store_disk_bytes                   disk space the store's files take
-//	bifrost_store_memtable_bytes               memory of the memtables (up to two while
-//	                                           one is flushed), outside the Go heap
-//	bifrost_store_block_cache_bytes            memory of the block cache, outside the Go
-//	                                           heap
+//	bifrost_store_memtable_bytes               memory of the memtables (the one filling
+//	                                           and any waiting to be flushed)
+//	bifrost_store_block_cache_bytes            memory of the block cache
+//
+// Pebble takes both from C's malloc in a cgo build and from the Go heap otherwise
+// (store.go, Memory).
 //
 // The last four are absent for the memory store and while the database is closed after
 // a failed write; disk_written_bytes starts again from 0 when it is reopened (Prometheus
@@ -101,8 +103,8 @@ func Collector(st Store) prometheus.Collector {
 		diskWritten: desc("bifrost_store_disk_written_bytes_total",
 			"Bytes the store's engine wrote to disk: write-ahead log, memtable flushes and compactions."),
 		disk:       desc("bifrost_store_disk_bytes", "Disk space the store's files take, live and obsolete."),
-		memtable:   desc("bifrost_store_memtable_bytes", "Memory of the store's memtables (outside the Go heap)."),
-		blockCache: desc("bifrost_store_block_cache_bytes", "Memory of the store's block cache (outside the Go heap)."),
+		memtable:   desc("bifrost_store_memtable_bytes", "Memory of the store's memtables (C memory in a cgo build, Go heap otherwise)."),
+		blockCache: desc("bifrost_store_block_cache_bytes", "Memory of the store's block cache (C memory in a cgo build, Go heap otherwise)."),
 	}
 }
 
