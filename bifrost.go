@@ -148,6 +148,11 @@ func (b *Broker) Start(ctx context.Context) error {
 			return fmt.Errorf("bifrost: %w", err)
 		}
 		b.store = st
+		if c := store.Collector(st); c != nil {
+			if err := b.metrics.Register(c); err != nil {
+				return fmt.Errorf("bifrost: %w", err)
+			}
+		}
 		if err := b.mqtt.Restore(st); err != nil {
 			return fmt.Errorf("bifrost: %w", err)
 		}

@@ -8,9 +8,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/bifrost-mqtt/bifrost"
 	"go.uber.org/goleak"
@@ -222,5 +224,61 @@ func TestNewCopiesConfig(t *testing.T) {
 	defer b.Close()
 	if cfg.Log.Level != "" {
 		t.Fatalf("New changed the caller's config: log.level = %q", cfg.Log.Level)
+	}
+}
+
+// TestStoreMetrics: with a store, /metrics carries the store's series, and they move
+// when something is stored (a retained message).
+func TestStoreMetrics(t *testing.T) {
+	b, _ := start(t, testConfig(t))
+	// value returns the sample of a series without labels, -1 if it is absent.
+	value := func(body, name string) float64 {
+		for line := range strings.Lines(body) {
+			if rest, ok := strings.CutPrefix(line, name+" "); ok {
+				v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+				if err != nil {
+					t.Fatalf("%s: %v", line, err)
+				}
+				return v
+			}
+		}
+		return -1
+	}
+	scrape := func() string {
+		_, body, err := get(t, b.HTTPAddr(), "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return body
+	}
+	body := scrape()
+	for _, name := range []string{"bifrost_store_commits_total", "bifrost_store_commit_failures_total",
+		"bifrost_store_commit_groups_total", "bifrost_store_written_bytes_total",
+		"bifrost_store_commit_duration_seconds_count", "bifrost_store_disk_written_bytes_total",
+		"bifrost_store_disk_bytes", "bifrost_store_memtable_bytes", "bifrost_store_block_cache_bytes",
+		"bifrost_store_messages"} {
+		if value(body, name) < 0 {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+	commits := value(body, "bifrost_store_commits_total")
+	if err := b.Publish("kept/topic", []byte("retained"), 1, true); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		body = scrape()
+		if value(body, "bifrost_store_commits_total") > commits && value(body, "bifrost_store_messages") == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("store series did not move: commits %v (before %v), messages %v",
+				value(body, "bifrost_store_commits_total"), commits, value(body, "bifrost_store_messages"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if value(body, "bifrost_store_written_bytes_total") <= 0 || value(body, "bifrost_store_disk_bytes") <= 0 {
+		t.Errorf("written %v, disk %v: want both above 0", value(body, "bifrost_store_written_bytes_total"),
+			value(body, "bifrost_store_disk_bytes"))
 	}
 }

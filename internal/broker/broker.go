@@ -8,13 +8,15 @@
 // event-loop goroutine that read them (OnData), and writes they cause are batched per
 // destination session and flushed at the end of that OnData call. Timers exist only for
 // sessions that have no connection: a will waiting for its delay and a session waiting to
-// expire (time.AfterFunc, which parks no goroutine). One goroutine publishes $SYS. With a
-// store, acknowledgements held for it are written by the store's committer goroutine
-// (persist.go).
+// expire (time.AfterFunc, which parks no goroutine), and one broker-wide timer that sweeps
+// expired messages from offline queues while there are any (sweep.go). One goroutine
+// publishes $SYS. With a store, acknowledgements held for it are written by the store's
+// committer goroutine (persist.go).
 //
 // # Lock order
 //
 //	Journal.commitMu → Broker.mu (session registry) → session.Session's lock → Journal.mu
+//	session.Session's lock → session.Sweeper's lock → sweep.mu
 //	Broker.retMu → pubsub's locks, Journal.mu
 //
 // No code holds two sessions' locks at once; idMu (the ID → session table) is a leaf
@@ -70,6 +72,7 @@ type Broker struct {
 	index        *pubsub.Index
 	ret          *pubsub.Retained[*session.Message]
 	j            *session.Journal // nil without a store (Restore)
+	sweep        sweep            // drops expired messages queued for offline sessions
 	retMu        sync.Mutex       // orders retained changes between memory and the Journal
 	net          *listener.Server
 	stats        stats
@@ -157,6 +160,7 @@ func New(o Options) (*Broker, error) {
 		Sent:              &b.stats.sent,
 		BytesSent:         &b.stats.bytesSent,
 	}
+	b.initSweep(time.Duration(c.Queue.ExpirySweep))
 	b.batches.New = func() any { return new(batch) }
 	b.net = listener.New(b, listener.Options{
 		ConnectTimeout:   time.Duration(c.MQTT.ConnectTimeout),
@@ -223,6 +227,7 @@ func (b *Broker) Close() error {
 		}
 	}
 	b.mu.Unlock()
+	b.stopSweep()
 	// Acknowledgements waiting for the store go out before the connections close.
 	b.commitWait()
 	for _, s := range online {

@@ -26,7 +26,8 @@ import (
 //   - queue bounds apply (queue.offline_messages, queue.offline_bytes): what exceeds them,
 //     newest first, is dropped and counted as queue_full;
 //   - expired messages that were never sent were swept by Load [MQTT-3.3.2-5]; those that
-//     expire later are dropped when their session resumes, as in memory.
+//     expire later are dropped by the expiry sweep (sweep.go) or when their session
+//     resumes, whichever comes first, as in memory.
 func (b *Broker) Restore(st store.Store) error {
 	if b.j != nil {
 		return errors.New("broker: Restore called twice")
@@ -35,6 +36,9 @@ func (b *Broker) Restore(st store.Store) error {
 	j := session.NewJournal(st, b.resync)
 	b.j = j
 	b.lim.Journal = j
+	if err := b.stats.journal(j); err != nil {
+		b.log.Warn("store: messages gauge not exported", "err", err)
+	}
 	r := restorer{b: b, msgs: make(map[uint64]*session.Message)}
 	if err := st.Load(&r); err != nil {
 		return fmt.Errorf("broker: restore: %w", err)

@@ -60,6 +60,18 @@ func (st *stats) init(m *metrics.Registry) {
 	}
 }
 
+// journal exports the number of messages j counts as stored (one record each, however
+// many queue entries and retained topics refer to it).
+func (st *stats) journal(j *session.Journal) error {
+	if st.m == nil {
+		return nil
+	}
+	return st.m.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "bifrost_store_messages",
+		Help: "Messages kept in the store for persistent sessions' queues and retained topics.",
+	}, func() float64 { return float64(j.StoredMessages()) }))
+}
+
 // drop counts a message not delivered.
 func (st *stats) drop(d session.Drop) {
 	if d != session.Delivered {

@@ -91,8 +91,8 @@ type Store struct {
 	Dir          string   `yaml:"dir"`           // default ./data; "off" keeps everything in memory
 	Sync         string   `yaml:"sync"`          // always | interval | none; default always
 	SyncInterval Duration `yaml:"sync_interval"` // with sync: interval; default 100ms (edge 1s)
-	CacheSize    ByteSize `yaml:"cache_size"`    // block cache for reads; default 64MiB (edge 1MiB)
-	MemtableSize ByteSize `yaml:"memtable_size"` // writes buffered before a flush; default 32MiB (edge 1MiB)
+	CacheSize    ByteSize `yaml:"cache_size"`    // block cache for reads; default 64MiB (edge 256KiB)
+	MemtableSize ByteSize `yaml:"memtable_size"` // writes buffered before a flush; default 32MiB (edge 256KiB)
 }
 
 // Memory profiles: the values of Memory.Profile. A profile chooses the defaults of every
@@ -151,6 +151,9 @@ type Queue struct {
 	OnlineMessages  int      `yaml:"online_messages"`  // per connected session; default 16 (edge 8)
 	OfflineMessages int      `yaml:"offline_messages"` // per disconnected persistent session; default 1000 (edge 100)
 	OfflineBytes    ByteSize `yaml:"offline_bytes"`    // payload bytes per offline session; default 16MiB (edge 1MiB)
+	// ExpirySweep is how often the messages queued for offline sessions whose Message
+	// Expiry Interval has run out are dropped, from memory and from the store; default 30s.
+	ExpirySweep Duration `yaml:"expiry_sweep"`
 }
 
 // Duration is a time.Duration written in YAML as a Go duration string ("10s", "250ms").

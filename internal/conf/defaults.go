@@ -59,6 +59,10 @@ func base() *Config {
 			ConnectTimeout: Duration(10 * time.Second),
 		},
 		Limits: limitsDefaults(),
+		// An expired message waiting for an offline client is never delivered, so it
+		// only takes room: 30s bounds how long, while the sweep (which walks only the
+		// sessions holding such messages) stays rare enough to cost nothing.
+		Queue: Queue{ExpirySweep: Duration(30 * time.Second)},
 		// As mosquitto's sys_interval: fresh enough for dashboards, cheap to publish.
 		SysInterval: ptr(Duration(10 * time.Second)),
 	}
@@ -123,10 +127,17 @@ func edge() *Config {
 	// Flash wears with every fsync: if the operator trades durability for fewer writes
 	// (sync: interval), make the writes fewer and larger.
 	c.Store.SyncInterval = Duration(time.Second)
-	// A device has few readers of old data; the OS page cache serves the rest.
-	c.Store.CacheSize = 1 << 20
-	// Bounds the unflushed write buffer in RAM; 1MiB is still a large write for flash.
-	c.Store.MemtableSize = 1 << 20
+	// The broker reads its store only at a restart (one sequential pass, which a cache
+	// does not speed up); the OS page cache serves the rest.
+	c.Store.CacheSize = 256 << 10
+	// Bounds the unflushed write buffer in RAM. Pebble keeps two or three memtables
+	// (the one filling, one being flushed, one recycled), and without cgo they live in
+	// the Go heap, which the GC lets grow to twice what is live: 1MiB cost 3.4MiB more
+	// RSS than 256KiB writing the broker's QoS 1 records in a loop, and left a broker's
+	// heap goal 2.4MB higher (docs/benchmarks.md). The WAL, not the flushes, is most of
+	// what reaches flash, so smaller memtables add little wear: the loop made Pebble
+	// write 18.5MiB with 1MiB memtables, 18.6MiB with 256KiB.
+	c.Store.MemtableSize = 256 << 10
 	// Memory taken in a spike belongs to the other programs on the device: check often
 	// whether to hand it back.
 	c.Memory.ReturnToOS = ptr(Duration(30 * time.Second))
@@ -208,6 +219,7 @@ func (c *Config) EnsureDefaults() {
 	orDefault(&c.Queue.OnlineMessages, d.Queue.OnlineMessages)
 	orDefault(&c.Queue.OfflineMessages, d.Queue.OfflineMessages)
 	orDefault(&c.Queue.OfflineBytes, d.Queue.OfflineBytes)
+	orDefault(&c.Queue.ExpirySweep, d.Queue.ExpirySweep)
 
 	nilDefault(&c.SysInterval, d.SysInterval)
 }

@@ -21,7 +21,8 @@ func TestDefaultServer(t *testing.T) {
 		Log:    Log{Level: "info", Format: "text"},
 		MQTT: MQTT{ReceiveMaximum: 1024, MaxPacketSize: 1 << 20, TopicAliasMaximum: ptr(64), MaxQoS: ptr(2),
 			RetainAvailable: ptr(true), ConnectTimeout: Duration(10 * time.Second)},
-		Queue: Queue{OnlineMessages: 16, OfflineMessages: 1000, OfflineBytes: 16 << 20},
+		Queue: Queue{OnlineMessages: 16, OfflineMessages: 1000, OfflineBytes: 16 << 20,
+			ExpirySweep: Duration(30 * time.Second)},
 		Limits: Limits{MaxConnections: ptr(1_000_000), ConnectRate: ptr(100), ConnectBurst: 500,
 			MaxTopicLength: 4096, MaxTopicLevels: 128, MaxSubscriptions: ptr(1000), MaxTLSHandshakes: 256},
 		SysInterval: ptr(Duration(10 * time.Second)),
@@ -43,13 +44,14 @@ func TestDefaultEdge(t *testing.T) {
 	want := Default()
 	want.Memory.Profile = "edge"
 	want.Store.SyncInterval = Duration(time.Second)
-	want.Store.CacheSize = 1 << 20
-	want.Store.MemtableSize = 1 << 20
+	want.Store.CacheSize = 256 << 10
+	want.Store.MemtableSize = 256 << 10
 	want.Memory.ReturnToOS = ptr(Duration(30 * time.Second))
 	want.MQTT.ReceiveMaximum = 64
 	want.MQTT.MaxPacketSize = 256 << 10
 	want.MQTT.TopicAliasMaximum = ptr(16)
-	want.Queue = Queue{OnlineMessages: 8, OfflineMessages: 100, OfflineBytes: 1 << 20}
+	want.Queue = Queue{OnlineMessages: 8, OfflineMessages: 100, OfflineBytes: 1 << 20,
+		ExpirySweep: Duration(30 * time.Second)}
 	want.Auth.CacheSize = ptr(1024)
 	want.Limits.MaxConnections = ptr(10_000)
 	want.Limits.MaxSubscriptions = ptr(100)

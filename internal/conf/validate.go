@@ -80,6 +80,7 @@ func (c *Config) validate() errorList {
 	between(&errs, "queue.online_messages", c.Queue.OnlineMessages, 1, math.MaxInt32)
 	between(&errs, "queue.offline_messages", c.Queue.OfflineMessages, 1, math.MaxInt32)
 	size(&errs, "queue.offline_bytes", c.Queue.OfflineBytes, 1, math.MaxInt64)
+	positive(&errs, "queue.expiry_sweep", c.Queue.ExpirySweep)
 
 	nonNegative(&errs, "sys_interval", c.SysInterval)
 

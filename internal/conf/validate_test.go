@@ -162,6 +162,8 @@ func TestValidate(t *testing.T) {
 			`queue.offline_bytes: -3 must not be negative`},
 		{"queue.offline_bytes=auto", func(c *Config) { c.Queue.OfflineBytes = ByteSizeAuto },
 			`queue.offline_bytes: "auto" is only allowed for memory.limit`},
+		{"queue.expiry_sweep=-1s", func(c *Config) { c.Queue.ExpirySweep = Duration(-time.Second) },
+			`queue.expiry_sweep: must be positive, got -1s`},
 		// $SYS
 		{"sys_interval=0", func(c *Config) { c.SysInterval = ptr(Duration(0)) }, ""},
 		{"sys_interval=-1s", func(c *Config) { c.SysInterval = ptr(Duration(-time.Second)) },

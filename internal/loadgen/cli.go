@@ -55,6 +55,9 @@ fanin, fanout, pair flags:
   -duration D       sending time (default 10s unless -count is set)
   -count N          messages per publisher at most
   -recv-max N       Receive Maximum of 5.0 subscribers (default: not sent)
+  -session-expiry S persistent subscriber sessions, so the broker stores their messages:
+                    3.1.1 clean session 0, 5.0 Session Expiry Interval S seconds (default 0:
+                    clean sessions); they outlive the run
 
 The output is a few lines for people, then one JSON line with every figure and parameter.
 `
@@ -101,6 +104,7 @@ func Main(args []string, stdout, stderr io.Writer, self []string) int {
 	fs.DurationVar(&o.Duration, "duration", 0, "")
 	fs.IntVar(&o.Count, "count", 0, "")
 	fs.IntVar(&o.RecvMax, "recv-max", 0, "")
+	fs.IntVar(&o.SessionExpiry, "session-expiry", 0, "")
 	fs.StringVar(&w.run, "worker-run", "", "")
 	fs.IntVar(&w.offset, "worker-offset", 0, "")
 	fs.DurationVar(&w.deadline, "worker-deadline", 0, "")

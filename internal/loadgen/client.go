@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
@@ -25,6 +27,10 @@ type client struct {
 	v    packet.Version
 	rd   packet.Reader
 	rbuf []byte
+	// closing is set before this side sends DISCONNECT: an acknowledgement the reader
+	// writes after it may make the broker, which closes on DISCONNECT, reset the
+	// connection, and that is then the end of the stream, not an error.
+	closing atomic.Bool
 }
 
 // dialer opens connections to one broker address from a rotating set of loopback source
@@ -80,15 +86,22 @@ type connectOptions struct {
 	clientID  string
 	keepAlive uint16 // seconds; 0: none
 	recvMax   uint16 // 5.0 Receive Maximum; 0: not sent (the spec's 65535)
+	// expiry > 0 asks for a persistent session: clean start 0, and in 5.0 this Session
+	// Expiry Interval (seconds).
+	expiry uint32
 }
 
-// connect opens an MQTT session on nc (clean start) and waits for a successful CONNACK.
+// connect opens an MQTT session on nc (clean start unless o.expiry is set) and waits
+// for a successful CONNACK.
 func connect(nc net.Conn, o connectOptions) (*client, error) {
 	c := &client{nc: nc, v: o.version, rbuf: make([]byte, 4096)}
 	c.rd.Version = o.version
-	cp := packet.Connect{Version: o.version, CleanStart: true, KeepAlive: o.keepAlive, ClientID: []byte(o.clientID)}
+	cp := packet.Connect{Version: o.version, CleanStart: o.expiry == 0, KeepAlive: o.keepAlive, ClientID: []byte(o.clientID)}
 	if o.version == packet.V5 && o.recvMax > 0 {
 		cp.Props.ReceiveMaximum = packet.Some(o.recvMax)
+	}
+	if o.version == packet.V5 && o.expiry > 0 {
+		cp.Props.SessionExpiry = packet.Some(o.expiry)
 	}
 	if err := c.handshake(cp.AppendTo(nil, o.version), packet.CONNACK); err != nil {
 		return nil, err
@@ -183,6 +196,7 @@ var disconnectPacket = []byte{byte(packet.DISCONNECT) << 4, 0}
 // waits until the broker closes its side (until deadline), so that the broker, not this
 // process, keeps the TIME_WAIT state and this side's ports stay free, and closes.
 func (c *client) close(deadline time.Time) {
+	c.closing.Store(true)
 	c.rd.Release()
 	if err := c.nc.SetDeadline(deadline); err == nil {
 		if _, err := c.nc.Write(disconnectPacket); err == nil {
@@ -203,4 +217,13 @@ func endOfStream(err error) error {
 		return nil
 	}
 	return err
+}
+
+// ended is endOfStream, and also nil for a reset (or a write into a reset connection)
+// once this side has sent DISCONNECT (see closing).
+func (c *client) ended(err error) error {
+	if c.closing.Load() && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
+		return nil
+	}
+	return endOfStream(err)
 }

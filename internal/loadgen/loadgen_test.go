@@ -103,6 +103,24 @@ func TestTraffic(t *testing.T) {
 	}
 }
 
+// TestTrafficPersistent: subscribers with persistent sessions (-session-expiry), whose
+// messages the broker stores before acknowledging, lose nothing either.
+func TestTrafficPersistent(t *testing.T) {
+	addr := startBroker(t)
+	for _, v := range []packet.Version{packet.V311, packet.V5} {
+		t.Run(v.String(), func(t *testing.T) {
+			r := run(t, &loadgen.Options{Mode: loadgen.ModePair, Addr: addr, QoS: 1, Version: v,
+				Count: 50, Pairs: 3, Rate: 500, SessionExpiry: 60})
+			if tr := r.Traffic; tr.Received != 150 || tr.Lost != 0 || tr.Acked != 150 {
+				t.Fatalf("received %d, lost %d, acked %d; want 150, 0, 150", tr.Received, tr.Lost, tr.Acked)
+			}
+			if r.Params.SessionExp != 60 {
+				t.Fatalf("report params %+v: session expiry not reported", r.Params)
+			}
+		})
+	}
+}
+
 // TestConns opens idle connections in worker processes (3 of 10 connections at most) and
 // in this one, and measures this process as the broker.
 func TestConns(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
@@ -57,6 +58,11 @@ type Options struct {
 	Subscribers int           // fanout; default 10
 	Pairs       int           // pair; default 10
 	RecvMax     int           // 5.0 subscribers' Receive Maximum; 0: not sent (the spec's 65535)
+	// SessionExpiry makes the subscribers' sessions persistent, so that the broker stores
+	// what it queues for them: 3.1.1 clean session 0, 5.0 clean start 0 with this Session
+	// Expiry Interval (seconds). The sessions outlive the run (in 3.1.1 until a client
+	// with the same id cleans them). 0: clean sessions.
+	SessionExpiry int
 
 	// Log receives the human-readable progress and result lines; nil: none.
 	Log io.Writer
@@ -129,6 +135,9 @@ func (o *Options) Validate() error {
 	if o.RecvMax < 0 || o.RecvMax > 65535 {
 		bad("recv-max %d: want 0..65535", o.RecvMax)
 	}
+	if o.SessionExpiry < 0 || int64(o.SessionExpiry) > math.MaxUint32 {
+		bad("session-expiry %d: want 0..%d seconds", o.SessionExpiry, uint32(math.MaxUint32))
+	}
 	if o.KeepAlive < 0 || o.KeepAlive > 65535 {
 		bad("keepalive %d: want 0..65535 seconds", o.KeepAlive)
 	}
@@ -193,6 +202,7 @@ type Params struct {
 	Subscribers int     `json:"subs,omitempty"`
 	RecvMax     int     `json:"recv_max,omitempty"`
 	Concurrency int     `json:"concurrency,omitempty"` // churn
+	SessionExp  int     `json:"session_expiry,omitempty"`
 }
 
 func (o *Options) params() Params {
@@ -207,6 +217,7 @@ func (o *Options) params() Params {
 		return p
 	}
 	p.Size, p.Rate, p.Inflight, p.Count, p.RecvMax = o.Size, o.Rate, o.Inflight, o.Count, o.RecvMax
+	p.SessionExp = o.SessionExpiry
 	p.DurationS = o.Duration.Seconds()
 	p.Publishers, p.Subscribers = o.topology()
 	return p

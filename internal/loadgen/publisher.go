@@ -278,12 +278,12 @@ func (p *publisher) ackLoop() error {
 			}
 			if len(rel) > 0 {
 				if err := c.write(rel); err != nil {
-					return err
+					return c.ended(err)
 				}
 				rel = rel[:0]
 			}
 			if err := c.fill(); err != nil {
-				return endOfStream(err)
+				return c.ended(err)
 			}
 			continue
 		}

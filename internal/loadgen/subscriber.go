@@ -47,12 +47,12 @@ func (s *subscriber) recvLoop() error {
 			}
 			if len(acks) > 0 {
 				if err := c.write(acks); err != nil {
-					return endOfStream(err)
+					return c.ended(err)
 				}
 				acks = acks[:0]
 			}
 			if err := c.fill(); err != nil {
-				return endOfStream(err)
+				return c.ended(err)
 			}
 			continue
 		}

@@ -43,7 +43,7 @@ func runTraffic(ctx context.Context, o *Options, errs *errorLog) (*Report, error
 	}()
 	err = parallel(ctx, nSubs, min(o.Concurrency, nSubs), func(i int) error {
 		c, err := dialConnect(ctx, d, i, connectOptions{version: o.Version,
-			clientID: fmt.Sprintf("lg-%s-s%d", run, i), recvMax: uint16(o.RecvMax)})
+			clientID: fmt.Sprintf("lg-%s-s%d", run, i), recvMax: uint16(o.RecvMax), expiry: uint32(o.SessionExpiry)})
 		if err != nil {
 			return err
 		}
@@ -149,6 +149,7 @@ func runTraffic(ctx context.Context, o *Options, errs *errorLog) (*Report, error
 	clear(pubClients) // closed here, not by the deferred closeAll
 	clear(subClients)
 	for _, c := range all {
+		c.closing.Store(true)
 		_ = c.write(disconnectPacket)
 	}
 	done := make(chan struct{})

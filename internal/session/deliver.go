@@ -91,6 +91,9 @@ func (s *Session) DeliverStored(d Delivery, now int64) (dirtied bool, drop Drop,
 	e.msg.entryKept()
 	f.push(e)
 	s.awaitDrainLocked()
+	if s.conn == nil && d.Msg.Expiry != 0 {
+		s.watchLocked() // it may expire before the client is back (sweep.go)
+	}
 	return false, Delivered, persist
 }
 

@@ -18,6 +18,7 @@ import (
 //	ReceiveQoS2, Release    inbound packet id put, deleted; output held
 //	TakeWill, SetPendingWill, PendingWill   will deleted, put with its due time, deleted
 //	Clear, End              session deleted, with every record of it
+//	sweepExpired            entries of expired queued messages deleted (sweep.go)
 //
 // The session record carries the subscriptions, so a SUBSCRIBE rewrites it whole: a
 // session with thousands of subscriptions would want a record per subscription, which

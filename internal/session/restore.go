@@ -73,6 +73,9 @@ func (s *Session) RestoreQueued(seq uint64, r *store.QueuedRecord, m *Message) {
 	case store.StateQueued:
 		e.pid = 0
 		f.push(e)
+		if m != nil && m.Expiry != 0 {
+			s.watchLocked() // restored sessions are offline (sweep.go)
+		}
 	case store.StateReleased:
 		e.msg = nil
 		e.flags |= entryReleased

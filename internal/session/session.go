@@ -78,6 +78,9 @@ type Limits struct {
 	// Journal, if not nil, keeps the state of persistent sessions in the store
 	// (journal.go); nil keeps everything in memory.
 	Journal *Journal
+	// Sweeper, if not nil, drops expired messages from the queues of offline sessions
+	// (sweep.go); nil leaves them until the client comes back.
+	Sweeper *Sweeper
 }
 
 // Counter is a monotonic counter the session reports to (the broker's statistics).
@@ -149,6 +152,7 @@ type Session struct {
 	noProblemDetails bool  // v5 Request Problem Information = 0
 	realm            uint8 // the broker's: whose ACL applies (see ConnectInfo.Realm)
 	ended            bool  // End was called: the session is gone, nothing more is stored
+	swept            bool  // in Limits.Sweeper's set (sweep.go)
 }
 
 // NoExpiry is the session expiry interval that never expires (v5 3.1.2.11.2).
@@ -334,6 +338,7 @@ func (s *Session) Detach(c Conn) (shared []Delivery, detached bool) {
 			removed = s.deleteEntryLocked
 		}
 		shared = s.fl.takeShared(removed)
+		s.watchQueueLocked() // offline now: its expired messages are swept
 		s.releaseFlowsIfIdle()
 	}
 	if persist {
@@ -368,6 +373,7 @@ func (s *Session) End() []Sub {
 }
 
 func (s *Session) clearLocked() []Sub {
+	s.unwatchLocked()
 	if s.persistentLocked() {
 		j := s.lim.Journal
 		s.dropAllLocked(j.begin(), j)

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 )
 
@@ -127,6 +129,9 @@ type engine interface {
 	flush() error
 	// iter returns an iterator over the keys in [lower, upper).
 	iter(lower, upper []byte) (iterator, error)
+	// stats reports the engine's figures for metrics (metrics.go); ok is false when it
+	// has none (the memory engine, a database closed after a failure).
+	stats() (st engineStats, ok bool)
 	close() error
 }
 
@@ -164,10 +169,13 @@ type store struct {
 
 	wg sync.WaitGroup
 
-	// Counted for tests and metrics.
-	commits atomic.Uint64 // batches written
-	groups  atomic.Uint64 // groups written
-	flushes atomic.Uint64 // interval fsyncs, with a group or bare
+	// Counted for tests and metrics (metrics.go); written by the committer only.
+	commits  atomic.Uint64        // batches written, or tried
+	failed   atomic.Uint64        // batches whose commit failed
+	groups   atomic.Uint64        // groups written
+	flushes  atomic.Uint64        // interval fsyncs, with a group or bare
+	written  atomic.Uint64        // bytes of the batches written (Batch.Size)
+	duration prometheus.Histogram // time to write a group, its fsync included
 }
 
 // A pending commit.
@@ -177,7 +185,8 @@ type pending struct {
 }
 
 func newStore(eng engine, policy syncPolicy, every time.Duration, maxQueue int, log *slog.Logger) *store {
-	s := &store{eng: eng, log: log, policy: policy, maxQueue: maxQueue, every: every}
+	s := &store{eng: eng, log: log, policy: policy, maxQueue: maxQueue, every: every,
+		duration: newCommitHistogram()}
 	s.work.L = &s.mu
 	s.room.L = &s.mu
 	if policy == syncInterval {
@@ -251,10 +260,13 @@ func (s *store) commitLoop() {
 			batches = append(batches, p.b)
 		}
 		sync := s.policy == syncAlways || due
+		start := time.Now()
 		err := s.eng.write(batches, sync)
+		s.duration.Observe(time.Since(start).Seconds())
 		switch {
 		case err != nil:
 			err = &writeError{err}
+			s.failed.Add(uint64(len(group)))
 		case due:
 			s.flushes.Add(1)
 		case s.policy == syncInterval:
@@ -262,6 +274,13 @@ func (s *store) commitLoop() {
 		}
 		s.groups.Add(1)
 		s.commits.Add(uint64(len(group)))
+		if err == nil {
+			var n int
+			for _, b := range batches {
+				n += b.Size()
+			}
+			s.written.Add(uint64(n))
+		}
 		for i := range group {
 			s.call(group[i].done, err)
 			group[i] = pending{}

@@ -269,7 +269,7 @@ func waitFor(t testing.TB, timeout time.Duration, cond func() bool) {
 }
 
 // TestLargeGroups commits groups larger than a chunk, and a batch larger than Pebble's
-// large-batch threshold, with the edge profile's 1 MiB memtable: all of it is there
+// large-batch threshold, with the edge profile's 256 KiB memtable: all of it is there
 // after a reopen.
 func TestLargeGroups(t *testing.T) {
 	dir := t.TempDir()

@@ -21,8 +21,8 @@ func testConfig(dir, sync string) conf.Store {
 		Dir:          dir,
 		Sync:         sync,
 		SyncInterval: conf.Duration(10 * time.Millisecond),
-		CacheSize:    1 << 20,
-		MemtableSize: 1 << 20,
+		CacheSize:    256 << 10,
+		MemtableSize: 256 << 10,
 	}
 }
 

@@ -49,7 +49,7 @@ func TestMemoryFloor(t *testing.T) {
 		before, after, delta, gBefore, gAfter)
 	t.Logf("after writing and loading 8 MiB: RSS %d KiB (+%d KiB); goroutines %d",
 		working, working-before, gWorking)
-	// Memtable and cache are 1 MiB each; the bound catches a regression (a default
+	// Memtable and cache are 256 KiB each; the bound catches a regression (a default
 	// that ignores the profile), not noise. The race detector's shadow memory makes
 	// the figures meaningless.
 	const limit = 16 << 10

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# edge-store.sh measures the RSS of a bifrost started with the edge profile and its store
+# on (docs/benchmarks.md, "Edge profile with store"): 1,000 idle connections, plus QoS 1
+# traffic to persistent subscribers (every message goes through the store), for a
+# while; the broker's VmRSS is read from /proc/PID/status every second.
+#
+#   bench/edge-store.sh                 100 msgs/s (10 pairs x 10/s) for 60s
+#   DURATION=120 RATE=5 bench/edge-store.sh
+#
+# Environment: PORT (21883) and HTTP_PORT (21880), loopback ports for the broker;
+# DURATION (60, seconds of traffic); PAIRS (10) and RATE (10, messages per second per
+# publisher); CONNS (1000, idle connections); SYNC (always); STORE (on; off runs the
+# broker without a store, for comparison); MEMTABLE_SIZE and CACHE_SIZE (the edge
+# profile's unless set); GO_BUILD_ENV (CGO_ENABLED=0, as a release build); EXTRA_YAML,
+# more config appended to the broker's file. The
+# samples and reports are kept in bench/results/ (gitignored). Every process this script
+# starts is stopped by pid on the way out, whatever happens.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+port=${PORT:-21883}
+http_port=${HTTP_PORT:-21880}
+duration=${DURATION:-60}
+pairs=${PAIRS:-10}
+rate=${RATE:-10}
+conns=${CONNS:-1000}
+sync=${SYNC:-always}
+build_env=${GO_BUILD_ENV:-CGO_ENABLED=0}
+work=$(mktemp -d)
+store_dir=$work/data
+if [ "${STORE:-on}" = off ]; then
+	store_dir='"off"'
+fi
+results=bench/results/edge-store-$(date +%Y%m%d-%H%M%S)
+mkdir -p "$results"
+broker_pid=""
+sampler_pid=""
+conns_pid=""
+
+cleanup() {
+	for pid in "$conns_pid" "$sampler_pid"; do
+		if [ -n "$pid" ]; then
+			kill -TERM "$pid" 2>/dev/null || true
+			wait "$pid" 2>/dev/null || true
+		fi
+	done
+	if [ -n "$broker_pid" ]; then
+		kill -TERM "$broker_pid" 2>/dev/null || true
+		for _ in $(seq 100); do
+			kill -0 "$broker_pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$broker_pid" 2>/dev/null || true
+		wait "$broker_pid" 2>/dev/null || true
+	fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+log() { printf '%s\n' "$*" >&2; }
+
+log "building bifrost ($build_env)"
+env $build_env go build -o "$work/bifrost" ./cmd/bifrost
+
+cat >"$work/bifrost.yaml" <<EOF
+memory:
+  profile: edge
+listeners:
+  - name: mqtt
+    type: tcp
+    address: 127.0.0.1:$port
+http:
+  address: 127.0.0.1:$http_port
+store:
+  dir: $store_dir
+  sync: $sync
+${MEMTABLE_SIZE:+  memtable_size: $MEMTABLE_SIZE}
+${CACHE_SIZE:+  cache_size: $CACHE_SIZE}
+log:
+  level: warn
+${EXTRA_YAML:-}
+EOF
+cp "$work/bifrost.yaml" "$results/bifrost.yaml"
+
+"$work/bifrost" -c "$work/bifrost.yaml" 2>"$results/broker.log" &
+broker_pid=$!
+for _ in $(seq 100); do
+	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+		break
+	fi
+	sleep 0.1
+done
+log "broker pid $broker_pid listening on 127.0.0.1:$port"
+
+# One sample a second: seconds since the start, VmRSS, RssAnon and RssFile (kB). RssFile
+# is the binary's text and read-only data mapped from the page cache (clean pages the
+# kernel can drop and read again), RssAnon the heap, stacks and runtime.
+start=$(date +%s)
+(
+	while kill -0 "$broker_pid" 2>/dev/null; do
+		s=$(awk '/^(VmRSS|RssAnon|RssFile):/ {printf " %s", $2}' "/proc/$broker_pid/status" 2>/dev/null || true)
+		[ -n "$s" ] && echo "$(($(date +%s) - start))$s"
+		sleep 1
+	done
+) >"$results/rss.txt" &
+sampler_pid=$!
+
+sleep 3
+idle_start=$(($(date +%s) - start))
+hold=$((duration + 30))
+"$work/bifrost" bench conns -addr "127.0.0.1:$port" -n "$conns" -settle 5s -hold "${hold}s" \
+	-pid "$broker_pid" -json-only >"$results/conns.json" 2>"$results/conns.err" &
+conns_pid=$!
+sleep 15 # connected and settled
+traffic_start=$(($(date +%s) - start))
+"$work/bifrost" bench pair -addr "127.0.0.1:$port" -pairs "$pairs" -rate "$rate" -qos 1 \
+	-duration "${duration}s" -session-expiry 3600 -pid "$broker_pid" -json-only >"$results/pair.json"
+traffic_end=$(($(date +%s) - start))
+curl -s "http://127.0.0.1:$http_port/metrics" >"$results/metrics.txt" || true
+wait "$conns_pid"
+conns_pid=""
+sleep 2
+
+# Figures: RSS before any connection, with the idle connections, and over the traffic
+# (skipping its first 10 s, while the broker's heap and Pebble's memtable fill).
+stat() { # from to column: min median max of the column in the samples in [from, to)
+	awk -v a="$1" -v b="$2" -v c="$3" '$1 >= a && $1 < b {print $c}' "$results/rss.txt" | sort -n |
+		awk '{v[NR] = $1} END {if (NR == 0) {print "-"; exit}
+			printf "%.1f / %.1f / %.1f", v[1] / 1024, v[int((NR + 1) / 2)] / 1024, v[NR] / 1024}'
+}
+stats() { # from to: VmRSS, RssAnon and RssFile over the samples in [from, to)
+	echo "VmRSS $(stat "$1" "$2" 2), RssAnon $(stat "$1" "$2" 3), RssFile $(stat "$1" "$2" 4) MiB (min / median / max)"
+}
+{
+	echo "edge profile, store ${STORE:-on} (sync $sync, $build_env), $conns idle connections, $pairs x $rate msgs/s QoS 1 to persistent subscribers for ${duration}s"
+	echo "before connections:   $(stats 0 "$idle_start")"
+	echo "idle connections:     $(stats $((idle_start + 10)) "$traffic_start")"
+	echo "traffic (after 10s):  $(stats $((traffic_start + 10)) "$traffic_end")"
+	echo "traffic:              $(jq -r '.traffic | "\(.sent) sent, \(.received) received, \(.lost) lost, \(.acked) acked, latency p50 \(.latency_us.p50) µs p99 \(.latency_us.p99) µs"' "$results/pair.json" 2>/dev/null || echo see pair.json)"
+	echo "store:                $(grep -E '^bifrost_store_(disk_bytes|memtable_bytes|block_cache_bytes|commits_total|messages) ' "$results/metrics.txt" | tr '\n' ' ')"
+	echo "go heap:              $(grep -E '^go_memstats_(heap_inuse_bytes|sys_bytes) ' "$results/metrics.txt" | tr '\n' ' ')"
+} | tee "$results/summary.txt"
