@@ -152,9 +152,10 @@ func testWillDelay(t *testing.T, e *env) {
 	})
 	t.Run("cancelled by a reconnect", func(t *testing.T) {
 		r := e.raw(t)
-		r.session("back", false, withWill("will/back", "must not", ptr[uint32](1), ptr[uint32](60)))
+		// A delay of 3s, not 1s: the reconnect must come within it even on a loaded machine.
+		r.session("back", false, withWill("will/back", "must not", ptr[uint32](3), ptr[uint32](60)))
 		marker := e.raw(t)
-		marker.session("marker", false, withWill("will/marker", "marker", ptr[uint32](2), ptr[uint32](60)))
+		marker.session("marker", false, withWill("will/marker", "marker", ptr[uint32](4), ptr[uint32](60)))
 		r.drop()
 		r = e.raw(t)
 		if ack := r.session("back", true, nil); !ack.SessionPresent {
