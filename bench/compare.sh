@@ -154,7 +154,7 @@ scenarios=()
 for n in "${conns_sizes[@]}"; do
 	for v in "${conns_versions[@]}"; do
 		# 30s: a server gives a burst's garbage back once it has been quiet for two of its
-		# 10s memory checks (internal/memory, releaseRule); the same wait for both brokers.
+		# 5s memory checks (internal/memory, releaseRule); the same wait for both brokers.
 		scenarios+=("idle $n conns, $v|conns -n $n -version $v -settle 30s")
 		scenarios+=("idle $n conns, $v, 1 sub each|conns -n $n -version $v -subscribe -settle 30s")
 	done

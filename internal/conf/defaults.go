@@ -83,8 +83,9 @@ func server() *Config {
 	// A busy server reuses its heap, and the release rule leaves it alone; a server gone
 	// quiet after a burst (typically a crowd of idle connections that all connected at
 	// once) gives the burst's garbage back within a few checks instead of keeping it at
-	// GOGC 400's headroom for good. A check is a few metric reads.
-	c.Memory.ReturnToOS = ptr(Duration(10 * time.Second))
+	// GOGC 400's headroom for good. A check is a few metric reads; every 5s, a burst's
+	// garbage goes back within 15s of its end (two quiet checks).
+	c.Memory.ReturnToOS = ptr(Duration(5 * time.Second))
 	// Enough unacknowledged QoS 1/2 messages in flight to fill a fast link, still bounded
 	// so one session cannot hold an unbounded inflight window.
 	c.MQTT.ReceiveMaximum = 1024

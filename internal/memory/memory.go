@@ -38,7 +38,7 @@
 //
 // # Returning memory to the OS
 //
-// With memory.return_to_os > 0 (every 30 s on the edge profile, 10 s on the server) a
+// With memory.return_to_os > 0 (every 30 s on the edge profile, 5 s on the server) a
 // goroutine checks periodically whether a spike, or a burst that has gone quiet, has left
 // the runtime holding much more heap than it uses, and only then calls
 // debug.FreeOSMemory; the rule is on releaseRule.

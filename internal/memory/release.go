@@ -134,6 +134,8 @@ func (p *Policy) returnLoop(ctx context.Context) {
 	p.mu.Unlock()
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	// The first check can then tell how much was allocated since the loop started.
+	p.rel.allocs, p.rel.seen = p.sys.read().Allocs, true
 	for {
 		select {
 		case <-ctx.Done():
