@@ -9,6 +9,7 @@ import (
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
+	"github.com/bifrost-mqtt/bifrost/internal/packet/packettest"
 )
 
 // TestSubscribeFlood: one client sends SUBSCRIBE after SUBSCRIBE, each with many filters,
@@ -140,7 +141,7 @@ func (e *env) dialDeaf(t *testing.T, id, filter string, qos byte, rcvbuf int) *d
 	}
 	_ = c.SetReadDeadline(time.Now().Add(waitFor))
 	for _, want := range []packet.Type{packet.CONNACK, packet.SUBACK} {
-		p, err := readPacket(br, packet.V5)
+		p, err := packettest.ReadPacket(br, packet.V5)
 		if err != nil || p.Type() != want {
 			t.Fatalf("deaf client got %v, %v; want %v", p, err, want)
 		}
@@ -241,7 +242,7 @@ func TestLateReader(t *testing.T) {
 	var pids []uint16
 	_ = d.conn.SetReadDeadline(time.Now().Add(waitFor))
 	for i := range n {
-		p, err := readPacket(d.br, packet.V5)
+		p, err := packettest.ReadPacket(d.br, packet.V5)
 		if err != nil {
 			t.Fatalf("after %d of %d messages: %v", i, n, err)
 		}

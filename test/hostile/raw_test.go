@@ -3,7 +3,6 @@ package hostile
 import (
 	"bufio"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"syscall"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
+	"github.com/bifrost-mqtt/bifrost/internal/packet/packettest"
 )
 
 // raw is the attacker: a plain socket that writes exactly the bytes a case builds (well-
@@ -50,7 +50,7 @@ func (r *raw) readLoop() {
 	defer close(r.done)
 	br := bufio.NewReader(r.conn)
 	for {
-		p, err := readPacket(br, r.v)
+		p, err := packettest.ReadPacket(br, r.v)
 		if err != nil {
 			var pe *packet.Error
 			var rc packet.ReasonCode
@@ -62,50 +62,6 @@ func (r *raw) readLoop() {
 		}
 		r.in <- p
 	}
-}
-
-// readPacket reads one packet: the fixed header byte by byte, then the body it announces.
-func readPacket(br *bufio.Reader, v packet.Version) (packet.Packet, error) {
-	hdr := make([]byte, 0, 5)
-	b, err := br.ReadByte()
-	if err != nil {
-		return nil, err
-	}
-	hdr = append(hdr, b)
-	for {
-		b, err := br.ReadByte()
-		if err != nil {
-			return nil, fmt.Errorf("fixed header: %w", noEOF(err))
-		}
-		hdr = append(hdr, b)
-		if b&0x80 == 0 || len(hdr) == 5 {
-			break
-		}
-	}
-	h, _, err := packet.ParseHeader(hdr, v)
-	if err != nil {
-		return nil, fmt.Errorf("broker sent %x: %w", hdr, err)
-	}
-	body := make([]byte, h.Remaining)
-	if _, err := io.ReadFull(br, body); err != nil {
-		return nil, fmt.Errorf("%v body: %w", h.Type, noEOF(err))
-	}
-	if h.Type == packet.CONNACK && v == packet.V5 && h.Remaining == 2 {
-		v = packet.V311 // a refusal of an unsupported version comes in 3.1.1
-	}
-	p, err := packet.Decode(h, body, v)
-	if err != nil {
-		return nil, fmt.Errorf("broker sent a %v that does not decode (%x): %w", h.Type, body, err)
-	}
-	return p, nil
-}
-
-// noEOF turns an end of stream inside a packet into io.ErrUnexpectedEOF.
-func noEOF(err error) error {
-	if errors.Is(err, io.EOF) {
-		return io.ErrUnexpectedEOF
-	}
-	return err
 }
 
 // write writes b as it is. The broker may have closed the connection already (that is

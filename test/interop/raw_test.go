@@ -3,13 +3,13 @@ package interop
 import (
 	"bufio"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"testing"
 	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
+	"github.com/bifrost-mqtt/bifrost/internal/packet/packettest"
 )
 
 // raw is a client that speaks packets: it writes exactly the packets (or bytes) a test
@@ -49,51 +49,13 @@ func (r *raw) readLoop() {
 	defer r.conn.Close()
 	br := bufio.NewReader(r.conn)
 	for {
-		p, err := readPacket(br, r.v)
+		p, err := packettest.ReadPacket(br, r.v)
 		if err != nil {
 			r.err = err
 			return
 		}
 		r.in <- p
 	}
-}
-
-// readPacket reads one packet: the fixed header byte by byte, then the body it announces.
-func readPacket(br *bufio.Reader, v packet.Version) (packet.Packet, error) {
-	hdr := make([]byte, 0, 5)
-	b, err := br.ReadByte()
-	if err != nil {
-		return nil, err
-	}
-	hdr = append(hdr, b)
-	for {
-		b, err := br.ReadByte()
-		if err != nil {
-			return nil, fmt.Errorf("fixed header: %w", noEOF(err))
-		}
-		hdr = append(hdr, b)
-		if b&0x80 == 0 || len(hdr) == 5 {
-			break
-		}
-	}
-	h, _, err := packet.ParseHeader(hdr, v)
-	if err != nil {
-		return nil, err
-	}
-	body := make([]byte, h.Remaining)
-	if _, err := io.ReadFull(br, body); err != nil {
-		return nil, fmt.Errorf("%v body: %w", h.Type, noEOF(err))
-	}
-	return packet.Decode(h, body, v)
-}
-
-// noEOF turns an end of stream inside a packet into io.ErrUnexpectedEOF, so that only a
-// close between packets reads as a graceful io.EOF.
-func noEOF(err error) error {
-	if errors.Is(err, io.EOF) {
-		return io.ErrUnexpectedEOF
-	}
-	return err
 }
 
 // send encodes p in the client's version and writes it.
