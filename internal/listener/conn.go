@@ -17,21 +17,26 @@ import (
 )
 
 // conn is our record of one connection, for every transport: the Conn the handler sees.
-// It is what an idle connection costs us on top of nbio, so it holds no buffer and caches
-// nothing (addresses come from nbio; the transport's state hangs off the nbio conn's
-// session: the *websocket.Conn for ws, the *tlsConn that embeds this record for tls and
-// wss).
+// On a tcp listener (on Linux) it is all an idle connection costs the listener: the
+// socket is its own (fd, served by loop_linux.go), it holds no buffer unless the socket
+// has not taken what was written (out), and it caches nothing (addresses are asked of the
+// kernel). On ws, tls and wss it sits on top of nbio's record (nc), and the transport's
+// state hangs off that record's session: the *websocket.Conn for ws, the *tlsConn that
+// embeds this record for tls and wss.
 //
-// Fields are ordered for size: 80 bytes, one size class.
+// Fields are ordered for size: 96 bytes, one size class.
 type conn struct {
-	nc      *nbio.Conn
+	nc      *nbio.Conn // ws, tls, wss (and tcp where our loop does not run); nil: fd
 	l       *Listener
 	value   any
 	tm      timer[conn]   // guarded by the wheel's lock
 	last    atomic.Uint32 // wheel tick of the last Touch (or SetIdleTimeout)
 	state   atomic.Uint32 // st* bits
 	pending atomic.Int64  // bytes accepted by Write and not yet taken by the socket
-	wmu     sync.Mutex    // one writer at a time: see writeLocked
+	wmu     sync.Mutex    // one writer at a time: see writeLocked; guards fd, out, outOff
+	fd      int32         // own socket: the descriptor, closed once stFdClosed is set
+	outOff  uint32        // own socket: bytes of out already written
+	out     *[]byte       // own socket: bytes the socket has not taken yet (pooled)
 }
 
 // errOpenWrite closes a TCP connection whose OnOpen wrote more than its socket took.
@@ -53,9 +58,10 @@ const (
 	stHalfClosed             // the write side is shut down
 	stPeerClose              // the peer sent a WebSocket close frame
 	stAdmitting              // being added to the engine: not yet polled, see closeWith
-	stCloseReq               // closeWith was called while admitting
+	stCloseReq               // nbio: closeWith was called while admitting; own socket: closeWith was called
 	stIdleSet                // SetIdleTimeout was called: Touch refreshes the deadline
 	stWantDrain              // NotifyDrained was called: OnDrained is due once pending is 0
+	stFdClosed               // own socket: the descriptor is closed (see loop_linux.go)
 )
 
 var _ timed[conn] = (*conn)(nil)
@@ -91,7 +97,7 @@ func (c *conn) open() {
 func (c *conn) onData(data []byte) {
 	for {
 		st := c.state.Load()
-		if st&stOpen == 0 || st&(stClosing|stClosed|stShutdown) != 0 {
+		if st&stOpen == 0 || st&(stClosing|stClosed|stShutdown|stCloseReq) != 0 {
 			return
 		}
 		if c.state.CompareAndSwap(st, st|stBusy) {
@@ -165,7 +171,14 @@ func (c *conn) closed() {
 // finish delivers OnClose, with the error that says why (see the package doc).
 func (c *conn) finish() {
 	st := c.state.Load()
-	_, err := c.nc.IsClosed()
+	var err error
+	if c.ownSocket() {
+		if e, ok := c.l.srv.reasons.LoadAndDelete(c); ok {
+			err = e.(error)
+		}
+	} else {
+		_, err = c.nc.IsClosed()
+	}
 	switch {
 	case st&stShutdown != 0:
 		err = nil
@@ -215,7 +228,7 @@ func (c *conn) halfClose() {
 			break
 		}
 	}
-	if err := shutdownWrite(c.nc.Hash()); err != nil {
+	if err := shutdownWrite(c.fdNum()); err != nil {
 		c.l.srv.log.Debug("listener: shutdown(SHUT_WR) failed", "err", err)
 	}
 }
@@ -254,13 +267,24 @@ func (c *conn) Writev(bufs [][]byte) (int, error) {
 // writeLocked writes head (WebSocket framing, may be empty) and bufs as one unit, through
 // TLS on tls and wss listeners. c.wmu is held.
 func (c *conn) writeLocked(head []byte, bufs [][]byte) error {
-	if c.l.kind&kindSecure != 0 {
+	switch {
+	case c.ownSocket():
+		return c.writeOwn(head, bufs)
+	case c.l.kind&kindSecure != 0:
 		return c.nc.Session().(*tlsConn).seal(head, bufs)
 	}
 	return c.writeRaw(head, bufs)
 }
 
-// writeRaw writes head and bufs to the socket as one unit: straight to the socket with one
+// fdNum returns the connection's descriptor.
+func (c *conn) fdNum() int {
+	if c.ownSocket() {
+		return int(c.fd)
+	}
+	return c.nc.Hash()
+}
+
+// writeRaw writes head and bufs to an nbio socket as one unit: straight to the socket with one
 // writev when nothing is queued, and whatever the socket does not take is queued in nbio
 // (copied), to go out when the socket is writable. The caller holds c.wmu (TCP, ws) or
 // the tls.Conn's write lock (every byte of a TLS connection is written by crypto/tls), so
@@ -327,19 +351,24 @@ func (c *conn) Close() error { return c.closeWith(nil) }
 // left to admitted: closing the descriptor before nbio has registered it would let another
 // connection reuse its number and be overwritten in nbio's table.
 func (c *conn) closeWith(err error) error {
+	if c.ownSocket() {
+		c.wmu.Lock()
+		defer c.wmu.Unlock()
+		return c.closeOwnLocked(err)
+	}
 	for {
 		st := c.state.Load()
 		if st&stAdmitting == 0 {
 			return c.nc.CloseWithError(err)
 		}
 		if err != nil {
-			c.l.srv.deferred.LoadOrStore(c, err) // rare: kept aside, not in every conn
+			c.l.srv.reasons.LoadOrStore(c, err) // rare: kept aside, not in every conn
 		}
 		if c.state.CompareAndSwap(st, st|stCloseReq) {
 			return nil
 		}
 		if err != nil {
-			c.l.srv.deferred.CompareAndDelete(c, err) // admitted may have come and gone
+			c.l.srv.reasons.CompareAndDelete(c, err) // admitted may have come and gone
 		}
 	}
 }
@@ -354,7 +383,7 @@ func (c *conn) admitted() {
 		if !c.state.CompareAndSwap(st, st&^(stAdmitting|stCloseReq)) {
 			continue
 		}
-		if err, ok := c.l.srv.deferred.LoadAndDelete(c); ok {
+		if err, ok := c.l.srv.reasons.LoadAndDelete(c); ok {
 			_ = c.nc.CloseWithError(err.(error))
 		} else if st&stCloseReq != 0 {
 			_ = c.nc.Close()
@@ -378,11 +407,17 @@ func (c *conn) Shutdown() {
 		_ = c.nc.Session().(*tlsConn).tc.CloseWrite()
 	}
 	c.state.Or(stShutdown)
-	c.nc.Lock()
-	if closed, _ := c.nc.IsClosed(); !closed && c.pending.Load() <= 0 {
-		c.halfClose()
+	if c.ownSocket() {
+		if c.state.Load()&(stFdClosed|stCloseReq) == 0 && c.pending.Load() <= 0 {
+			c.halfClose()
+		}
+	} else {
+		c.nc.Lock()
+		if closed, _ := c.nc.IsClosed(); !closed && c.pending.Load() <= 0 {
+			c.halfClose()
+		}
+		c.nc.Unlock()
 	}
-	c.nc.Unlock()
 	s := c.l.srv
 	s.wheel.reset(c, s.o.DrainTimeout)
 	c.wmu.Unlock()
@@ -404,10 +439,20 @@ func (c *conn) SetIdleTimeout(d time.Duration) {
 func (c *conn) Buffered() int { return int(max(c.pending.Load(), 0)) }
 
 // RemoteAddr implements Conn.
-func (c *conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+func (c *conn) RemoteAddr() net.Addr {
+	if c.ownSocket() {
+		return c.ownAddr(true)
+	}
+	return c.nc.RemoteAddr()
+}
 
 // LocalAddr implements Conn.
-func (c *conn) LocalAddr() net.Addr { return c.nc.LocalAddr() }
+func (c *conn) LocalAddr() net.Addr {
+	if c.ownSocket() {
+		return c.ownAddr(false)
+	}
+	return c.nc.LocalAddr()
+}
 
 // Listener implements Conn.
 func (c *conn) Listener() *Listener { return c.l }

@@ -64,7 +64,7 @@ func TestChildInheritsNoConn(t *testing.T) {
 		_ = dial(t, l)
 		c := recv(t, r.opened, "OnOpen").(*conn)
 		var st syscall.Stat_t
-		if err := syscall.Fstat(c.nc.Hash(), &st); err != nil {
+		if err := syscall.Fstat(c.fdNum(), &st); err != nil {
 			t.Fatal(err)
 		}
 		sock := fmt.Sprintf("socket:[%d]", st.Ino)

@@ -4,23 +4,29 @@
 //
 // # Engine layout
 //
-// A Server runs one nbio engine (Options.Pollers epoll loops) for all of its listeners: TCP,
-// TLS and WebSocket alike. It is the nbio engine inside an nbhttp engine, so the WebSocket
-// upgrade and frame parsing run on the same loops; plain TCP connections are added to it
-// directly and read by our own data hook. Each listener has one accept goroutine (one per
-// listener, none per connection) that hands accepted sockets to the engine. nbio's own
-// listeners are not used: they are fixed when the engine starts (we open listeners later,
-// one at a time, and close them one at a time), they spin without backing off on
-// non-timeout accept errors, and they could not tell our handler which listener a
-// connection came from.
+// Plain TCP connections (on Linux) are served by our own event loop (loop_linux.go):
+// Options.Pollers epoll loops, a table of connections by descriptor, and nothing per
+// connection but our conn record (96 bytes). That is the transport a million idle clients
+// use, so it carries nothing it does not need: the socket comes from accept4(2), its
+// addresses are asked of the kernel when someone wants them.
 //
-// Bytes are read on the poller goroutines into one read buffer per poller
-// (Options.ReadBufferSize), and Handler.OnData runs right there, in the poller goroutine;
-// WebSocket messages are parsed and delivered there too (nbhttp's executor is synchronous).
-// An idle connection therefore costs nbio's connection record, the peer addresses, our
-// conn (80 bytes), and for WebSocket the nbhttp/websocket records: no goroutine, no read
-// buffer, no write buffer (writes go straight to the socket and only what the socket does
-// not take is queued, by nbio, until it drains).
+// TLS and WebSocket connections (and TCP elsewhere than Linux) are served by one nbio
+// engine, made by the first such listener: Options.Pollers more epoll loops. It is the
+// nbio engine inside an nbhttp engine, so the WebSocket upgrade and frame parsing run on
+// the same loops. nbio's own listeners are not used: they are fixed when the engine
+// starts (we open listeners later, one at a time, and close them one at a time), they
+// spin without backing off on non-timeout accept errors, and they could not tell our
+// handler which listener a connection came from.
+//
+// Each listener has one accept goroutine (one per listener, none per connection) that
+// hands accepted sockets to their loop. Bytes are read on the poller goroutines into one
+// read buffer per poller (Options.ReadBufferSize), and Handler.OnData runs right there,
+// in the poller goroutine; WebSocket messages are parsed and delivered there too (nbhttp's
+// executor is synchronous). An idle connection therefore costs our conn, and on nbio its
+// connection record and the peer addresses it caches, plus for WebSocket the
+// nbhttp/websocket records: no goroutine, no read buffer, no write buffer (writes go
+// straight to the socket and only what the socket does not take is queued until it
+// drains).
 //
 // # Timeouts
 //
@@ -42,13 +48,13 @@
 // that completed the upgrade (WebSocket), or in the goroutine that completed the
 // handshake (TLS); OnData runs in the poller, except on TLS for what arrived with the end
 // of the handshake, which that goroutine delivers before it hands over to the poller;
-// OnClose runs where nbio reports the close, or right after an OnData that was running
+// OnClose runs where the loop reports the close, or right after an OnData that was running
 // then (a small state machine in conn.go hands it over without a lock). The error given to OnClose
 // is nil when this side closed the connection (Close, Shutdown, Listener.Close,
 // Server.Close), ErrIdleTimeout when a timeout fired, io.EOF when the peer closed it
 // (for WebSocket: sent a close frame), and the I/O or protocol error otherwise.
 //
-// # Working around nbio (v1.6.12)
+// # Working around nbio (v1.6.12), for the transports it serves
 //
 //   - A poller that has not started its loop loses a Stop and spins forever; start waits
 //     until every poller has delivered a probe byte (pollers.go).
@@ -60,7 +66,7 @@
 //   - nbio takes a socket over with a dup that is not close-on-exec: every child process
 //     would keep the sockets of closed connections, and their epoll events, alive, and
 //     nbio would close a new connection that reuses such a descriptor number with io.EOF
-//     (tcp.go takeOver).
+//     (takeover.go).
 //   - nbio logs through a process-wide logger: the first New points it at slog.Default.
 //   - The race detector cannot see the hand-off through epoll: the hooks begin with an
 //     atomic load or a lock taken by the accepting side (see server.go onData).
@@ -70,8 +76,8 @@
 //
 // # Transports
 //
-// tcp.go, websocket.go and tls.go each hold what differs for their transport: how an
-// accepted socket is taken over, the framing of writes, what Shutdown sends first. TLS is
+// loop_linux.go, websocket.go and tls.go each hold what differs for their transport: how
+// an accepted socket is taken over, the framing of writes, what Shutdown sends first. TLS is
 // Go's crypto/tls, driven from the poller on the bytes nbio reads (tls.go explains how,
 // without a goroutine or buffer per idle connection); wss is the WebSocket layer on the
 // plaintext of that. Certificates are reloaded from their files without a restart
@@ -79,7 +85,9 @@
 //
 // Files: listener.go the contract, Listener and its accept loop; server.go the Server and
 // its engine hooks; conn.go the connection record, its event state machine and write path;
-// tcp.go, websocket.go, tls.go the transports; tlsgate.go the bound on TLS handshakes in
+// loop_linux.go our event loop (tcp) and sock_linux.go what a conn does with its own
+// socket; loop_other.go tcp on nbio elsewhere; takeover.go how nbio takes a socket;
+// websocket.go, tls.go the other transports; tlsgate.go the bound on TLS handshakes in
 // progress; drain.go the drain notices (Conn.NotifyDrained); certs.go TLS certificates and
 // their reload;
 // wheel.go the timing wheel; pollers.go the start-up probe; writev_*.go the system calls.
@@ -88,6 +96,7 @@ package listener
 import (
 	"crypto/tls"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -149,9 +158,9 @@ type Conn interface {
 // order: OnOpen, OnData..., OnClose (exactly once). Calls for different connections may
 // run at the same time.
 type Handler interface {
-	// OnOpen is called for a new connection before any data. It may write, but on TCP
-	// only what the new socket takes at once (tens of KB; more closes the connection):
-	// the socket is not polled yet.
+	// OnOpen is called for a new connection before any data. It may write; but on TCP
+	// served by nbio (not Linux) only what the new socket takes at once (tens of KB;
+	// more closes the connection), as the socket is not polled yet.
 	OnOpen(c Conn)
 	// OnData delivers bytes received; data is valid only during the call.
 	OnData(c Conn, data []byte)
@@ -196,6 +205,7 @@ type Listener struct {
 	kind  uint8
 	path  string // WebSocket path
 	ln    net.Listener
+	dup   io.Closer    // tcp on our loop: the duplicate of ln's socket that accepts
 	certs *certSource  // tls, wss: the certificate, reloaded when its files change
 	n     atomic.Int64 // open connections (OnOpen delivered, OnClose not yet)
 
@@ -235,6 +245,9 @@ func (l *Listener) stop() error {
 		l.closed.Store(true)
 		close(l.quit)
 		err = l.ln.Close()
+		if l.dup != nil {
+			_ = l.dup.Close() // ends the accept loop's wait
+		}
 		<-l.stopped
 		l.srv.forget(l)
 	})
@@ -247,40 +260,52 @@ const (
 	acceptBackoffMax = time.Second
 )
 
-// acceptLoop accepts connections until the listener is closed and hands each to admit.
-// Any other accept error (EMFILE, ENFILE, ENOBUFS, ECONNABORTED...) is logged and retried
-// after a back-off, so a listener never stops while it is open.
-func (l *Listener) acceptLoop(admit func(*Listener, net.Conn)) {
+// acceptLoop runs step, which accepts connections and hands them on, until the listener
+// is closed. Any other accept error (EMFILE, ENFILE, ENOBUFS...) is logged and step is
+// retried after a back-off, so a listener never stops while it is open.
+func (l *Listener) acceptLoop(step func() error) {
 	defer close(l.stopped)
 	var delay time.Duration
 	for {
+		err := step()
+		if err == nil {
+			delay = 0
+			continue
+		}
+		if l.closed.Load() || errors.Is(err, net.ErrClosed) {
+			return
+		}
+		if delay == 0 {
+			delay = acceptBackoffMin
+		} else {
+			delay = min(2*delay, acceptBackoffMax)
+		}
+		l.srv.log.Error("listener: accept failed; retrying",
+			slog.String("listener", l.name), slog.Any("err", err), slog.Duration("retry_in", delay))
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-l.quit:
+			t.Stop()
+			return
+		}
+	}
+}
+
+// acceptStd returns the accept step of a listener served by nbio: Go's Accept, the Admit
+// check, then admit, which hands the connection to the engine.
+func (l *Listener) acceptStd(admit func(*Listener, net.Conn)) func() error {
+	return func() error {
 		c, err := l.ln.Accept()
 		if err != nil {
-			if l.closed.Load() || errors.Is(err, net.ErrClosed) {
-				return
-			}
-			if delay == 0 {
-				delay = acceptBackoffMin
-			} else {
-				delay = min(2*delay, acceptBackoffMax)
-			}
-			l.srv.log.Error("listener: accept failed; retrying",
-				slog.String("listener", l.name), slog.Any("err", err), slog.Duration("retry_in", delay))
-			t := time.NewTimer(delay)
-			select {
-			case <-t.C:
-			case <-l.quit:
-				t.Stop()
-				return
-			}
-			continue
+			return err
 		}
-		delay = 0
 		if a := l.srv.o.Admit; a != nil && !a(l, c.RemoteAddr()) {
 			_ = c.Close()
-			continue
+			return nil
 		}
 		admit(l, c)
+		return nil
 	}
 }
 

@@ -116,18 +116,22 @@ type Server struct {
 	done      chan struct{} // closed by Close: stops the wheel
 
 	mu        sync.Mutex
-	started   bool
+	started   bool // the wheel runs
 	closed    bool
 	listeners map[*Listener]struct{}
-	engine    *nbhttp.Engine // all connections, TCP and WebSocket
+	loop      *loop          // tcp connections (Linux; loop_linux.go), made by the first tcp Listen
+	engine    *nbhttp.Engine // ws, tls and wss connections, made by the first such Listen
 	upgrader  *websocket.Upgrader
 
 	hsMu   sync.Mutex
 	hs     map[*nbio.Conn]*conn // WebSocket connections not yet upgraded
 	hsPeak int                  // most entries hs held since it was made
 
-	deferred sync.Map // *conn → error: the reason for a close asked for while admitting
-	drain    drainer  // drain notices (drain.go)
+	// reasons holds, by *conn, the error OnClose is to get, where a connection has no
+	// room for it: an nbio connection closed while it was being admitted; a connection on
+	// our loop closed by closeWith or by an I/O error (io.EOF is a state bit instead).
+	reasons sync.Map
+	drain   drainer // drain notices (drain.go)
 
 	// TLS, set up by the first tls or wss Listen (s.mu held, before its accept loop runs).
 	scratch     []*pumpBufs   // per poller: the buffers of the connection it pumps
@@ -180,7 +184,11 @@ func (s *Server) Listen(cfg conf.Listener) (*Listener, error) {
 		return nil, ErrServerClosed
 	}
 	if !s.started {
-		if err := s.start(); err != nil {
+		s.started = true
+		s.goroutine("timing wheel", func() { s.wheel.run(s.done, s.expire) })
+	}
+	if l.kind != kindTCP && s.engine == nil {
+		if err := s.startEngine(); err != nil {
 			return nil, err
 		}
 	}
@@ -188,16 +196,22 @@ func (s *Server) Listen(cfg conf.Listener) (*Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listener: %s: %w", l.name, err)
 	}
-	s.listeners[l] = struct{}{}
-	admit := s.admitTCP
+	var step func() error
 	switch {
 	case l.kind&kindSecure != 0:
-		admit = s.admitTLS
 		s.startTLS()
+		step = l.acceptStd(s.admitTLS)
 	case l.kind == kindWS:
-		admit = s.admitWS
+		step = l.acceptStd(s.admitWS)
+	default:
+		step, err = s.acceptTCP(l)
+		if err != nil {
+			_ = l.ln.Close()
+			return nil, fmt.Errorf("listener: %s: %w", l.name, err)
+		}
 	}
-	s.goroutine("accept "+l.name, func() { l.acceptLoop(admit) })
+	s.listeners[l] = struct{}{}
+	s.goroutine("accept "+l.name, func() { l.acceptLoop(step) })
 	return l, nil
 }
 
@@ -241,7 +255,7 @@ func (s *Server) Close() error {
 		for l := range s.listeners {
 			ls = append(ls, l)
 		}
-		started := s.started
+		lp, engine := s.loop, s.engine
 		s.mu.Unlock()
 
 		var errs []error
@@ -250,10 +264,13 @@ func (s *Server) Close() error {
 				errs = append(errs, err)
 			}
 		}
-		if started {
+		if lp != nil {
+			lp.stop() // closes its connections, delivering their OnClose, and returns
+		}
+		if engine != nil {
 			// Stop closes every connection and waits for their close hooks, then stops
 			// the pollers, which deliver any OnClose handed to them before they exit.
-			s.engine.Stop()
+			engine.Stop()
 		}
 		s.closeDrain()
 		close(s.done)
@@ -263,8 +280,8 @@ func (s *Server) Close() error {
 	return s.closeErr
 }
 
-// start creates and starts the engine and the wheel. s.mu is held.
-func (s *Server) start() error {
+// startEngine creates and starts the nbio engine. s.mu is held.
+func (s *Server) startEngine() error {
 	e := nbhttp.NewEngine(nbhttp.Config{
 		Name:                    "bifrost",
 		NPoller:                 s.o.Pollers,
@@ -296,8 +313,6 @@ func (s *Server) start() error {
 		s.engine, s.upgrader = nil, nil
 		return err
 	}
-	s.started = true
-	s.goroutine("timing wheel", func() { s.wheel.run(s.done, s.expire) })
 	return nil
 }
 

@@ -1,0 +1,371 @@
+//go:build linux
+
+package listener
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"syscall"
+)
+
+// The event loop of plain TCP connections, our own: epoll, one goroutine per poller, a
+// table of connections indexed by descriptor, one read buffer per poller.
+//
+// Why not nbio, which serves ws, tls and wss: an idle TCP connection on nbio costs its
+// Conn record (208 B) and the two addresses it caches (160 B) on top of our conn, and its
+// accept path goes through Go's net package first (a netFD, a poller registration and two
+// addresses per connection, all garbage a moment later, interleaved with what stays). Here
+// a connection is our conn and nothing else (96 B): the descriptor comes from accept4(2)
+// on the listener's socket, the addresses are asked of the kernel when someone wants them,
+// and the table holds one pointer per descriptor. It also fixes at the root what
+// takeover.go works around: descriptors are close-on-exec from accept4, and a descriptor is
+// removed from epoll before it is closed, so no stale event can reach a reused number.
+//
+// Ownership of a descriptor: only its poller closes it, after taking it out of epoll and
+// out of the table, holding the conn's write lock (wmu) so that no write, shutdown or
+// address lookup can run on a number that another connection may get next. Every other
+// goroutine that wants a connection closed (Close, a timeout, a failed write) records why
+// and shuts the socket down (shutdown(2) keeps the number); the poller then reads EOF and
+// closes it (sock_linux.go closeOwnLocked). So the number a poller reads or writes is
+// always the connection it looked up.
+//
+// Events are level-triggered: a poller reads a socket until it would block, or at most
+// maxReads buffers per event so that one flooding client yields to the others (epoll
+// reports the rest next round); a hang-up is acted on only when a read returns EOF, so
+// bytes that came with it are delivered first. A write the socket does not take whole is
+// queued (sock_linux.go) and the socket watched for writability until the queue drains.
+type loop struct {
+	s       *Server
+	pollers []*poller
+	wg      sync.WaitGroup
+}
+
+// maxReads bounds the reads of one socket per readiness event (with the default 32 KiB
+// buffer, 8 MiB: more than a socket's receive buffer holds by default).
+const maxReads = 256
+
+// Events a connection is watched for; epoll adds EPOLLERR and EPOLLHUP by itself.
+const (
+	evRead  = syscall.EPOLLIN | syscall.EPOLLRDHUP
+	evWrite = evRead | syscall.EPOLLOUT
+)
+
+// A poller is one epoll instance and the goroutine that waits on it.
+type poller struct {
+	s     *Server
+	epfd  int
+	wake  [2]int // a pipe: a byte written to wake[1] stops the poller
+	buf   []byte // read buffer, shared by the poller's connections
+	n     int    // pollers in the loop: descriptor fd is this poller's slot fd/n
+	mu    sync.Mutex
+	conns []*conn // by slot; guarded by mu
+}
+
+// newLoop creates the pollers and starts their goroutines.
+func newLoop(s *Server) (*loop, error) {
+	lp := &loop{s: s}
+	for range s.o.Pollers {
+		p, err := newPoller(s, s.o.Pollers)
+		if err != nil {
+			lp.stop()
+			return nil, err
+		}
+		lp.pollers = append(lp.pollers, p)
+		lp.wg.Add(1)
+		s.goroutine("tcp poller", func() {
+			defer lp.wg.Done()
+			p.run()
+		})
+	}
+	return lp, nil
+}
+
+func newPoller(s *Server, n int) (*poller, error) {
+	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("listener: epoll_create1: %w", err)
+	}
+	p := &poller{s: s, epfd: epfd, n: n, buf: make([]byte, s.o.ReadBufferSize)}
+	if err := syscall.Pipe2(p.wake[:], syscall.O_CLOEXEC|syscall.O_NONBLOCK); err != nil {
+		_ = syscall.Close(epfd)
+		return nil, fmt.Errorf("listener: pipe2: %w", err)
+	}
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(p.wake[0])}
+	if err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, p.wake[0], &ev); err != nil {
+		p.release()
+		return nil, fmt.Errorf("listener: epoll_ctl: %w", err)
+	}
+	return p, nil
+}
+
+// stop closes every connection (OnClose for each is delivered by its poller) and returns
+// when every poller has exited. No connection may be added meanwhile: the accept loops
+// have returned.
+func (lp *loop) stop() {
+	for _, p := range lp.pollers {
+		_, _ = syscall.Write(p.wake[1], []byte{1})
+	}
+	lp.wg.Wait()
+}
+
+// pollerFor returns the poller that serves descriptor fd.
+func (lp *loop) pollerFor(fd int) *poller { return lp.pollers[fd%len(lp.pollers)] }
+
+// release closes the poller's own descriptors.
+func (p *poller) release() {
+	_ = syscall.Close(p.wake[0])
+	_ = syscall.Close(p.wake[1])
+	_ = syscall.Close(p.epfd)
+}
+
+// run waits for events and serves them until the wake pipe is written, then closes the
+// poller's connections.
+func (p *poller) run() {
+	defer p.release()
+	events := make([]syscall.EpollEvent, 128)
+	for {
+		n, err := syscall.EpollWait(p.epfd, events, -1)
+		if err != nil {
+			if err == syscall.EINTR {
+				continue
+			}
+			// Only EBADF, EFAULT or EINVAL: our own bug. Close what we have rather
+			// than spin.
+			p.s.log.Error("listener: epoll_wait failed; closing the poller's connections", slog.Any("err", err))
+			p.closeAll()
+			return
+		}
+		for i := range n {
+			ev := events[i]
+			fd := int(ev.Fd)
+			if fd == p.wake[0] {
+				p.closeAll()
+				return
+			}
+			c := p.lookup(fd)
+			if c == nil {
+				continue // closed since: the event came with the same batch
+			}
+			if ev.Events&syscall.EPOLLOUT != 0 {
+				c.flushOwn()
+			}
+			if ev.Events&(syscall.EPOLLIN|syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
+				p.read(c)
+			}
+		}
+	}
+}
+
+// lookup returns the connection on fd, or nil. Taking mu also orders this goroutine after
+// the accepting one, which the race detector cannot see through epoll.
+func (p *poller) lookup(fd int) *conn {
+	i := fd / p.n
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if i < len(p.conns) {
+		return p.conns[i]
+	}
+	return nil
+}
+
+// read reads c's socket and delivers what came (OnData), until it would block; EOF or an
+// error closes the connection.
+func (p *poller) read(c *conn) {
+	fd := int(c.fd) // only this goroutine closes it
+	for range maxReads {
+		n, err := syscall.Read(fd, p.buf)
+		switch {
+		case n > 0:
+			c.onData(p.buf[:n])
+			if n < len(p.buf) {
+				return // most likely all there was; if not, epoll says so again
+			}
+		case err == nil: // EOF: the peer closed, or Close shut the socket down
+			p.close(c, io.EOF)
+			return
+		case err == syscall.EINTR:
+		case err == syscall.EAGAIN:
+			return
+		default:
+			p.close(c, err)
+			return
+		}
+	}
+}
+
+// add registers c, opened (OnOpen delivered) and not yet polled, with the poller.
+func (p *poller) add(c *conn) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	fd := int(c.fd)
+	i := fd / p.n
+	p.mu.Lock()
+	if i >= len(p.conns) {
+		p.conns = append(p.conns, make([]*conn, i+1-len(p.conns))...)
+		p.conns = p.conns[:cap(p.conns)]
+	}
+	p.conns[i] = c
+	p.mu.Unlock()
+	ev := syscall.EpollEvent{Events: evRead, Fd: int32(fd)}
+	if c.out != nil { // OnOpen wrote more than the socket took at once
+		ev.Events = evWrite
+	}
+	err := syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_ADD, fd, &ev)
+	c.state.And(^uint32(stAdmitting))
+	if err != nil {
+		p.mu.Lock()
+		p.conns[i] = nil
+		p.mu.Unlock()
+		return fmt.Errorf("listener: epoll_ctl: %w", err)
+	}
+	return nil
+}
+
+// watch sets the events fd is watched for: evWrite while c has bytes queued.
+func (p *poller) watch(fd int, events uint32) error {
+	ev := syscall.EpollEvent{Events: events, Fd: int32(fd)}
+	return syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_MOD, fd, &ev)
+}
+
+// close closes c's socket and delivers its OnClose. ioErr is what the socket said (io.EOF
+// for an orderly end); if a close was asked for (closeWith), the reason given there wins.
+func (p *poller) close(c *conn, ioErr error) {
+	c.wmu.Lock()
+	st := c.state.Load()
+	if st&stFdClosed != 0 {
+		c.wmu.Unlock()
+		return
+	}
+	c.state.Or(stFdClosed)
+	fd := int(c.fd)
+	_ = syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_DEL, fd, nil)
+	p.mu.Lock()
+	if i := fd / p.n; i < len(p.conns) && p.conns[i] == c {
+		p.conns[i] = nil
+	}
+	p.mu.Unlock()
+	_ = syscall.Close(fd)
+	c.dropQueue()
+	c.wmu.Unlock()
+	if st&stCloseReq == 0 {
+		switch ioErr {
+		case nil:
+		case io.EOF:
+			c.state.Or(stPeerClose)
+		default:
+			c.l.srv.reasons.Store(c, ioErr)
+		}
+	}
+	c.closed()
+}
+
+// closeAll closes every connection of the poller (Server.Close), OnClose(nil) for each
+// unless a reason was given before.
+func (p *poller) closeAll() {
+	p.mu.Lock()
+	var cs []*conn
+	for _, c := range p.conns {
+		if c != nil {
+			cs = append(cs, c)
+		}
+	}
+	p.mu.Unlock()
+	for _, c := range cs {
+		p.close(c, nil)
+	}
+}
+
+// acceptTCP returns the accept step of a tcp listener, served by the loop (made here by
+// the first tcp listener; s.mu is held): it accepts
+// every connection waiting, with accept4(2) on the listener's socket (non-blocking and
+// close-on-exec from the start), and hands each to admitOwn; it waits in Go's poller
+// while none is waiting. An error ends the step (the accept loop backs off and calls it
+// again); ECONNABORTED (a client gone before we took it) is skipped.
+func (s *Server) acceptTCP(l *Listener) (func() error, error) {
+	if s.loop == nil {
+		lp, err := newLoop(s)
+		if err != nil {
+			return nil, err
+		}
+		s.loop = lp
+	}
+	tl, ok := l.ln.(*net.TCPListener)
+	if !ok {
+		return nil, fmt.Errorf("listener: %s: not a TCP listener", l.name)
+	}
+	// A listener's own RawConn cannot wait for readability (its Read is EINVAL), a file's
+	// can: a duplicate of the socket (close-on-exec, non-blocking, so Go polls it), closed
+	// by stop after the listener.
+	f, err := tl.File()
+	if err != nil {
+		return nil, err
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	l.dup = f
+	var acceptErr error
+	step := func(lfd uintptr) bool {
+		for {
+			fd, sa, err := syscall.Accept4(int(lfd), syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC)
+			switch err {
+			case nil:
+				s.admitOwn(l, fd, sa)
+			case syscall.EAGAIN:
+				return false // wait until another is waiting
+			case syscall.EINTR, syscall.ECONNABORTED:
+			default:
+				acceptErr = err
+				return true
+			}
+		}
+	}
+	return func() error {
+		acceptErr = nil
+		if err := rc.Read(step); err != nil {
+			return err
+		}
+		return acceptErr
+	}, nil
+}
+
+// admitOwn takes a socket accepted on a tcp listener: the Admit check, OnOpen (before the
+// socket is polled, so nothing is read before it returns), then its poller.
+func (s *Server) admitOwn(l *Listener, fd int, sa syscall.Sockaddr) {
+	if a := s.o.Admit; a != nil && !a(l, sockaddrAddr(sa)) {
+		_ = syscall.Close(fd)
+		return
+	}
+	c := &conn{l: l, fd: int32(fd)}
+	c.admitting()
+	c.open()
+	p := s.loop.pollerFor(fd)
+	if err := p.add(c); err != nil {
+		s.log.Warn("listener: cannot poll connection", slog.String("listener", l.name), slog.Any("err", err))
+		p.close(c, err)
+	}
+}
+
+// sockaddrAddr returns sa as a *net.TCPAddr.
+func sockaddrAddr(sa syscall.Sockaddr) net.Addr {
+	switch a := sa.(type) {
+	case *syscall.SockaddrInet4:
+		return &net.TCPAddr{IP: net.IPv4(a.Addr[0], a.Addr[1], a.Addr[2], a.Addr[3]), Port: a.Port}
+	case *syscall.SockaddrInet6:
+		ip := make(net.IP, net.IPv6len)
+		copy(ip, a.Addr[:])
+		addr := &net.TCPAddr{IP: ip, Port: a.Port}
+		if a.ZoneId != 0 {
+			if ifc, err := net.InterfaceByIndex(int(a.ZoneId)); err == nil {
+				addr.Zone = ifc.Name
+			}
+		}
+		return addr
+	}
+	return &net.TCPAddr{}
+}

@@ -1,0 +1,145 @@
+//go:build linux
+
+package listener
+
+import (
+	"net"
+	"syscall"
+
+	"github.com/bifrost-mqtt/bifrost/internal/bufpool"
+)
+
+// What a conn does with a socket of its own (tcp listeners, served by loop_linux.go): its
+// writes, its queue of bytes the socket has not taken, its close, its addresses. All of it
+// runs under c.wmu, the lock the poller takes to close the descriptor, so none of it can
+// touch a number that has been closed and given to another connection.
+
+// ownSocket reports whether c is served by our loop (not by nbio).
+func (c *conn) ownSocket() bool { return c.nc == nil }
+
+// writeOwn writes head and bufs as one unit: straight to the socket with one writev when
+// nothing is queued, and what the socket does not take is copied to the queue, which the
+// poller writes out when the socket is writable. c.wmu is held.
+func (c *conn) writeOwn(head []byte, bufs [][]byte) error {
+	st := c.state.Load()
+	if st&(stFdClosed|stCloseReq) != 0 {
+		return net.ErrClosed
+	}
+	total := len(head)
+	for _, b := range bufs {
+		total += len(b)
+	}
+	n := 0
+	if c.out == nil {
+		var err error
+		n, err = writev(int(c.fd), head, bufs)
+		if err != nil {
+			_ = c.closeOwnLocked(err)
+			return err
+		}
+		if n == total {
+			return nil
+		}
+	}
+	rest := total - n
+	if c.out == nil {
+		c.out, c.outOff = bufpool.Get(rest), 0
+		if st&stAdmitting == 0 { // else poller.add watches it
+			if err := c.l.srv.loop.pollerFor(int(c.fd)).watch(int(c.fd), evWrite); err != nil {
+				_ = c.closeOwnLocked(err)
+				return err
+			}
+		}
+	} else {
+		c.out = bufpool.Grow(c.out, rest)
+	}
+	q := *c.out
+	q, n = appendAfter(q, head, n)
+	for _, b := range bufs {
+		q, n = appendAfter(q, b, n)
+	}
+	*c.out = q
+	c.pending.Add(int64(rest))
+	return nil
+}
+
+// appendAfter appends b to q but for its first skip bytes, which the socket took, and
+// returns the bytes still to skip.
+func appendAfter(q, b []byte, skip int) ([]byte, int) {
+	if skip >= len(b) {
+		return q, skip - len(b)
+	}
+	return append(q, b[skip:]...), 0
+}
+
+// flushOwn writes what is queued, as much as the socket takes; once the queue is empty it
+// stops watching for writability and reports the bytes written (written: the half close
+// of a Shutdown, drain notices). Called by the poller on EPOLLOUT.
+func (c *conn) flushOwn() {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.out == nil || c.state.Load()&stFdClosed != 0 {
+		return
+	}
+	n, err := writev(int(c.fd), (*c.out)[c.outOff:], nil)
+	if err != nil {
+		_ = c.closeOwnLocked(err)
+		return
+	}
+	c.outOff += uint32(n)
+	if int(c.outOff) == len(*c.out) {
+		c.dropQueue()
+		if err := c.l.srv.loop.pollerFor(int(c.fd)).watch(int(c.fd), evRead); err != nil {
+			_ = c.closeOwnLocked(err)
+			return
+		}
+	}
+	if n > 0 {
+		c.written(n)
+	}
+}
+
+// dropQueue gives the queue's buffer back. c.wmu is held.
+func (c *conn) dropQueue() {
+	if c.out != nil {
+		bufpool.Put(c.out)
+		c.out, c.outOff = nil, 0
+	}
+}
+
+// closeOwnLocked asks for the connection to be closed, with err as OnClose's reason: it
+// records the reason and shuts the socket down; the poller reads EOF next and closes the
+// descriptor (see loop_linux.go for why only the poller does). c.wmu is held.
+func (c *conn) closeOwnLocked(err error) error {
+	st := c.state.Load()
+	if st&(stFdClosed|stCloseReq) != 0 {
+		return nil
+	}
+	if err != nil {
+		c.l.srv.reasons.Store(c, err)
+	}
+	c.state.Or(stCloseReq)
+	_ = syscall.Shutdown(int(c.fd), syscall.SHUT_RDWR)
+	return nil
+}
+
+// ownAddr asks the kernel for the socket's peer (or local) address: a connection keeps no
+// copy, as few ever need it. After the close it is an empty address.
+func (c *conn) ownAddr(peer bool) net.Addr {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.state.Load()&stFdClosed != 0 {
+		return &net.TCPAddr{}
+	}
+	var sa syscall.Sockaddr
+	var err error
+	if peer {
+		sa, err = syscall.Getpeername(int(c.fd))
+	} else {
+		sa, err = syscall.Getsockname(int(c.fd))
+	}
+	if err != nil {
+		return &net.TCPAddr{}
+	}
+	return sockaddrAddr(sa)
+}
