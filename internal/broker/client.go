@@ -1,7 +1,9 @@
 package broker
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -130,7 +132,9 @@ func (b *Broker) OnData(c listener.Conn, data []byte) {
 	if cl.auth != nil && cl.auth.working {
 		cl.r.Keep(data)
 		if cl.r.Held() > maxHeldBytes {
-			b.log.Debug("closing connection", "remote", c.RemoteAddr().String(), "err", errHeldBytes)
+			if b.debugging() {
+				b.log.Debug("closing connection", "remote", c.RemoteAddr().String(), "err", errHeldBytes)
+			}
 			b.closeNow(cl)
 			cl.r.Release()
 		}
@@ -292,7 +296,9 @@ func (b *Broker) protocolError(bt *batch, cl *client, err error) {
 	if errors.As(err, &code) {
 		rc = code
 	}
-	b.log.Debug("closing connection on protocol error", "remote", cl.conn.RemoteAddr().String(), "err", err)
+	if b.debugging() {
+		b.log.Debug("closing connection on protocol error", "remote", cl.conn.RemoteAddr().String(), "err", err)
+	}
 	if cl.s == nil {
 		if cl.auth != nil && cl.r.Version == packet.V5 {
 			b.refuse(cl, packet.V5, rc) // during enhanced authentication: spec 4.13.1
@@ -307,6 +313,10 @@ func (b *Broker) protocolError(bt *batch, cl *client, err error) {
 	cl.s.Disconnect(rc)
 	b.detach(bt, cl)
 }
+
+// debugging reports whether Debug records are logged: a Debug line whose arguments cost
+// something (the peer's address is a system call and two allocations) is built only then.
+func (b *Broker) debugging() bool { return b.log.Enabled(context.Background(), slog.LevelDebug) }
 
 // closeNow closes a connection without a word: before CONNECT nothing may be sent.
 func (b *Broker) closeNow(cl *client) {

@@ -140,8 +140,10 @@ func (b *Broker) connected(bt *batch, cl *client, c *packet.Connect, cid string,
 	} else {
 		cl.conn.SetIdleTimeout(0)
 	}
-	b.log.Debug("client connected", "client", cid, "version", v.String(), "clean", c.CleanStart,
-		"present", present, "remote", cl.conn.RemoteAddr().String())
+	if b.debugging() {
+		b.log.Debug("client connected", "client", cid, "version", v.String(), "clean", c.CleanStart,
+			"present", present, "remote", cl.conn.RemoteAddr().String())
+	}
 }
 
 // connack is the CONNACK accepting c (Session Present aside): in 5.0, the properties that
