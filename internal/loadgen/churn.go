@@ -34,7 +34,7 @@ const goroutinesMetric = "go_goroutines"
 // connection shows it here: after tens of thousands of short connections its goroutines
 // and RSS should be back near where they started.
 func runChurn(ctx context.Context, o *Options, errs *errorLog) (*Report, error) {
-	d, err := newDialer(o.Addr, o.SrcAddrs)
+	d, err := newDialer(o.Addr, o.SrcAddrs, o.WSPath)
 	if err != nil {
 		return nil, err
 	}

@@ -33,6 +33,7 @@ common flags:
                     live heap per connection (GC forced through /debug/pprof, then /metrics);
                     with fanin/fanout/pair, its GC cycles and GC CPU share over the run
   -src-addrs N      spread connections over source addresses 127.0.0.2.. (default 4; 0: none)
+  -ws PATH          MQTT over WebSocket to ws://ADDR/PATH (e.g. /mqtt) instead of plain TCP
   -qos Q            QoS of PUBLISHes and subscriptions: 0, 1 or 2 (default 0)
   -concurrency N    connections being opened at once (default 64)
   -timeout D        bound on the whole run (default 10m)
@@ -87,6 +88,7 @@ func Main(args []string, stdout, stderr io.Writer, self []string) int {
 	fs.IntVar(&o.PID, "pid", 0, "")
 	fs.StringVar(&o.Metrics, "metrics", "", "")
 	fs.IntVar(&o.SrcAddrs, "src-addrs", 4, "")
+	fs.StringVar(&o.WSPath, "ws", "", "")
 	fs.IntVar(&o.Concurrency, "concurrency", 64, "")
 	fs.DurationVar(&o.Timeout, "timeout", 0, "")
 	fs.IntVar(&o.Conns, "n", 1000, "")

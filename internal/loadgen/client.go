@@ -38,11 +38,13 @@ type client struct {
 type dialer struct {
 	addr    string
 	sources []netip.Addr // empty: let the kernel choose
+	wsPath  string       // set: MQTT over WebSocket to ws://addr/wsPath (ws.go)
 }
 
 // newDialer returns a dialer using srcAddrs source addresses 127.0.0.2, 127.0.0.3, ...
-// (none when srcAddrs is 0). The broker's address must itself be on loopback.
-func newDialer(addr string, srcAddrs int) (*dialer, error) {
+// (none when srcAddrs is 0), over WebSocket if wsPath is set. The broker's address must
+// itself be on loopback.
+func newDialer(addr string, srcAddrs int, wsPath string) (*dialer, error) {
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("loadgen: broker address %q: want IP:port: %w", addr, err)
@@ -53,7 +55,10 @@ func newDialer(addr string, srcAddrs int) (*dialer, error) {
 	if srcAddrs > 250 {
 		return nil, fmt.Errorf("loadgen: %d source addresses, at most 250", srcAddrs)
 	}
-	d := &dialer{addr: addr}
+	if wsPath != "" && wsPath[0] != '/' {
+		return nil, fmt.Errorf("loadgen: WebSocket path %q must start with /", wsPath)
+	}
+	d := &dialer{addr: addr, wsPath: wsPath}
 	if ap.Addr().Is4() {
 		for i := range srcAddrs {
 			d.sources = append(d.sources, netip.AddrFrom4([4]byte{127, 0, 0, byte(2 + i)}))
@@ -73,6 +78,14 @@ func (d *dialer) source(i int) *net.TCPAddr {
 // dial connects the i-th connection, leaving the choice of its source port to connect,
 // where the kernel knows the destination (see bindNoPort).
 func (d *dialer) dial(ctx context.Context, i int) (net.Conn, error) {
+	if d.wsPath != "" {
+		return d.dialWS(ctx, i)
+	}
+	return d.dialTCP(ctx, i)
+}
+
+// dialTCP opens the i-th TCP connection.
+func (d *dialer) dialTCP(ctx context.Context, i int) (net.Conn, error) {
 	nd := net.Dialer{Timeout: handshakeTimeout, Control: bindNoPort}
 	if src := d.source(i); src != nil {
 		nd.LocalAddr = src

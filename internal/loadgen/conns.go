@@ -35,7 +35,7 @@ type groupSpec struct {
 // is counted and logged in errs; when more than a tenth of them fail (the broker refuses
 // or is gone) the group stops opening more.
 func openGroup(ctx context.Context, o *Options, spec groupSpec, errs *errorLog) (*connGroup, error) {
-	d, err := newDialer(o.Addr, o.SrcAddrs)
+	d, err := newDialer(o.Addr, o.SrcAddrs, o.WSPath)
 	if err != nil {
 		return nil, err
 	}

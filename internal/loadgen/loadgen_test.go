@@ -29,12 +29,16 @@ func TestMain(m *testing.M) {
 }
 
 // startBroker starts an in-process bifrost on a free loopback port and returns its address.
-func startBroker(t *testing.T) string {
+func startBroker(t *testing.T) string { return startBrokerOn(t, conf.ListenerTCP) }
+
+// startBrokerOn starts an in-process bifrost with one listener of type typ (tcp, or ws
+// on the default path /mqtt) on a free loopback port and returns its address.
+func startBrokerOn(t *testing.T, typ string) string {
 	t.Helper()
 	cfg := bifrost.DefaultConfig()
 	cfg.HTTP.Address = conf.HTTPOff
 	cfg.Store.Dir = t.TempDir()
-	cfg.Listeners = []conf.Listener{{Name: "mqtt", Type: conf.ListenerTCP, Address: "127.0.0.1:0"}}
+	cfg.Listeners = []conf.Listener{{Name: "mqtt", Type: typ, Address: "127.0.0.1:0"}}
 	b, err := bifrost.New(cfg, bifrost.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
@@ -140,6 +144,22 @@ func TestConns(t *testing.T) {
 				t.Fatalf("broker %+v", r.Broker)
 			}
 		})
+	}
+}
+
+// TestWebSocket runs conns (in workers, which must be told the path) and QoS 1 fan-in over
+// ws: every connection made, nothing lost.
+func TestWebSocket(t *testing.T) {
+	addr := startBrokerOn(t, conf.ListenerWS)
+	r := run(t, &loadgen.Options{Mode: loadgen.ModeConns, Addr: addr, WSPath: conf.DefaultWSPath, Conns: 25,
+		Subscribe: true, QoS: 1, PerProcess: 10, Settle: time.Millisecond, PID: os.Getpid()})
+	if c := r.Conns; c.Connected != 25 || c.Failed != 0 || c.Procs != 3 {
+		t.Fatalf("conns %+v; want 25 connected in 3 processes", c)
+	}
+	r = run(t, &loadgen.Options{Mode: loadgen.ModeFanIn, Addr: addr, WSPath: conf.DefaultWSPath, QoS: 1,
+		Count: 200, Publishers: 4, Version: packet.V5})
+	if tr := r.Traffic; tr.Sent != 800 || tr.Received != 800 || tr.Lost != 0 || tr.Acked != 800 {
+		t.Fatalf("sent %d, received %d, lost %d, acked %d; want 800, 800, 0, 800", tr.Sent, tr.Received, tr.Lost, tr.Acked)
 	}
 }
 

@@ -34,6 +34,9 @@ type Options struct {
 	// reports its live heap per connection. Empty: not read.
 	Metrics  string
 	SrcAddrs int // source addresses 127.0.0.2... to spread connections over; -1: none; default 4
+	// WSPath, if set, makes every connection MQTT over WebSocket (subprotocol mqtt, binary
+	// messages) to ws://Addr/WSPath instead of plain TCP.
+	WSPath string
 
 	// Timeout bounds the whole run, whatever else is set; default 10m.
 	Timeout time.Duration
@@ -186,6 +189,7 @@ type Params struct {
 	Version     string  `json:"version"`
 	PID         int     `json:"pid,omitempty"`
 	SrcAddrs    int     `json:"src_addrs"`
+	WSPath      string  `json:"ws_path,omitempty"`
 	Conns       int     `json:"conns,omitempty"`
 	Subscribe   bool    `json:"subscribe,omitempty"`
 	SettleS     float64 `json:"settle_s,omitempty"`
@@ -207,7 +211,7 @@ type Params struct {
 
 func (o *Options) params() Params {
 	p := Params{Mode: o.Mode, Addr: o.Addr, Version: o.Version.String(), PID: o.PID,
-		SrcAddrs: max(o.SrcAddrs, 0), QoS: o.QoS}
+		SrcAddrs: max(o.SrcAddrs, 0), WSPath: o.WSPath, QoS: o.QoS}
 	if o.Mode == ModeChurn {
 		p.Concurrency, p.DurationS, p.SettleS = o.Concurrency, o.Duration.Seconds(), o.Settle.Seconds()
 	}

@@ -20,7 +20,7 @@ const (
 // runTraffic runs fanin, fanout or pair: it connects the subscribers, then the
 // publishers, lets them all send at once, waits for the deliveries to drain, and reports.
 func runTraffic(ctx context.Context, o *Options, errs *errorLog) (*Report, error) {
-	d, err := newDialer(o.Addr, o.SrcAddrs)
+	d, err := newDialer(o.Addr, o.SrcAddrs, o.WSPath)
 	if err != nil {
 		return nil, err
 	}

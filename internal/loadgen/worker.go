@@ -106,7 +106,7 @@ func startWorkers(ctx context.Context, o *Options, self []string, run string, pr
 		args := append(append([]string(nil), self...), ModeConns, "-worker",
 			"-worker-run", run, "-worker-offset", strconv.Itoa(offset), "-worker-deadline", deadline.String(),
 			"-addr", o.Addr, "-version", o.Version.String(), "-n", strconv.Itoa(n),
-			"-per-proc", strconv.Itoa(perProc), "-src-addrs", strconv.Itoa(o.SrcAddrs),
+			"-per-proc", strconv.Itoa(perProc), "-src-addrs", strconv.Itoa(o.SrcAddrs), "-ws", o.WSPath,
 			"-concurrency", strconv.Itoa(max(1, (o.Concurrency+procs-1)/procs)),
 			"-keepalive", strconv.Itoa(o.KeepAlive), "-qos", strconv.Itoa(int(o.QoS)),
 			"-subscribe="+strconv.FormatBool(o.Subscribe))
