@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 
 port=${SMOKE_PORT:-22883}
 http_port=${SMOKE_HTTP_PORT:-22880}
+ws_port=${SMOKE_WS_PORT:-22884}
 work=$(mktemp -d)
 broker_pid=""
 cleanup() {
@@ -28,6 +29,8 @@ cat >"$work/bifrost.yaml" <<YAML
 listeners:
   - type: tcp
     address: 127.0.0.1:$port
+  - type: ws
+    address: 127.0.0.1:$ws_port
 http:
   address: 127.0.0.1:$http_port
 store:
@@ -36,9 +39,9 @@ log:
   level: warn
 YAML
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-for p in "$port" "$http_port"; do
+for p in "$port" "$http_port" "$ws_port"; do
 	if port_open "$p"; then
-		echo "port $p is taken (set SMOKE_PORT / SMOKE_HTTP_PORT)" >&2
+		echo "port $p is taken (set SMOKE_PORT / SMOKE_HTTP_PORT / SMOKE_WS_PORT)" >&2
 		exit 1
 	fi
 done
@@ -56,8 +59,15 @@ run() {
 	"$work/bifrost" bench "$@" -addr "127.0.0.1:$port" -pid "$broker_pid" \
 		-metrics "http://127.0.0.1:$http_port" -timeout 1m | grep -v '^{' | sed 's/^/  /'
 }
+run_ws() {
+	echo "-- bifrost bench $* (WebSocket)"
+	"$work/bifrost" bench "$@" -addr "127.0.0.1:$ws_port" -ws /mqtt -pid "$broker_pid" \
+		-metrics "http://127.0.0.1:$http_port" -timeout 1m | grep -v '^{' | sed 's/^/  /'
+}
 run conns -n 500 -settle 1s
 run conns -n 500 -subscribe -version 5.0 -settle 1s
+run_ws conns -n 500 -settle 1s
+run_ws fanin -pubs 4 -qos 1 -duration 1s
 for q in 0 1 2; do
 	run fanin -pubs 4 -qos "$q" -duration 1s
 	run fanout -subs 10 -qos "$q" -duration 1s

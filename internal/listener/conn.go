@@ -62,6 +62,8 @@ const (
 	stIdleSet                // SetIdleTimeout was called: Touch refreshes the deadline
 	stWantDrain              // NotifyDrained was called: OnDrained is due once pending is 0
 	stFdClosed               // own socket: the descriptor is closed (see loop_linux.go)
+	stUpgraded               // own ws socket: the upgrade is done, frames follow
+	stWSHeld                 // own ws socket: its poller holds decoder state (wsown_linux.go)
 )
 
 var _ timed[conn] = (*conn)(nil)

@@ -4,14 +4,16 @@
 //
 // # Engine layout
 //
-// Plain TCP connections (on Linux) are served by our own event loop (loop_linux.go):
-// Options.Pollers epoll loops, a table of connections by descriptor, and nothing per
-// connection but our conn record (96 bytes). That is the transport a million idle clients
-// use, so it carries nothing it does not need: the socket comes from accept4(2), its
-// addresses are asked of the kernel when someone wants them.
+// Plain TCP and WebSocket connections (on Linux) are served by our own event loop
+// (loop_linux.go): Options.Pollers epoll loops, a table of connections by descriptor, and
+// nothing per idle connection but our conn record (96 bytes). Those are the transports a
+// million idle clients use, so they carry nothing they do not need: the socket comes from
+// accept4(2), its addresses are asked of the kernel when someone wants them, the
+// WebSocket upgrade is parsed in place (wsupgrade.go) and frames are decoded as a stream
+// (wsframe.go, wsown_linux.go).
 //
-// TLS and WebSocket connections (and TCP elsewhere than Linux) are served by one nbio
-// engine, made by the first such listener: Options.Pollers more epoll loops. It is the
+// TLS connections, wss included (and tcp and ws elsewhere than Linux), are served by one
+// nbio engine, made by the first such listener: Options.Pollers more epoll loops. It is the
 // nbio engine inside an nbhttp engine, so the WebSocket upgrade and frame parsing run on
 // the same loops. nbio's own listeners are not used: they are fixed when the engine
 // starts (we open listeners later, one at a time, and close them one at a time), they
@@ -86,8 +88,9 @@
 // Files: listener.go the contract, Listener and its accept loop; server.go the Server and
 // its engine hooks; conn.go the connection record, its event state machine and write path;
 // loop_linux.go our event loop (tcp) and sock_linux.go what a conn does with its own
-// socket; loop_other.go tcp on nbio elsewhere; takeover.go how nbio takes a socket;
-// websocket.go, tls.go the other transports; tlsgate.go the bound on TLS handshakes in
+// socket; wsupgrade.go, wsframe.go and wsown_linux.go WebSocket on our loop;
+// loop_other.go tcp and ws on nbio elsewhere; takeover.go how nbio takes a socket;
+// websocket.go WebSocket on nbio (wss), tls.go TLS; tlsgate.go the bound on TLS handshakes in
 // progress; drain.go the drain notices (Conn.NotifyDrained); certs.go TLS certificates and
 // their reload;
 // wheel.go the timing wheel; pollers.go the start-up probe; writev_*.go the system calls.

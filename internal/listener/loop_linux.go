@@ -57,9 +57,10 @@ const (
 type poller struct {
 	s     *Server
 	epfd  int
-	wake  [2]int // a pipe: a byte written to wake[1] stops the poller
-	buf   []byte // read buffer, shared by the poller's connections
-	n     int    // pollers in the loop: descriptor fd is this poller's slot fd/n
+	wake  [2]int              // a pipe: a byte written to wake[1] stops the poller
+	buf   []byte              // read buffer, shared by the poller's connections
+	n     int                 // pollers in the loop: descriptor fd is this poller's slot fd/n
+	ws    map[*conn]*wsStream // ws connections cut inside a frame (wsown_linux.go)
 	mu    sync.Mutex
 	conns []*conn // by slot; guarded by mu
 }
@@ -88,7 +89,7 @@ func newPoller(s *Server, n int) (*poller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listener: epoll_create1: %w", err)
 	}
-	p := &poller{s: s, epfd: epfd, n: n, buf: make([]byte, s.o.ReadBufferSize)}
+	p := &poller{s: s, epfd: epfd, n: n, buf: make([]byte, s.o.ReadBufferSize), ws: make(map[*conn]*wsStream)}
 	if err := syscall.Pipe2(p.wake[:], syscall.O_CLOEXEC|syscall.O_NONBLOCK); err != nil {
 		_ = syscall.Close(epfd)
 		return nil, fmt.Errorf("listener: pipe2: %w", err)
@@ -179,7 +180,11 @@ func (p *poller) read(c *conn) {
 		n, err := syscall.Read(fd, p.buf)
 		switch {
 		case n > 0:
-			c.onData(p.buf[:n])
+			if c.l.kind&kindWeb != 0 {
+				p.wsData(c, p.buf[:n])
+			} else {
+				c.onData(p.buf[:n])
+			}
 			if n < len(p.buf) {
 				return // most likely all there was; if not, epoll says so again
 			}
@@ -250,6 +255,9 @@ func (p *poller) close(c *conn, ioErr error) {
 	_ = syscall.Close(fd)
 	c.dropQueue()
 	c.wmu.Unlock()
+	if st&stWSHeld != 0 {
+		delete(p.ws, c) // set only by this poller's goroutine, the one closing it
+	}
 	if st&stCloseReq == 0 {
 		switch ioErr {
 		case nil:
@@ -278,13 +286,13 @@ func (p *poller) closeAll() {
 	}
 }
 
-// acceptTCP returns the accept step of a tcp listener, served by the loop (made here by
-// the first tcp listener; s.mu is held): it accepts
+// acceptPlain returns the accept step of a tcp or ws listener, served by the loop (made
+// here by the first such listener; s.mu is held): it accepts
 // every connection waiting, with accept4(2) on the listener's socket (non-blocking and
 // close-on-exec from the start), and hands each to admitOwn; it waits in Go's poller
 // while none is waiting. An error ends the step (the accept loop backs off and calls it
 // again); ECONNABORTED (a client gone before we took it) is skipped.
-func (s *Server) acceptTCP(l *Listener) (func() error, error) {
+func (s *Server) acceptPlain(l *Listener) (func() error, error) {
 	if s.loop == nil {
 		lp, err := newLoop(s)
 		if err != nil {
@@ -334,8 +342,9 @@ func (s *Server) acceptTCP(l *Listener) (func() error, error) {
 	}, nil
 }
 
-// admitOwn takes a socket accepted on a tcp listener: the Admit check, OnOpen (before the
-// socket is polled, so nothing is read before it returns), then its poller.
+// admitOwn takes a socket accepted on a tcp or ws listener: the Admit check, OnOpen on tcp
+// (before the socket is polled, so nothing is read before it returns; on ws it comes
+// with the upgrade, under the connect timeout meanwhile), then its poller.
 func (s *Server) admitOwn(l *Listener, fd int, sa syscall.Sockaddr) {
 	if a := s.o.Admit; a != nil && !a(l, sockaddrAddr(sa)) {
 		_ = syscall.Close(fd)
@@ -343,7 +352,11 @@ func (s *Server) admitOwn(l *Listener, fd int, sa syscall.Sockaddr) {
 	}
 	c := &conn{l: l, fd: int32(fd)}
 	c.admitting()
-	c.open()
+	if l.kind&kindWeb != 0 {
+		s.wheel.set(c, s.o.ConnectTimeout) // OnOpen comes with the upgrade
+	} else {
+		c.open()
+	}
 	p := s.loop.pollerFor(fd)
 	if err := p.add(c); err != nil {
 		s.log.Warn("listener: cannot poll connection", slog.String("listener", l.name), slog.Any("err", err))

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+
+	"github.com/lesismal/nbio/nbhttp"
 )
 
 // Where our own event loop does not run (it is built on epoll: loop_linux.go), tcp
@@ -17,13 +19,16 @@ type loop struct{}
 
 func (*loop) stop() {}
 
-// acceptTCP returns the accept step of a tcp listener: Go's Accept, then nbio. s.mu is
-// held.
-func (s *Server) acceptTCP(l *Listener) (func() error, error) {
+// acceptPlain returns the accept step of a tcp or ws listener: Go's Accept, then nbio.
+// s.mu is held.
+func (s *Server) acceptPlain(l *Listener) (func() error, error) {
 	if s.engine == nil {
 		if err := s.startEngine(); err != nil {
 			return nil, err
 		}
+	}
+	if l.kind&kindWeb != 0 {
+		return l.acceptStd(s.admitWS), nil
 	}
 	return l.acceptStd(s.admitTCP), nil
 }
@@ -46,6 +51,30 @@ func (s *Server) admitTCP(l *Listener, raw net.Conn) {
 	c.admitted()
 	if err != nil {
 		// nbio closed it; if OnOpen ran, OnClose follows from the close hook.
+		s.log.Warn("listener: cannot poll connection", slog.String("listener", l.name), slog.Any("err", err))
+	}
+}
+
+// admitWS takes over a connection accepted on a ws listener: it starts as HTTP.
+func (s *Server) admitWS(l *Listener, raw net.Conn) {
+	nc, err := takeOver(raw) // close-on-exec: see takeOver
+	if err != nil {
+		_ = raw.Close()
+		s.log.Warn("listener: cannot take over connection", slog.String("listener", l.name), slog.Any("err", err))
+		return
+	}
+	hc := &nbhttp.Conn{Conn: nc}
+	hc.Parser = nbhttp.NewParser(hc, s.engine, nbhttp.NewServerProcessor(), false, nc.Execute)
+	nc.SetSession(hc.Parser)
+	c := &conn{nc: nc, l: l}
+	c.admitting()
+	s.hsMu.Lock()
+	s.hs[nc] = c
+	s.hsMu.Unlock()
+	_, err = s.engine.AddConn(nc) // the connect timeout starts in here
+	c.admitted()
+	if err != nil {
+		s.handshake(nc, true) // nbio may have closed it before the close hook could run
 		s.log.Warn("listener: cannot poll connection", slog.String("listener", l.name), slog.Any("err", err))
 	}
 }

@@ -187,7 +187,7 @@ func (s *Server) Listen(cfg conf.Listener) (*Listener, error) {
 		s.started = true
 		s.goroutine("timing wheel", func() { s.wheel.run(s.done, s.expire) })
 	}
-	if l.kind != kindTCP && s.engine == nil {
+	if l.kind&kindSecure != 0 && s.engine == nil {
 		if err := s.startEngine(); err != nil {
 			return nil, err
 		}
@@ -201,10 +201,8 @@ func (s *Server) Listen(cfg conf.Listener) (*Listener, error) {
 	case l.kind&kindSecure != 0:
 		s.startTLS()
 		step = l.acceptStd(s.admitTLS)
-	case l.kind == kindWS:
-		step = l.acceptStd(s.admitWS)
-	default:
-		step, err = s.acceptTCP(l)
+	default: // tcp, ws
+		step, err = s.acceptPlain(l)
 		if err != nil {
 			_ = l.ln.Close()
 			return nil, fmt.Errorf("listener: %s: %w", l.name, err)

@@ -3,9 +3,6 @@ package listener
 import (
 	"crypto/tls"
 	"encoding/binary"
-	"errors"
-	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 
@@ -16,8 +13,10 @@ import (
 
 // MQTT over WebSocket (MQTT 5.0 section 6, 3.1.1 section 6): binary messages only, the
 // subprotocol "mqtt" ("mqttv3.1" for MQTT 3.1 clients), a message may hold part of a packet
-// or several. The upgrade and the frames are handled by nbhttp and nbhttp/websocket on the
-// Server's pollers (the executor is synchronous: no goroutine per connection or message).
+// or several. On our own loop (ws on Linux) see wsown_linux.go; this file is WebSocket on
+// nbio: wss, and ws elsewhere. The upgrade and the frames are handled by nbhttp and
+// nbhttp/websocket on the engine's pollers (the executor is synchronous: no goroutine per
+// connection or message).
 //
 // Life of a connection: accepted, it gets an nbhttp parser as its nbio session and a conn
 // record in Server.hs, under the connect timeout. When a GET on the listener's path with
@@ -34,9 +33,6 @@ import (
 // the handshake starts, with the tls.Conn as the connection nbhttp writes its responses
 // to, and fed by the TLS pump instead of by the engine; its conn record is the tlsConn's,
 // so it needs no entry in Server.hs.
-
-// errTextMessage closes a connection that sent a non-binary data message.
-var errTextMessage = errors.New("listener: WebSocket text message: MQTT needs binary messages")
 
 // Subprotocols we speak, in order of preference. Spec [MQTT-6.0.0-3], [MQTT-6.0.0-4].
 var wsSubprotocols = []string{"mqtt", "mqttv3.1"}
@@ -62,30 +58,6 @@ func appendWSHeader(b []byte, opcode byte, n int) []byte {
 		return binary.BigEndian.AppendUint16(append(b, 126), uint16(n))
 	default:
 		return binary.BigEndian.AppendUint64(append(b, 127), uint64(n))
-	}
-}
-
-// admitWS takes over a connection accepted on a ws listener: it starts as HTTP.
-func (s *Server) admitWS(l *Listener, raw net.Conn) {
-	nc, err := takeOver(raw) // close-on-exec: see takeOver
-	if err != nil {
-		_ = raw.Close()
-		s.log.Warn("listener: cannot take over connection", slog.String("listener", l.name), slog.Any("err", err))
-		return
-	}
-	hc := &nbhttp.Conn{Conn: nc}
-	hc.Parser = nbhttp.NewParser(hc, s.engine, nbhttp.NewServerProcessor(), false, nc.Execute)
-	nc.SetSession(hc.Parser)
-	c := &conn{nc: nc, l: l}
-	c.admitting()
-	s.hsMu.Lock()
-	s.hs[nc] = c
-	s.hsMu.Unlock()
-	_, err = s.engine.AddConn(nc) // the connect timeout starts in here
-	c.admitted()
-	if err != nil {
-		s.handshake(nc, true) // nbio may have closed it before the close hook could run
-		s.log.Warn("listener: cannot poll connection", slog.String("listener", l.name), slog.Any("err", err))
 	}
 }
 
@@ -169,7 +141,7 @@ func (s *Server) onWSMessage(ws *websocket.Conn, mt websocket.MessageType, data 
 		return
 	}
 	if mt != websocket.BinaryMessage {
-		_ = c.closeWith(errTextMessage)
+		_ = c.closeWith(errWSText)
 		return
 	}
 	c.onData(data)
