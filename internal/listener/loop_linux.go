@@ -350,6 +350,7 @@ func (s *Server) admitOwn(l *Listener, fd int, sa syscall.Sockaddr) {
 		_ = syscall.Close(fd)
 		return
 	}
+	setSockOpts(fd)
 	c := &conn{l: l, fd: int32(fd)}
 	c.admitting()
 	if l.kind&kindWeb != 0 {
@@ -362,6 +363,27 @@ func (s *Server) admitOwn(l *Listener, fd int, sa syscall.Sockaddr) {
 		s.log.Warn("listener: cannot poll connection", slog.String("listener", l.name), slog.Any("err", err))
 		p.close(c, err)
 	}
+}
+
+// TCP keepalive on accepted sockets: Go's defaults for the connections its listeners
+// accept (net.ListenConfig.KeepAlive), which the broker's sockets had under nbio.
+const (
+	keepAliveIdle     = 15 // seconds before the first probe
+	keepAliveInterval = 15 // seconds between probes
+	keepAliveCount    = 9  // probes unanswered before the kernel gives up
+)
+
+// setSockOpts gives an accepted socket the options Go's net package gives every TCP
+// connection: TCP_NODELAY (an MQTT packet goes out when it is written: without it an
+// acknowledgement waits for the peer's delayed ACK, 40 ms, and closed-loop traffic
+// crawls) and TCP keepalive, which ends half-open connections of clients that set no MQTT
+// keep alive. Failures are ignored, as Go does: the socket works without them.
+func setSockOpts(fd int) {
+	_ = syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_NODELAY, 1)
+	_ = syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_KEEPALIVE, 1)
+	_ = syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_KEEPIDLE, keepAliveIdle)
+	_ = syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_KEEPINTVL, keepAliveInterval)
+	_ = syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_KEEPCNT, keepAliveCount)
 }
 
 // sockaddrAddr returns sa as a *net.TCPAddr.

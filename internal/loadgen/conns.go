@@ -115,16 +115,17 @@ func runConns(ctx context.Context, o *Options, self []string, errs *errorLog) (*
 	fmt.Fprintf(o.Log, "conns: opening %d connection(s) to %s in %d process(es) (open files limit %d)\n",
 		o.Conns, o.Addr, procs, soft)
 
-	// The live heap first: RSS before and after then both come after a scrape, so the
-	// memory the broker's HTTP handlers keep once used is in neither difference.
+	probe := newBrokerProbe(o.PID, errs)
+	probe.start()
 	var heapBefore int64
 	if o.Metrics != "" {
+		// After the RSS baseline: a forced GC before it would leave freed pages resident
+		// for the connections to reuse, and flatter them. What the scrape itself leaves
+		// (little: it is asked for uncompressed text) counts against the broker.
 		if heapBefore, err = liveHeap(ctx, o.Metrics); err != nil {
 			return nil, err
 		}
 	}
-	probe := newBrokerProbe(o.PID, errs)
-	probe.start()
 
 	var holder holder
 	if procs == 1 {

@@ -19,11 +19,11 @@ import (
 const heapMetric = "go_memstats_heap_alloc_bytes"
 
 // plainClient asks for uncompressed answers: a gzip writer costs the broker a megabyte of
-// heap the first time, which would show in the RSS the tool measures.
+// heap the first time, which the RSS the tool measures would count against connections.
 var plainClient = &http.Client{Transport: &http.Transport{DisableCompression: true}}
 
 // liveHeap forces a GC in a bifrost broker through its pprof endpoint
-// (/debug/pprof/heap?gc=1) and then reads its heap from /metrics, both under base, the
+// (/debug/pprof/heap?gc=1&debug=1, the text form: no gzip either) and then reads its heap from /metrics, both under base, the
 // broker's HTTP address (http://127.0.0.1:8080). RSS says what the process costs the
 // machine; the live heap says what its state costs, without the GC's headroom, so the two
 // are reported apart.
