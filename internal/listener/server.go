@@ -510,17 +510,8 @@ type nbioLog struct{}
 
 var nbioOnce sync.Once
 
-// setUpNbio adjusts nbio's process-wide state, once: its log goes to slog (nbioLog), and
-// nbhttp/websocket's DefaultEngine is let go. That package makes an engine when it is
-// initialised, for upgraders that are given none; ours are given the Server's engine
-// (newUpgrader), so nothing uses it, and it holds a task pool whose queue is a 1 MiB
-// channel of funcs: the GC scans it, so it stays resident, in every broker, whether or
-// not a ws or wss listener exists (measured: 1.5 MiB of RssAnon). Nothing else in nbio
-// reads DefaultEngine (v1.6.12: only NewUpgrader).
-func setUpNbio() {
-	logging.SetLogger(nbioLog{})
-	websocket.DefaultEngine = nil
-}
+// setUpNbio points nbio's process-wide log at slog (nbioLog), once.
+func setUpNbio() { logging.SetLogger(nbioLog{}) }
 
 func (nbioLog) Debug(format string, v ...any) { nbioLogAt(slog.LevelDebug, format, v) }
 func (nbioLog) Info(format string, v ...any)  { nbioLogAt(slog.LevelDebug, format, v) }
