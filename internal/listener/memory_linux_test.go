@@ -55,7 +55,7 @@ func TestIdleMemory(t *testing.T) {
 			per := float64(heap1-heap0) / float64(n-1)
 			t.Logf("%s: %d idle connections: %.0f heap bytes and %.4f goroutines per connection",
 				typ, n-1, per, float64(g1-g0)/float64(n-1))
-			limit := map[string]float64{conf.ListenerTCP: 200, conf.ListenerWS: 1300}[typ]
+			limit := map[string]float64{conf.ListenerTCP: 200, conf.ListenerWS: 200}[typ]
 			if per > limit {
 				t.Errorf("%s: %.0f bytes per idle connection, want at most %.0f", typ, per, limit)
 			}
