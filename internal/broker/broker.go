@@ -74,6 +74,7 @@ type Broker struct {
 	j            *session.Journal // nil without a store (Restore)
 	sweep        sweep            // drops expired messages queued for offline sessions
 	retMu        sync.Mutex       // orders retained changes between memory and the Journal
+	retExp       map[string]int64 // topic → expiry of its retained message, if any (retexpiry.go); retMu
 	net          *listener.Server
 	stats        stats
 	start        time.Time

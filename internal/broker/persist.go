@@ -63,12 +63,12 @@ func (b *Broker) retainDurable(topic []byte, m *session.Message) (*session.Messa
 		if old == nil {
 			return m, false
 		}
-		b.ret.Delete(topic) // [MQTT-3.3.1-6], [MQTT-3.3.1-7]
+		b.setRetainedLocked(topic, nil)
 		b.j.SetRetained(topic, old, nil)
 		return m, true
 	}
 	m = m.Own()
-	b.ret.Set(topic, m) // [MQTT-3.3.1-5]
+	b.setRetainedLocked(topic, m)
 	b.j.SetRetained(topic, old, m)
 	return m, true
 }

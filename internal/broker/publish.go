@@ -188,11 +188,13 @@ func (b *Broker) deliver(bt *batch, m *session.Message) (n int, durable bool) {
 		switch {
 		case b.j != nil && !sysTopic(topic):
 			m, durable = b.retainDurable(topic, m)
-		case len(m.Payload()) == 0:
-			b.ret.Delete(topic) // [MQTT-3.3.1-6], [MQTT-3.3.1-7]
 		default:
-			m = m.Own()
-			b.ret.Set(topic, m) // [MQTT-3.3.1-5]
+			if len(m.Payload()) > 0 {
+				m = m.Own()
+			}
+			b.retMu.Lock()
+			b.setRetainedLocked(topic, m)
+			b.retMu.Unlock()
 		}
 		b.retainedGauge()
 	}

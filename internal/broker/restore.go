@@ -152,7 +152,9 @@ func (r *restorer) Retained(topic string, id uint64) error {
 	if m == nil {
 		return fmt.Errorf("%w: retained topic %q refers to missing message %d", store.ErrCorrupt, topic, id)
 	}
-	r.b.ret.Set([]byte(topic), m)
+	r.b.retMu.Lock()
+	r.b.setRetainedLocked([]byte(topic), m)
+	r.b.retMu.Unlock()
 	r.b.j.RestoreRetained(m)
 	r.retained++
 	return nil

@@ -10,9 +10,10 @@ import (
 // The expiry sweep runs the session package's Sweeper (session/sweep.go) every
 // queue.expiry_sweep while some offline session holds a queued message with an expiry:
 // expired messages are dropped, counted as expired, and their records deleted from the
-// store. It is one broker-wide timer, armed only while the Sweeper's set is not empty, so
-// an idle broker, or one whose messages carry no expiry, never wakes for it; no
-// goroutine waits for it in between.
+// store. The same sweep removes expired retained messages (retexpiry.go). It is one
+// broker-wide timer, armed only while the Sweeper's set is not empty or a retained
+// message carries an expiry, so an idle broker, or one whose messages carry no expiry,
+// never wakes for it; no goroutine waits for it in between.
 type sweep struct {
 	every time.Duration
 
@@ -58,7 +59,7 @@ func (b *Broker) sweepTimer() {
 	w.armed = false
 	w.mu.Unlock()
 	b.sweepExpired(now())
-	if b.lim.Sweeper.Len() > 0 {
+	if b.lim.Sweeper.Len() > 0 || b.retainedExpiring() {
 		b.armSweep()
 	}
 }
@@ -78,6 +79,10 @@ func (b *Broker) sweepExpired(now int64) {
 	if n := b.lim.Sweeper.Sweep(now); n > 0 {
 		b.stats.dropped[session.DropExpired].Add(uint64(n))
 		b.log.Debug("expired messages swept from offline queues", "dropped", n)
+	}
+	if n := b.sweepRetained(now); n > 0 {
+		b.retainedGauge()
+		b.log.Debug("expired retained messages removed", "removed", n)
 	}
 	b.commit()
 }

@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/binary"
 	"log/slog"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -195,4 +196,66 @@ func rawCounts(t *testing.T, dir string) (msgs, entries int) {
 		}
 	}
 	return msgs, entries
+}
+
+// TestSweepRetainedExpiry: while the broker runs, a retained message whose Message
+// Expiry Interval has passed is removed from the topic tree and from the store by the
+// expiry sweep; retained messages without expiry, or not yet expired, stay; the timer
+// runs only while an expiring retained message remains.
+func TestSweepRetainedExpiry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := store.NewMemory()
+		b := storeBroker(t, st, nil)
+		pub := dialT(t, b, packet.V5, "pub", nil)
+		retain := func(pid uint16, topic string, secs uint32) {
+			p := &packet.Publish{Topic: []byte(topic), Payload: []byte(topic), QoS: 1, PacketID: pid, Retain: true}
+			if secs > 0 {
+				p.Props.MessageExpiry = packet.Some(secs)
+			}
+			pub.send(p)
+		}
+		retain(1, "r/10s", 10)
+		retain(2, "r/kept", 0)
+		retain(3, "r/100s", 100)
+		retain(4, "r/replaced", 10)
+		retain(5, "r/replaced", 0) // the same topic, now without expiry: stays
+		pub.packets()
+		if d := loadDump(t, st); len(d.retained) != 4 {
+			t.Fatalf("before: retained %v", d.retained)
+		}
+
+		time.Sleep(31 * time.Second) // one sweep (every 30s): r/10s has expired
+		synctest.Wait()
+		for topic, want := range map[string]bool{"r/10s": false, "r/kept": true, "r/100s": true, "r/replaced": true} {
+			if _, ok := b.ret.Get([]byte(topic)); ok != want {
+				t.Errorf("after 31s: %s retained %v, want %v", topic, ok, want)
+			}
+		}
+		if d := loadDump(t, st); len(d.retained) != 3 {
+			t.Fatalf("after 31s: stored retained %v", d.retained)
+		}
+
+		time.Sleep(90 * time.Second) // r/100s expires at 100s; the sweep at 120s removes it
+		synctest.Wait()
+		if _, ok := b.ret.Get([]byte("r/100s")); ok {
+			t.Error("r/100s still retained after its expiry and a sweep")
+		}
+		if d := loadDump(t, st); len(d.retained) != 2 {
+			t.Fatalf("after 121s: stored retained %v", d.retained)
+		}
+		b.sweep.mu.Lock()
+		armed := b.sweep.armed
+		b.sweep.mu.Unlock()
+		if armed || b.retainedExpiring() {
+			t.Fatal("the sweep timer is armed with no expiring retained message")
+		}
+
+		sub := dialT(t, b, packet.V5, "sub", nil)
+		sub.subscribe(1, 1, "r/#")
+		got := sub.lines()
+		slices.Sort(got) // the order of retained messages is the tree's
+		equalLines(t, "retained delivered", got, []string{"PUBLISH r/kept q1 \"r/kept\"", "PUBLISH r/replaced q1 \"r/replaced\""})
+		b.Close()
+		st.Close()
+	})
 }
