@@ -98,13 +98,12 @@ func (h *pingPong) OnClose(_ Conn, err error) {
 // TestForkStorm is the interop failure end to end: many short connections in parallel
 // against several Servers while child processes come and go (as in a test that runs
 // mosquitto_pub), each connection sending a request and expecting the answer before the
-// end. Before takeOver it failed every run (under -race ~4% of the connections, without
-// ~1%). A rare failure remains under -race (see takeOver: a fork's own moment, which only
-// nbio can close), so it runs only when BIFROST_FORK_STORM is set.
+// end. On nbio, before takeOver, it failed every run (under -race ~4% of the connections,
+// without ~1%), and a rare failure remained after it (a fork's own moment, which only
+// nbio could close). Our own loop (Linux) takes a descriptor out of epoll before closing
+// it, which closes that moment too: 10 runs in a row under -race, none failed, so it runs
+// always.
 func TestForkStorm(t *testing.T) {
-	if os.Getenv("BIFROST_FORK_STORM") == "" {
-		t.Skip("set BIFROST_FORK_STORM=1 to run")
-	}
 	sleep, err := exec.LookPath("sleep")
 	if err != nil {
 		t.Skip("no sleep binary")
