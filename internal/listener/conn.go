@@ -145,8 +145,10 @@ func (c *conn) closed() {
 		case st&stOpen == 0:
 			// Never opened (in its WebSocket upgrade or TLS handshake): no events, and
 			// none later, for open may be racing with this (a TLS handshake completes in
-			// its own goroutine).
+			// its own goroutine). The reason recorded for its close (a timeout, a refused
+			// upgrade, a failed handshake) is not wanted: nothing may keep the record.
 			if c.state.CompareAndSwap(st, st|stClosed) {
+				c.l.srv.reasons.Delete(c)
 				return
 			}
 		case st&stBusy != 0:

@@ -671,6 +671,9 @@ func TestHandshakeTimeout(t *testing.T) {
 	if n := upgradesHeld(s); n != 0 {
 		t.Fatalf("%d handshakes left", n)
 	}
+	if n := reasonsHeld(s); n != 0 {
+		t.Fatalf("%d close reasons kept for connections never upgraded", n)
+	}
 }
 
 // TestWSHandshake checks the path and the MQTT subprotocol, on ws and on wss (where the

@@ -463,6 +463,7 @@ func TestTLSHandshakeTimeout(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	waitFor(t, "the handshake goroutine to end", func() bool { return s.running.Load() == base })
+	waitFor(t, "no close reason kept for connections that never opened", func() bool { return reasonsHeld(s) == 0 })
 	if len(r.opened) != 0 || len(r.closed) != 0 {
 		t.Fatalf("events for connections never opened: %d opens, %d closes", len(r.opened), len(r.closed))
 	}
