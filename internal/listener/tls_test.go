@@ -564,3 +564,38 @@ func TestTLSReloadEndsResumption(t *testing.T) {
 		})
 	}
 }
+
+// TestTLSAlertOnBadRecord: a record that does not decrypt makes crypto/tls send an alert
+// from the goroutine that reads (the poller), not from a Writev: the wire writes it under
+// the connection's write lock all the same, the client reads the alert, and OnClose
+// reports the TLS error.
+func TestTLSAlertOnBadRecord(t *testing.T) {
+	for _, typ := range []string{conf.ListenerTLS, conf.ListenerWSS} {
+		t.Run(typ, func(t *testing.T) {
+			r := newRecorder(t)
+			r.echo = true
+			s := newTestServer(t, r, Options{})
+			l := listen(t, s, typ)
+			c := dial(t, l)
+			recv(t, r.opened, "OnOpen")
+			c.send(t, []byte("before"))
+			if got := c.recv(t, 6); string(got) != "before" {
+				t.Fatalf("echo: %q", got)
+			}
+			// An application-data record of 32 bytes that no key encrypted.
+			bad := append([]byte{23, 3, 3, 0, 32}, make([]byte, 32)...)
+			if _, err := c.raw.Write(bad); err != nil {
+				t.Fatal(err)
+			}
+			_ = c.SetReadDeadline(time.Now().Add(waitTimeout))
+			_, err := c.Conn.Read(make([]byte, 64))
+			if err == nil || !strings.Contains(err.Error(), "bad record MAC") {
+				t.Errorf("client read: %v, want the server's bad_record_mac alert", err)
+			}
+			ev := recv(t, r.closed, "OnClose")
+			if ev.err == nil || errors.Is(ev.err, io.EOF) || !strings.Contains(ev.err.Error(), "listener: TLS") {
+				t.Errorf("OnClose(%v), want the TLS error", ev.err)
+			}
+		})
+	}
+}
