@@ -1,9 +1,7 @@
 package listener
 
 import (
-	"bytes"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,35 +10,29 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/lesismal/nbio"
 )
 
 // conn is our record of one connection, for every transport: the Conn the handler sees.
-// On a tcp listener (on Linux) it is all an idle connection costs the listener: the
-// socket is its own (fd, served by loop_linux.go), it holds no buffer unless the socket
-// has not taken what was written (out), and it caches nothing (addresses are asked of the
-// kernel). On ws, tls and wss it sits on top of nbio's record (nc), and the transport's
-// state hangs off that record's session: the *websocket.Conn for ws, the *tlsConn that
-// embeds this record for tls and wss.
+// On Linux the socket is its own (fd, served by loop_linux.go), it holds no buffer unless
+// the socket has not taken what was written (out), and it caches nothing (addresses are
+// asked of the kernel): on tcp and ws it is all an idle connection costs the listener. On
+// tls and wss it is the first field of a tlsConn, which holds the TLS state (tls.go).
+// Elsewhere it sits on top of nbio's record (connEngine, conn_other.go).
 //
-// Fields are ordered for size: 96 bytes, one size class.
+// Fields are ordered for size: 88 bytes on Linux (96 elsewhere), one 96-byte size class.
 type conn struct {
-	nc      *nbio.Conn // ws, tls, wss (and tcp where our loop does not run); nil: fd
-	l       *Listener
-	value   any
-	tm      timer[conn]   // guarded by the wheel's lock
-	last    atomic.Uint32 // wheel tick of the last Touch (or SetIdleTimeout)
-	state   atomic.Uint32 // st* bits
-	pending atomic.Int64  // bytes accepted by Write and not yet taken by the socket
-	wmu     sync.Mutex    // one writer at a time: see writeLocked; guards fd, out, outOff
-	fd      int32         // own socket: the descriptor, closed once stFdClosed is set
-	outOff  uint32        // own socket: bytes of out already written
-	out     *[]byte       // own socket: bytes the socket has not taken yet (pooled)
+	connEngine // nbio's record, where nbio serves the connection (not on Linux); no bytes on Linux
+	l          *Listener
+	value      any
+	tm         timer[conn]   // guarded by the wheel's lock
+	last       atomic.Uint32 // wheel tick of the last Touch (or SetIdleTimeout)
+	state      atomic.Uint32 // st* bits
+	pending    atomic.Int64  // bytes accepted by Write and not yet taken by the socket
+	wmu        sync.Mutex    // one writer at a time: see writeLocked; guards fd, out, outOff
+	fd         int32         // own socket: the descriptor, closed once stFdClosed is set
+	outOff     uint32        // own socket: bytes of out already written
+	out        *[]byte       // own socket: bytes the socket has not taken yet (pooled)
 }
-
-// errOpenWrite closes a TCP connection whose OnOpen wrote more than its socket took.
-var errOpenWrite = errors.New("listener: OnOpen wrote more than the socket takes at once")
 
 // Bits of conn.state.
 //
@@ -57,7 +49,7 @@ const (
 	stShutdown               // Shutdown called: writes refused, reads dropped, draining
 	stHalfClosed             // the write side is shut down
 	stPeerClose              // the peer sent a WebSocket close frame
-	stAdmitting              // being added to the engine: not yet polled, see closeWith
+	stAdmitting              // being added to the poller: not yet polled, see closeWith
 	stCloseReq               // nbio: closeWith was called while admitting; own socket: closeWith was called
 	stIdleSet                // SetIdleTimeout was called: Touch refreshes the deadline
 	stWantDrain              // NotifyDrained was called: OnDrained is due once pending is 0
@@ -140,7 +132,7 @@ func (c *conn) release() {
 	}
 }
 
-// closed is called once, from the engine's close hook, when nbio has closed the socket.
+// closed is called once, by the poller (or nbio's close hook) that closed the socket.
 // (It loads the state before anything else: that atomic load is what orders this
 // goroutine after open for the race detector, which cannot see epoll.)
 func (c *conn) closed() {
@@ -153,8 +145,10 @@ func (c *conn) closed() {
 		case st&stOpen == 0:
 			// Never opened (in its WebSocket upgrade or TLS handshake): no events, and
 			// none later, for open may be racing with this (a TLS handshake completes in
-			// its own goroutine).
+			// its own goroutine). The reason recorded for its close (a timeout, a refused
+			// upgrade, a failed handshake) is not wanted: nothing may keep the record.
 			if c.state.CompareAndSwap(st, st|stClosed) {
+				c.l.srv.reasons.Delete(c)
 				return
 			}
 		case st&stBusy != 0:
@@ -173,14 +167,7 @@ func (c *conn) closed() {
 // finish delivers OnClose, with the error that says why (see the package doc).
 func (c *conn) finish() {
 	st := c.state.Load()
-	var err error
-	if c.ownSocket() {
-		if e, ok := c.l.srv.reasons.LoadAndDelete(c); ok {
-			err = e.(error)
-		}
-	} else {
-		_, err = c.nc.IsClosed()
-	}
+	err := c.closeReason()
 	switch {
 	case st&stShutdown != 0:
 		err = nil
@@ -201,7 +188,8 @@ func (c *conn) Touch() {
 	}
 }
 
-// written accounts for n bytes taken by the socket from nbio's queue; nc is locked. When a
+// written accounts for n bytes taken by the socket from the queue; c.wmu is held (on nbio:
+// nbio's conn is locked). When a
 // shutting-down connection's queue is empty its write side is shut; when one whose
 // handler asked for it (NotifyDrained) is, OnDrained is due (drain.go).
 func (c *conn) written(n int) {
@@ -219,7 +207,7 @@ func (c *conn) written(n int) {
 }
 
 // halfClose shuts the write side down, once: the peer reads what was sent, then EOF.
-// nc is locked and not closed.
+// The socket is not closed (c.wmu, or on nbio nbio's conn lock, is held).
 func (c *conn) halfClose() {
 	for {
 		st := c.state.Load()
@@ -255,8 +243,9 @@ func (c *conn) Writev(bufs [][]byte) (int, error) {
 	if c.l.kind&kindWeb != 0 {
 		head = appendWSHeader(hdr[:0], wsBinary, size)
 	}
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
+	mu := c.writeLock()
+	mu.Lock()
+	defer mu.Unlock()
 	if c.state.Load()&stShutdown != 0 {
 		return 0, net.ErrClosed
 	}
@@ -266,139 +255,36 @@ func (c *conn) Writev(bufs [][]byte) (int, error) {
 	return size, nil
 }
 
+// writeLock returns the lock that makes one write one unit, in order with the others:
+// c.wmu, or on tls and wss the tlsConn's smu. A TLS write is several records, each of
+// which crypto/tls writes to the wire under its own lock; the wire then takes c.wmu to
+// reach the socket (tls.go), so a write there cannot hold c.wmu. Lock order: smu, then
+// crypto/tls's, then wmu.
+func (c *conn) writeLock() *sync.Mutex {
+	if c.l.kind&kindSecure != 0 {
+		return &c.tls().smu
+	}
+	return &c.wmu
+}
+
 // writeLocked writes head (WebSocket framing, may be empty) and bufs as one unit, through
-// TLS on tls and wss listeners. c.wmu is held.
+// TLS on tls and wss listeners. The write lock (writeLock) is held.
 func (c *conn) writeLocked(head []byte, bufs [][]byte) error {
-	switch {
-	case c.ownSocket():
-		return c.writeOwn(head, bufs)
-	case c.l.kind&kindSecure != 0:
-		return c.nc.Session().(*tlsConn).seal(head, bufs)
+	if c.l.kind&kindSecure != 0 {
+		return c.tls().seal(head, bufs)
 	}
-	return c.writeRaw(head, bufs)
-}
-
-// fdNum returns the connection's descriptor.
-func (c *conn) fdNum() int {
-	if c.ownSocket() {
-		return int(c.fd)
-	}
-	return c.nc.Hash()
-}
-
-// writeRaw writes head and bufs to an nbio socket as one unit: straight to the socket with one
-// writev when nothing is queued, and whatever the socket does not take is queued in nbio
-// (copied), to go out when the socket is writable. The caller holds c.wmu (TCP, ws) or
-// the tls.Conn's write lock (every byte of a TLS connection is written by crypto/tls), so
-// no other write can come between the two parts. Nothing is retained.
-func (c *conn) writeRaw(head []byte, bufs [][]byte) error {
-	total := len(head)
-	for _, b := range bufs {
-		total += len(b)
-	}
-	nc := c.nc
-	n := 0
-	var err error
-	nc.Lock()
-	if closed, _ := nc.IsClosed(); closed {
-		nc.Unlock()
-		return net.ErrClosed
-	}
-	if c.pending.Add(int64(total)) == int64(total) { // nothing queued: try the socket
-		n, err = writev(nc.Hash(), head, bufs)
-		if n > 0 {
-			c.pending.Add(-int64(n))
-		}
-	}
-	nc.Unlock()
-	if err == nil && n < total && c.state.Load()&stAdmitting != 0 {
-		// Queued bytes would never be sent: nbio cannot ask for writability before it
-		// polls the socket. A new socket takes tens of KB at once, MQTT sends nothing first.
-		err = errOpenWrite
-	}
-	if err != nil {
-		_ = c.closeWith(err)
-		return err
-	}
-	if n == total {
-		return nil
-	}
-	// Queue the rest, in order.
-	if n < len(head) {
-		if _, err := nc.Write(bytes.Clone(head[n:])); err != nil {
-			return err
-		}
-		n = 0
-	} else {
-		n -= len(head)
-	}
-	for _, b := range bufs {
-		if n >= len(b) {
-			n -= len(b)
-			continue
-		}
-		if _, err := nc.Write(b[n:]); err != nil {
-			return err
-		}
-		n = 0
-	}
-	return nil
+	return c.writePlain(head, bufs)
 }
 
 // Close implements Conn.
 func (c *conn) Close() error { return c.closeWith(nil) }
 
-// closeWith closes the connection; OnClose will get err. While the connection is being
-// added to the engine (OnOpen runs then, and the wheel may already expire it) the close is
-// left to admitted: closing the descriptor before nbio has registered it would let another
-// connection reuse its number and be overwritten in nbio's table.
-func (c *conn) closeWith(err error) error {
-	if c.ownSocket() {
-		c.wmu.Lock()
-		defer c.wmu.Unlock()
-		return c.closeOwnLocked(err)
-	}
-	for {
-		st := c.state.Load()
-		if st&stAdmitting == 0 {
-			return c.nc.CloseWithError(err)
-		}
-		if err != nil {
-			c.l.srv.reasons.LoadOrStore(c, err) // rare: kept aside, not in every conn
-		}
-		if c.state.CompareAndSwap(st, st|stCloseReq) {
-			return nil
-		}
-		if err != nil {
-			c.l.srv.reasons.CompareAndDelete(c, err) // admitted may have come and gone
-		}
-	}
-}
-
-// admitting marks c as being added to the engine; admitted ends that and carries out a
-// close asked for meanwhile.
-func (c *conn) admitting() { c.state.Or(stAdmitting) }
-
-func (c *conn) admitted() {
-	for {
-		st := c.state.Load()
-		if !c.state.CompareAndSwap(st, st&^(stAdmitting|stCloseReq)) {
-			continue
-		}
-		if err, ok := c.l.srv.reasons.LoadAndDelete(c); ok {
-			_ = c.nc.CloseWithError(err.(error))
-		} else if st&stCloseReq != 0 {
-			_ = c.nc.Close()
-		}
-		return
-	}
-}
-
 // Shutdown implements Conn.
 func (c *conn) Shutdown() {
-	c.wmu.Lock()
+	mu := c.writeLock()
+	mu.Lock()
+	defer mu.Unlock()
 	if c.state.Load()&stShutdown != 0 {
-		c.wmu.Unlock()
 		return
 	}
 	if c.l.kind&kindWeb != 0 {
@@ -406,23 +292,14 @@ func (c *conn) Shutdown() {
 	}
 	if c.l.kind&kindSecure != 0 {
 		// close_notify: the peer's TLS reads end cleanly, not with a truncation error.
-		_ = c.nc.Session().(*tlsConn).tc.CloseWrite()
+		_ = c.tls().tc.CloseWrite()
+		c.wmu.Lock() // for the state below, as on tcp and ws (SetIdleTimeout)
+		defer c.wmu.Unlock()
 	}
 	c.state.Or(stShutdown)
-	if c.ownSocket() {
-		if c.state.Load()&(stFdClosed|stCloseReq) == 0 && c.pending.Load() <= 0 {
-			c.halfClose()
-		}
-	} else {
-		c.nc.Lock()
-		if closed, _ := c.nc.IsClosed(); !closed && c.pending.Load() <= 0 {
-			c.halfClose()
-		}
-		c.nc.Unlock()
-	}
+	c.halfCloseIfDrained()
 	s := c.l.srv
 	s.wheel.reset(c, s.o.DrainTimeout)
-	c.wmu.Unlock()
 }
 
 // SetIdleTimeout implements Conn. It ends the absolute connect timeout: from now on
@@ -440,22 +317,6 @@ func (c *conn) SetIdleTimeout(d time.Duration) {
 // Buffered implements Conn.
 func (c *conn) Buffered() int { return int(max(c.pending.Load(), 0)) }
 
-// RemoteAddr implements Conn.
-func (c *conn) RemoteAddr() net.Addr {
-	if c.ownSocket() {
-		return c.ownAddr(true)
-	}
-	return c.nc.RemoteAddr()
-}
-
-// LocalAddr implements Conn.
-func (c *conn) LocalAddr() net.Addr {
-	if c.ownSocket() {
-		return c.ownAddr(false)
-	}
-	return c.nc.LocalAddr()
-}
-
 // Listener implements Conn.
 func (c *conn) Listener() *Listener { return c.l }
 
@@ -470,6 +331,6 @@ func (c *conn) TLS() *tls.ConnectionState {
 	if c.l.kind&kindSecure == 0 {
 		return nil
 	}
-	cs := c.nc.Session().(*tlsConn).tc.ConnectionState()
+	cs := c.tls().tc.ConnectionState()
 	return &cs
 }

@@ -344,3 +344,11 @@ func randomBytes(n int) []byte {
 	_, _ = rand.Read(b)
 	return b
 }
+
+// reasonsHeld returns the close reasons the Server keeps (Server.reasons): none once every
+// connection has closed, opened or not.
+func reasonsHeld(s *Server) int {
+	n := 0
+	s.reasons.Range(func(any, any) bool { n++; return true })
+	return n
+}

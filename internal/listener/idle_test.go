@@ -119,7 +119,10 @@ func TestIdleGoroutinesTLS(t *testing.T) {
 	h := &counter{}
 	s := newTestServer(t, h, Options{ConnectTimeout: time.Hour})
 	lt, lw := listen(t, s, conf.ListenerTLS), listen(t, s, conf.ListenerWSS)
-	const ours = 4 // two accept loops, the wheel, the certificate watcher
+	ours := int32(4) // two accept loops, the wheel, the certificate watcher
+	if runtime.GOOS == "linux" {
+		ours += int32(s.o.Pollers) // our loop's pollers
+	}
 	dialIdle(t, lt, 1)
 	dialIdle(t, lw, 1)
 	waitFor(t, "the warm-up connections", func() bool { return h.open() == 2 })

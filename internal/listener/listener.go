@@ -4,31 +4,31 @@
 //
 // # Engine layout
 //
-// Plain TCP and WebSocket connections (on Linux) are served by our own event loop
-// (loop_linux.go): Options.Pollers epoll loops, a table of connections by descriptor, and
-// nothing per idle connection but our conn record (96 bytes). Those are the transports a
-// million idle clients use, so they carry nothing they do not need: the socket comes from
+// On Linux every transport is served by our own event loop (loop_linux.go):
+// Options.Pollers epoll loops, a table of connections by descriptor, and nothing per idle
+// connection but our record: the conn (88 bytes, the 96-byte size class) on tcp and ws,
+// the tlsConn around it and crypto/tls's tls.Conn on tls and wss. The socket comes from
 // accept4(2), its addresses are asked of the kernel when someone wants them, the
 // WebSocket upgrade is parsed in place (wsupgrade.go) and frames are decoded as a stream
-// (wsframe.go, wsown_linux.go).
+// (wsframe.go, wsown_linux.go), on ws from the bytes read and on wss from the TLS
+// plaintext (tlsown_linux.go). No nbio code is linked on Linux.
 //
-// TLS connections, wss included (and tcp and ws elsewhere than Linux), are served by one
-// nbio engine, made by the first such listener: Options.Pollers more epoll loops. It is the
-// nbio engine inside an nbhttp engine, so the WebSocket upgrade and frame parsing run on
-// the same loops. nbio's own listeners are not used: they are fixed when the engine
-// starts (we open listeners later, one at a time, and close them one at a time), they
-// spin without backing off on non-timeout accept errors, and they could not tell our
-// handler which listener a connection came from.
+// Elsewhere (no epoll) every transport is served by one nbio engine, made by the first
+// listener: Options.Pollers epoll-like loops (kqueue), the nbio engine inside an nbhttp
+// engine, so the WebSocket upgrade and frame parsing run on the same loops (the *_other.go
+// files, pollers.go, takeover.go). nbio's own listeners are not used: they are fixed when
+// the engine starts (we open listeners later, one at a time, and close them one at a
+// time), they spin without backing off on non-timeout accept errors, and they could not
+// tell our handler which listener a connection came from.
 //
 // Each listener has one accept goroutine (one per listener, none per connection) that
 // hands accepted sockets to their loop. Bytes are read on the poller goroutines into one
 // read buffer per poller (Options.ReadBufferSize), and Handler.OnData runs right there,
-// in the poller goroutine; WebSocket messages are parsed and delivered there too (nbhttp's
-// executor is synchronous). An idle connection therefore costs our conn, and on nbio its
-// connection record and the peer addresses it caches, plus for WebSocket the
-// nbhttp/websocket records: no goroutine, no read buffer, no write buffer (writes go
-// straight to the socket and only what the socket does not take is queued until it
-// drains).
+// in the poller goroutine; WebSocket frames are decoded there too. An idle connection
+// therefore costs our record (on nbio also nbio's connection record, the peer addresses
+// it caches and for WebSocket the nbhttp/websocket records): no goroutine, no read
+// buffer, no write buffer (writes go straight to the socket and only what the socket does
+// not take is queued until it drains).
 //
 // # Timeouts
 //
@@ -47,16 +47,17 @@
 //
 // Handler calls for one connection never overlap and come in order: OnOpen, OnData...,
 // OnClose exactly once. OnOpen runs before the socket is polled (TCP), in the poller
-// that completed the upgrade (WebSocket), or in the goroutine that completed the
-// handshake (TLS); OnData runs in the poller, except on TLS for what arrived with the end
-// of the handshake, which that goroutine delivers before it hands over to the poller;
+// that completed the upgrade (WebSocket; on wss, the goroutine that read it), or in the
+// goroutine that completed the handshake (TLS); OnData runs in the poller, except on TLS
+// for what arrived with the end of the handshake, which that goroutine delivers before it
+// hands over to the poller;
 // OnClose runs where the loop reports the close, or right after an OnData that was running
 // then (a small state machine in conn.go hands it over without a lock). The error given to OnClose
 // is nil when this side closed the connection (Close, Shutdown, Listener.Close,
 // Server.Close), ErrIdleTimeout when a timeout fired, io.EOF when the peer closed it
 // (for WebSocket: sent a close frame), and the I/O or protocol error otherwise.
 //
-// # Working around nbio (v1.6.12), for the transports it serves
+// # Working around nbio (v1.6.12), where it serves (not Linux)
 //
 //   - A poller that has not started its loop loses a Stop and spins forever; start waits
 //     until every poller has delivered a probe byte (pollers.go).
@@ -78,22 +79,23 @@
 //
 // # Transports
 //
-// loop_linux.go, websocket.go and tls.go each hold what differs for their transport: how
-// an accepted socket is taken over, the framing of writes, what Shutdown sends first. TLS is
-// Go's crypto/tls, driven from the poller on the bytes nbio reads (tls.go explains how,
-// without a goroutine or buffer per idle connection); wss is the WebSocket layer on the
-// plaintext of that. Certificates are reloaded from their files without a restart
-// (certs.go).
+// What differs for a transport is how an accepted socket is taken over, the framing of
+// writes, and what Shutdown sends first. TLS is Go's crypto/tls, driven from the poller
+// on the bytes it reads (tls.go explains how, without a goroutine or buffer per idle
+// connection); wss is the WebSocket layer on the plaintext of that. Certificates are
+// reloaded from their files without a restart (certs.go).
 //
-// Files: listener.go the contract, Listener and its accept loop; server.go the Server and
-// its engine hooks; conn.go the connection record, its event state machine and write path;
-// loop_linux.go our event loop (tcp) and sock_linux.go what a conn does with its own
-// socket; wsupgrade.go, wsframe.go and wsown_linux.go WebSocket on our loop;
-// loop_other.go tcp and ws on nbio elsewhere; takeover.go how nbio takes a socket;
-// websocket.go WebSocket on nbio (wss), tls.go TLS; tlsgate.go the bound on TLS handshakes in
+// Files: listener.go the contract, Listener and its accept loop; server.go the Server;
+// conn.go the connection record, its event state machine and write entry points;
+// loop_linux.go our event loop and sock_linux.go what a conn does with its own socket;
+// wsupgrade.go, wsframe.go and wsown_linux.go WebSocket on our loop; websocket.go what
+// every WebSocket path shares; tls.go TLS, tlsown_linux.go TLS on our loop, tlsinput.go
+// crypto/tls's input buffers lent while reading; tlsgate.go the bound on TLS handshakes in
 // progress; drain.go the drain notices (Conn.NotifyDrained); certs.go TLS certificates and
-// their reload;
-// wheel.go the timing wheel; pollers.go the start-up probe; writev_*.go the system calls.
+// their reload; wheel.go the timing wheel; writev_*.go the system calls. On nbio:
+// engine_other.go the engine and its hooks, loop_other.go the accept path, conn_other.go
+// a conn on nbio's socket, websocket_other.go and tls_other.go the transports there,
+// pollers.go the start-up probe, takeover.go how nbio takes a socket.
 package listener
 
 import (
@@ -292,23 +294,6 @@ func (l *Listener) acceptLoop(step func() error) {
 			t.Stop()
 			return
 		}
-	}
-}
-
-// acceptStd returns the accept step of a listener served by nbio: Go's Accept, the Admit
-// check, then admit, which hands the connection to the engine.
-func (l *Listener) acceptStd(admit func(*Listener, net.Conn)) func() error {
-	return func() error {
-		c, err := l.ln.Accept()
-		if err != nil {
-			return err
-		}
-		if a := l.srv.o.Admit; a != nil && !a(l, c.RemoteAddr()) {
-			_ = c.Close()
-			return nil
-		}
-		admit(l, c)
-		return nil
 	}
 }
 

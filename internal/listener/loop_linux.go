@@ -11,18 +11,22 @@ import (
 	"syscall"
 )
 
-// The event loop of plain TCP connections, our own: epoll, one goroutine per poller, a
-// table of connections indexed by descriptor, one read buffer per poller.
+// The event loop of every connection on Linux, our own: epoll, one goroutine per poller, a
+// table of connections indexed by descriptor, one read buffer per poller. tcp bytes go to
+// OnData, ws bytes to the upgrade and frame decoder (wsown_linux.go), tls and wss bytes to
+// the TLS pump (tlsown_linux.go, tls.go).
 //
-// Why not nbio, which serves ws, tls and wss: an idle TCP connection on nbio costs its
-// Conn record (208 B) and the two addresses it caches (160 B) on top of our conn, and its
-// accept path goes through Go's net package first (a netFD, a poller registration and two
-// addresses per connection, all garbage a moment later, interleaved with what stays). Here
-// a connection is our conn and nothing else (96 B): the descriptor comes from accept4(2)
-// on the listener's socket, the addresses are asked of the kernel when someone wants them,
-// and the table holds one pointer per descriptor. It also fixes at the root what
-// takeover.go works around: descriptors are close-on-exec from accept4, and a descriptor is
-// removed from epoll before it is closed, so no stale event can reach a reused number.
+// Why not nbio (which serves every transport elsewhere: loop_other.go): an idle connection
+// on nbio costs its Conn record (208 B) and the two addresses it caches (160 B) on top of
+// ours, nbio's WebSocket package keeps a 1 MiB task pool in every process that links it,
+// and its accept path goes through Go's net package first (a netFD, a poller registration
+// and two addresses per connection, all garbage a moment later, interleaved with what
+// stays). Here a connection is our conn and nothing else (96 B; on tls and wss the
+// tlsConn around it): the descriptor comes from accept4(2) on the listener's socket, the
+// addresses are asked of the kernel when someone wants them, and the table holds one
+// pointer per descriptor. It also fixes at the root what takeover.go works around on nbio:
+// descriptors are close-on-exec from accept4, and a descriptor is removed from epoll
+// before it is closed, so no stale event can reach a reused number.
 //
 // Ownership of a descriptor: only its poller closes it, after taking it out of epoll and
 // out of the table, holding the conn's write lock (wmu) so that no write, shutdown or
@@ -61,6 +65,7 @@ type poller struct {
 	buf   []byte              // read buffer, shared by the poller's connections
 	n     int                 // pollers in the loop: descriptor fd is this poller's slot fd/n
 	ws    map[*conn]*wsStream // ws connections cut inside a frame (wsown_linux.go)
+	tls   *pumpBufs           // TLS pump buffers, made by the first TLS bytes (tlsown_linux.go)
 	mu    sync.Mutex
 	conns []*conn // by slot; guarded by mu
 }
@@ -76,7 +81,7 @@ func newLoop(s *Server) (*loop, error) {
 		}
 		lp.pollers = append(lp.pollers, p)
 		lp.wg.Add(1)
-		s.goroutine("tcp poller", func() {
+		s.goroutine("poller", func() {
 			defer lp.wg.Done()
 			p.run()
 		})
@@ -180,9 +185,12 @@ func (p *poller) read(c *conn) {
 		n, err := syscall.Read(fd, p.buf)
 		switch {
 		case n > 0:
-			if c.l.kind&kindWeb != 0 {
+			switch {
+			case c.l.kind&kindSecure != 0:
+				p.tlsData(c, p.buf[:n])
+			case c.l.kind&kindWeb != 0:
 				p.wsData(c, p.buf[:n])
-			} else {
+			default:
 				c.onData(p.buf[:n])
 			}
 			if n < len(p.buf) {
@@ -267,6 +275,10 @@ func (p *poller) close(c *conn, ioErr error) {
 			c.l.srv.reasons.Store(c, ioErr)
 		}
 	}
+	if c.l.kind&kindSecure != 0 {
+		c.tls().ended() // a goroutine may still be reading what came before
+		return
+	}
 	c.closed()
 }
 
@@ -286,13 +298,13 @@ func (p *poller) closeAll() {
 	}
 }
 
-// acceptPlain returns the accept step of a tcp or ws listener, served by the loop (made
-// here by the first such listener; s.mu is held): it accepts
+// acceptStep returns the accept step of a listener, served by the loop (made here by the
+// first listener; s.mu is held): it accepts
 // every connection waiting, with accept4(2) on the listener's socket (non-blocking and
 // close-on-exec from the start), and hands each to admitOwn; it waits in Go's poller
 // while none is waiting. An error ends the step (the accept loop backs off and calls it
 // again); ECONNABORTED (a client gone before we took it) is skipped.
-func (s *Server) acceptPlain(l *Listener) (func() error, error) {
+func (s *Server) acceptStep(l *Listener) (func() error, error) {
 	if s.loop == nil {
 		lp, err := newLoop(s)
 		if err != nil {
@@ -342,21 +354,29 @@ func (s *Server) acceptPlain(l *Listener) (func() error, error) {
 	}, nil
 }
 
-// admitOwn takes a socket accepted on a tcp or ws listener: the Admit check, OnOpen on tcp
-// (before the socket is polled, so nothing is read before it returns; on ws it comes
-// with the upgrade, under the connect timeout meanwhile), then its poller.
+// admitOwn takes an accepted socket: the Admit check, OnOpen on tcp (before the socket is
+// polled, so nothing is read before it returns; on ws it comes with the upgrade, on tls
+// with the handshake, on wss with both, under the connect timeout meanwhile), then its
+// poller. A tls or wss connection's record is a tlsConn, in the phase tlsHello: nothing
+// happens until the client speaks.
 func (s *Server) admitOwn(l *Listener, fd int, sa syscall.Sockaddr) {
 	if a := s.o.Admit; a != nil && !a(l, sockaddrAddr(sa)) {
 		_ = syscall.Close(fd)
 		return
 	}
 	setSockOpts(fd)
-	c := &conn{l: l, fd: int32(fd)}
-	c.admitting()
-	if l.kind&kindWeb != 0 {
-		s.wheel.set(c, s.o.ConnectTimeout) // OnOpen comes with the upgrade
+	var c *conn
+	if l.kind&kindSecure != 0 {
+		t := &tlsConn{conn: conn{l: l, fd: int32(fd)}}
+		c = &t.conn
 	} else {
+		c = &conn{l: l, fd: int32(fd)}
+	}
+	c.admitting()
+	if l.kind == kindTCP {
 		c.open()
+	} else {
+		s.wheel.set(c, s.o.ConnectTimeout) // OnOpen comes with the upgrade or handshake
 	}
 	p := s.loop.pollerFor(fd)
 	if err := p.add(c); err != nil {
@@ -364,6 +384,27 @@ func (s *Server) admitOwn(l *Listener, fd int, sa syscall.Sockaddr) {
 		p.close(c, err)
 	}
 }
+
+// eventLoops is the part of Server that serves connections: on Linux our loop, made by
+// the first Listen (elsewhere nbio's engine: engine_other.go). Guarded by s.mu.
+type eventLoops struct {
+	loop *loop
+}
+
+// stopLoops stops the loop, if one was made: every connection is closed and its OnClose
+// delivered when it returns. Listen makes none any more (s.closed).
+func (s *Server) stopLoops() {
+	s.mu.Lock()
+	lp := s.loop
+	s.mu.Unlock()
+	if lp != nil {
+		lp.stop()
+	}
+}
+
+// Nothing of nbio runs on Linux: nothing to set up.
+func initEngine()                 {}
+func (s *Server) startEngineTLS() {}
 
 // TCP keepalive on accepted sockets: Go's defaults for the connections its listeners
 // accept (net.ListenConfig.KeepAlive), which the broker's sockets had under nbio.

@@ -1,6 +1,9 @@
 package listener
 
 import (
+	"os"
+	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -29,6 +32,45 @@ func TestSockOpts(t *testing.T) {
 			if got, err := syscall.GetsockoptInt(c.fdNum(), o.level, o.opt); err != nil || got != o.want {
 				t.Errorf("%s: %s = %d (%v), want %d", typ, o.name, got, err, o.want)
 			}
+		}
+	}
+}
+
+// upgradesHeld returns the ws connections whose state a poller still holds, once the
+// Server is closed (its pollers have exited).
+func upgradesHeld(s *Server) int {
+	n := 0
+	if s.loop != nil {
+		for _, p := range s.loop.pollers {
+			n += len(p.ws)
+		}
+	}
+	return n
+}
+
+// openWriteRefused: our loop queues what OnOpen wrote; it refuses nothing.
+func openWriteRefused(error) bool { return false }
+
+// TestNoNbio: on Linux every transport runs on our own loop, so the broker links no nbio
+// package (nbio's WebSocket package alone keeps a 1 MiB task pool resident in every
+// process that links it). Asked of the go command: a test binary carries no module list.
+func TestNoNbio(t *testing.T) {
+	gocmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go command: %v", err)
+	}
+	cmd := exec.Command(gocmd, "list", "-deps", "github.com/bifrost-mqtt/bifrost/cmd/bifrost")
+	cmd.Env = append(os.Environ(), "GOOS=linux")
+	out, err := cmd.Output()
+	if err != nil {
+		if os.Getenv("BIFROST_CI") == "1" {
+			t.Fatalf("go list: %v", err)
+		}
+		t.Skipf("go list: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if strings.HasPrefix(pkg, "github.com/lesismal/") {
+			t.Errorf("%s is linked on Linux", pkg)
 		}
 	}
 }

@@ -3,34 +3,48 @@
 package listener
 
 import (
-	"errors"
 	"log/slog"
 	"net"
 
+	"github.com/lesismal/nbio"
 	"github.com/lesismal/nbio/nbhttp"
 )
 
-// Where our own event loop does not run (it is built on epoll: loop_linux.go), tcp
-// connections are served by nbio like the other transports, and a conn never has a socket
-// of its own.
+// Where our own event loop does not run (it is built on epoll: loop_linux.go), every
+// transport is served by nbio (engine_other.go), and a conn never has a socket of its own.
 
-// loop is the event loop of loop_linux.go; it is never made here.
-type loop struct{}
-
-func (*loop) stop() {}
-
-// acceptPlain returns the accept step of a tcp or ws listener: Go's Accept, then nbio.
-// s.mu is held.
-func (s *Server) acceptPlain(l *Listener) (func() error, error) {
+// acceptStep returns the accept step of l: Go's Accept, then nbio, made here by the first
+// listener. s.mu is held.
+func (s *Server) acceptStep(l *Listener) (func() error, error) {
 	if s.engine == nil {
 		if err := s.startEngine(); err != nil {
 			return nil, err
 		}
 	}
-	if l.kind&kindWeb != 0 {
+	switch {
+	case l.kind&kindSecure != 0:
+		return l.acceptStd(s.admitTLS), nil
+	case l.kind&kindWeb != 0:
 		return l.acceptStd(s.admitWS), nil
 	}
 	return l.acceptStd(s.admitTCP), nil
+}
+
+// acceptStd returns the accept step of a listener served by nbio: Go's Accept, the Admit
+// check, then admit, which hands the connection to the engine.
+func (l *Listener) acceptStd(admit func(*Listener, net.Conn)) func() error {
+	return func() error {
+		c, err := l.ln.Accept()
+		if err != nil {
+			return err
+		}
+		if a := l.srv.o.Admit; a != nil && !a(l, c.RemoteAddr()) {
+			_ = c.Close()
+			return nil
+		}
+		admit(l, c)
+		return nil
+	}
 }
 
 // admitTCP takes over a connection accepted on a tcp listener. nbio duplicates its
@@ -44,7 +58,7 @@ func (s *Server) admitTCP(l *Listener, raw net.Conn) {
 		s.log.Warn("listener: cannot take over connection", slog.String("listener", l.name), slog.Any("err", err))
 		return
 	}
-	c := &conn{nc: nc, l: l}
+	c := &conn{connEngine: connEngine{nc: nc}, l: l}
 	c.admitting()
 	nc.SetSession(c)
 	_, err = s.engine.AddConn(nc) // OnOpen runs in here
@@ -66,9 +80,12 @@ func (s *Server) admitWS(l *Listener, raw net.Conn) {
 	hc := &nbhttp.Conn{Conn: nc}
 	hc.Parser = nbhttp.NewParser(hc, s.engine, nbhttp.NewServerProcessor(), false, nc.Execute)
 	nc.SetSession(hc.Parser)
-	c := &conn{nc: nc, l: l}
+	c := &conn{connEngine: connEngine{nc: nc}, l: l}
 	c.admitting()
 	s.hsMu.Lock()
+	if s.hs == nil {
+		s.hs = make(map[*nbio.Conn]*conn)
+	}
 	s.hs[nc] = c
 	s.hsMu.Unlock()
 	_, err = s.engine.AddConn(nc) // the connect timeout starts in here
@@ -78,15 +95,3 @@ func (s *Server) admitWS(l *Listener, raw net.Conn) {
 		s.log.Warn("listener: cannot poll connection", slog.String("listener", l.name), slog.Any("err", err))
 	}
 }
-
-// errNoOwnSocket is what the own-socket operations below would report: they are never
-// called, since ownSocket is false for every conn here.
-var errNoOwnSocket = errors.New("listener: no own sockets on this platform")
-
-func (c *conn) ownSocket() bool { return false }
-
-func (c *conn) writeOwn([]byte, [][]byte) error { return errNoOwnSocket }
-
-func (c *conn) closeOwnLocked(error) error { return errNoOwnSocket }
-
-func (c *conn) ownAddr(bool) net.Addr { return &net.TCPAddr{} }

@@ -6,17 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"runtime"
 	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/lesismal/nbio"
-	"github.com/lesismal/nbio/logging"
-	"github.com/lesismal/nbio/nbhttp"
-	"github.com/lesismal/nbio/nbhttp/websocket"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 )
@@ -115,30 +109,22 @@ type Server struct {
 	wheel     *wheel[conn, *conn]
 	done      chan struct{} // closed by Close: stops the wheel
 
-	mu        sync.Mutex
-	started   bool // the wheel runs
-	closed    bool
-	listeners map[*Listener]struct{}
-	loop      *loop          // tcp connections (Linux; loop_linux.go), made by the first tcp Listen
-	engine    *nbhttp.Engine // ws, tls and wss connections, made by the first such Listen
-	upgrader  *websocket.Upgrader
-
-	hsMu   sync.Mutex
-	hs     map[*nbio.Conn]*conn // WebSocket connections not yet upgraded
-	hsPeak int                  // most entries hs held since it was made
+	mu         sync.Mutex
+	started    bool // the wheel runs
+	closed     bool
+	listeners  map[*Listener]struct{}
+	eventLoops // our loop (Linux: loop_linux.go) or nbio's engine (engine_other.go), made by the first Listen
 
 	// reasons holds, by *conn, the error OnClose is to get, where a connection has no
-	// room for it: an nbio connection closed while it was being admitted; a connection on
-	// our loop closed by closeWith or by an I/O error (io.EOF is a state bit instead).
+	// room for it: a connection on our loop closed by closeWith or by an I/O error (io.EOF
+	// is a state bit instead); on nbio, one closed while it was being admitted.
 	reasons sync.Map
 	drain   drainer // drain notices (drain.go)
 
 	// TLS, set up by the first tls or wss Listen (s.mu held, before its accept loop runs).
-	scratch     []*pumpBufs   // per poller: the buffers of the connection it pumps
-	scratchBusy []atomic.Bool // per poller: its scratch is in use (see scratchFor)
-	tlsBufs     sync.Pool     // *pumpBufs: the buffers of handshake goroutines
-	tlsGate     *tlsGate      // bounds the handshakes in progress (set by New)
-	certsWatch  bool          // the certificate watcher runs
+	tlsBufs    sync.Pool // *pumpBufs: the buffers of handshake goroutines
+	tlsGate    *tlsGate  // bounds the handshakes in progress (set by New)
+	certsWatch bool      // the certificate watcher runs
 
 	wg      sync.WaitGroup // goroutines started by goroutine
 	running atomic.Int32
@@ -150,7 +136,7 @@ type Server struct {
 // New returns a Server that reports to h. Nothing runs until the first Listen.
 func New(h Handler, o Options) *Server {
 	o.ensureDefaults()
-	nbioOnce.Do(setUpNbio)
+	initEngine()
 	d, _ := h.(Drainer)
 	return &Server{
 		h:         h,
@@ -160,7 +146,6 @@ func New(h Handler, o Options) *Server {
 		wheel:     newWheel[conn](o.Tick, wheelSlots, time.Now()),
 		done:      make(chan struct{}),
 		listeners: make(map[*Listener]struct{}),
-		hs:        make(map[*nbio.Conn]*conn),
 		tlsGate:   newTLSGate(o.MaxTLSHandshakes),
 	}
 }
@@ -187,60 +172,33 @@ func (s *Server) Listen(cfg conf.Listener) (*Listener, error) {
 		s.started = true
 		s.goroutine("timing wheel", func() { s.wheel.run(s.done, s.expire) })
 	}
-	if l.kind&kindSecure != 0 && s.engine == nil {
-		if err := s.startEngine(); err != nil {
-			return nil, err
-		}
-	}
 	l.ln, err = net.Listen("tcp", cfg.Address)
 	if err != nil {
 		return nil, fmt.Errorf("listener: %s: %w", l.name, err)
 	}
-	var step func() error
-	switch {
-	case l.kind&kindSecure != 0:
+	step, err := s.acceptStep(l)
+	if err != nil {
+		_ = l.ln.Close()
+		return nil, fmt.Errorf("listener: %s: %w", l.name, err)
+	}
+	if l.kind&kindSecure != 0 {
 		s.startTLS()
-		step = l.acceptStd(s.admitTLS)
-	default: // tcp, ws
-		step, err = s.acceptPlain(l)
-		if err != nil {
-			_ = l.ln.Close()
-			return nil, fmt.Errorf("listener: %s: %w", l.name, err)
-		}
 	}
 	s.listeners[l] = struct{}{}
 	s.goroutine("accept "+l.name, func() { l.acceptLoop(step) })
 	return l, nil
 }
 
-// startTLS makes the pollers' TLS buffers and starts the certificate watcher, once.
-// s.mu is held.
+// startTLS sets up the TLS buffers and starts the certificate watcher, once. s.mu is held.
 func (s *Server) startTLS() {
 	if s.certsWatch {
 		return
 	}
 	s.certsWatch = true
-	s.scratch = make([]*pumpBufs, s.o.Pollers)
-	s.scratchBusy = make([]atomic.Bool, s.o.Pollers)
-	for i := range s.scratch {
-		s.scratch[i] = newPumpBufs(s.o.ReadBufferSize)
-	}
+	s.startEngineTLS()
 	size := s.o.ReadBufferSize
 	s.tlsBufs.New = func() any { return newPumpBufs(size) }
 	s.goroutine("tls certificates", s.watchCerts)
-}
-
-// scratchFor returns the TLS buffers of the poller that serves nc, and a function to give
-// them back. nbio (v1.6.12, Engine.AddConn) gives a connection to poller fd mod pollers,
-// so only that poller uses them; the busy flag makes sure of it, falling back to pooled
-// buffers if that ever changed.
-func (s *Server) scratchFor(nc *nbio.Conn) (*pumpBufs, func()) {
-	i := nc.Hash() % len(s.scratch)
-	if s.scratchBusy[i].CompareAndSwap(false, true) {
-		return s.scratch[i], func() { s.scratchBusy[i].Store(false) }
-	}
-	b := s.tlsBufs.Get().(*pumpBufs)
-	return b, func() { s.tlsBufs.Put(b) }
 }
 
 // Close stops accepting on every listener and closes every connection (OnClose for each,
@@ -253,7 +211,6 @@ func (s *Server) Close() error {
 		for l := range s.listeners {
 			ls = append(ls, l)
 		}
-		lp, engine := s.loop, s.engine
 		s.mu.Unlock()
 
 		var errs []error
@@ -262,14 +219,7 @@ func (s *Server) Close() error {
 				errs = append(errs, err)
 			}
 		}
-		if lp != nil {
-			lp.stop() // closes its connections, delivering their OnClose, and returns
-		}
-		if engine != nil {
-			// Stop closes every connection and waits for their close hooks, then stops
-			// the pollers, which deliver any OnClose handed to them before they exit.
-			engine.Stop()
-		}
+		s.stopLoops() // closes every connection, delivering their OnClose, and returns
 		s.closeDrain()
 		close(s.done)
 		s.wg.Wait()
@@ -278,45 +228,9 @@ func (s *Server) Close() error {
 	return s.closeErr
 }
 
-// startEngine creates and starts the nbio engine. s.mu is held.
-func (s *Server) startEngine() error {
-	e := nbhttp.NewEngine(nbhttp.Config{
-		Name:                    "bifrost",
-		NPoller:                 s.o.Pollers,
-		ReadBufferSize:          s.o.ReadBufferSize,
-		ReadLimit:               s.o.MaxWSMessage + 64, // a frame's header and a partial next one
-		Handler:                 http.HandlerFunc(s.serveHTTP),
-		ServerExecutor:          func(f func()) { f() }, // run parsed requests and messages in the poller
-		SupportServerOnly:       true,
-		ReleaseWebsocketPayload: true,
-		// nbio reads a socket at most this many times per readiness event, and closes it
-		// when the same event also reports the peer's hang-up: bytes beyond the reads are
-		// lost. nbio's default, 3 (96 KiB here), loses the end of a large PUBLISH and the
-		// DISCONNECT of a client that sends them and closes at once (mosquitto_pub -s).
-		// 256 reads (8 MiB) cover any socket receive buffer the kernel grants by default,
-		// while one client flooding a poller still yields it after 8 MiB.
-		MaxConnReadTimesPerEventLoop: 256,
-	})
-	e.Engine.OnOpen(s.onOpen)
-	e.Engine.OnData(s.onData)
-	e.Engine.OnWrittenSize(s.onWritten)
-	e.OnClose(s.onClose)
-	s.engine, s.upgrader = e, s.newUpgrader(e) // before Start: the pollers read them
-	if err := e.Start(); err != nil {
-		s.engine, s.upgrader = nil, nil
-		return fmt.Errorf("listener: starting the event loops: %w", err)
-	}
-	if err := s.awaitPollers(); err != nil {
-		// Not stopped: Stop hangs on a poller that has not started (see awaitPollers).
-		s.engine, s.upgrader = nil, nil
-		return err
-	}
-	return nil
-}
-
 // goroutine starts f in a goroutine that Close waits for, counted in s.running and
-// labelled for profiles. Every goroutine of ours goes through here; nbio's pollers are
-// started by nbio (Options.Pollers of them).
+// labelled for profiles. Every goroutine of ours goes through here (on nbio, its pollers
+// are started by nbio: Options.Pollers of them).
 func (s *Server) goroutine(name string, f func()) {
 	s.wg.Add(1)
 	s.running.Add(1)
@@ -408,119 +322,4 @@ func (s *Server) expire(c *conn) {
 		return
 	}
 	_ = c.closeWith(ErrIdleTimeout)
-}
-
-// connOf returns our record of an open (or opening) connection, or nil.
-func connOf(nc *nbio.Conn) *conn {
-	switch x := nc.Session().(type) {
-	case *conn:
-		return x
-	case *tlsConn:
-		return &x.conn
-	case *websocket.Conn:
-		c, _ := x.Session().(*conn)
-		return c
-	}
-	return nil
-}
-
-// onOpen is nbio's open hook, called in the accept goroutine once the poller is chosen and
-// before the socket is polled: nothing can be read before it returns.
-func (s *Server) onOpen(nc *nbio.Conn) {
-	switch x := nc.Session().(type) {
-	case *conn: // TCP
-		x.open()
-	case *nbhttp.Parser: // WebSocket before the upgrade: only the connect timeout
-		if c := s.handshake(nc, false); c != nil {
-			s.wheel.set(c, s.o.ConnectTimeout)
-		}
-	case *tlsConn: // before the handshake: only the connect timeout
-		s.wheel.set(&x.conn, s.o.ConnectTimeout)
-	}
-}
-
-// onData is nbio's data hook, called in the poller with bytes read into its buffer.
-func (s *Server) onData(nc *nbio.Conn, data []byte) {
-	switch x := nc.Session().(type) {
-	case *conn:
-		x.onData(data)
-	case *tlsConn:
-		buf, done := s.scratchFor(nc)
-		x.received(data, buf)
-		done()
-	case pollerProbe:
-		x.ready <- x.i
-	case *websocket.Conn:
-		s.engine.DataHandler(nc, data)
-	default: // HTTP: a WebSocket connection before its upgrade
-		// Taking hsMu orders this poller after admitWS for the race detector, which does
-		// not see the hand-off through epoll; reads of this kind are few.
-		s.handshake(nc, false)
-		s.engine.DataHandler(nc, data)
-	}
-}
-
-// onWritten is nbio's hook for bytes that reached the socket, called with nc locked.
-func (s *Server) onWritten(nc *nbio.Conn, _ []byte, n int) {
-	if c := connOf(nc); c != nil {
-		c.written(n)
-	}
-}
-
-// onClose is nbhttp's close hook, called once per connection after nbio closed it.
-func (s *Server) onClose(netc net.Conn, _ error) {
-	nc, ok := netc.(*nbio.Conn)
-	if !ok {
-		return
-	}
-	if t, ok := nc.Session().(*tlsConn); ok {
-		t.ended()
-		return
-	}
-	c := connOf(nc)
-	if c == nil {
-		c = s.handshake(nc, true)
-	}
-	if c != nil {
-		c.closed()
-	}
-}
-
-// handshake returns the record of a WebSocket connection not yet upgraded, and forgets it
-// if take.
-func (s *Server) handshake(nc *nbio.Conn, take bool) *conn {
-	s.hsMu.Lock()
-	c := s.hs[nc]
-	if take && c != nil {
-		delete(s.hs, nc)
-		s.hsPeak = max(s.hsPeak, len(s.hs)+1)
-		if len(s.hs) == 0 && s.hsPeak > 256 {
-			// A map never shrinks: let a storm's buckets go once it has passed.
-			s.hs, s.hsPeak = make(map[*nbio.Conn]*conn), 0
-		}
-	}
-	s.hsMu.Unlock()
-	return c
-}
-
-// nbioLog sends nbio's log, which is global to the process, to slog.Default: its Info and
-// Debug lines (engine start and stop) at Debug, the others at their level. Installed once,
-// by the first New.
-type nbioLog struct{}
-
-var nbioOnce sync.Once
-
-// setUpNbio points nbio's process-wide log at slog (nbioLog), once.
-func setUpNbio() { logging.SetLogger(nbioLog{}) }
-
-func (nbioLog) Debug(format string, v ...any) { nbioLogAt(slog.LevelDebug, format, v) }
-func (nbioLog) Info(format string, v ...any)  { nbioLogAt(slog.LevelDebug, format, v) }
-func (nbioLog) Warn(format string, v ...any)  { nbioLogAt(slog.LevelWarn, format, v) }
-func (nbioLog) Error(format string, v ...any) { nbioLogAt(slog.LevelError, format, v) }
-
-func nbioLogAt(level slog.Level, format string, v []any) {
-	l := slog.Default()
-	if l.Enabled(context.Background(), level) {
-		l.Log(context.Background(), level, fmt.Sprintf(format, v...), slog.String("component", "nbio"))
-	}
 }

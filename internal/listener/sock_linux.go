@@ -9,13 +9,54 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/bufpool"
 )
 
-// What a conn does with a socket of its own (tcp listeners, served by loop_linux.go): its
-// writes, its queue of bytes the socket has not taken, its close, its addresses. All of it
-// runs under c.wmu, the lock the poller takes to close the descriptor, so none of it can
-// touch a number that has been closed and given to another connection.
+// What a conn does with its socket (every transport on Linux, served by loop_linux.go):
+// its writes, its queue of bytes the socket has not taken, its close, its addresses. All
+// of it runs under c.wmu, the lock the poller takes to close the descriptor, so none of it
+// can touch a number that has been closed and given to another connection.
 
-// ownSocket reports whether c is served by our loop (not by nbio).
-func (c *conn) ownSocket() bool { return c.nc == nil }
+// connEngine is empty on Linux: a conn needs no engine's record (see conn_other.go for
+// where it does). As the first field of conn it takes no room.
+type connEngine struct{}
+
+// writePlain writes head and bufs to the socket as one unit (writeOwn). c.wmu is held.
+func (c *conn) writePlain(head []byte, bufs [][]byte) error { return c.writeOwn(head, bufs) }
+
+// fdNum returns the connection's descriptor.
+func (c *conn) fdNum() int { return int(c.fd) }
+
+// closeReason returns the error OnClose is to get, recorded by closeOwnLocked or the
+// poller's close (nil: none).
+func (c *conn) closeReason() error {
+	if e, ok := c.l.srv.reasons.LoadAndDelete(c); ok {
+		return e.(error)
+	}
+	return nil
+}
+
+// halfCloseIfDrained shuts the write side down at once if nothing is queued (Shutdown);
+// otherwise written does it when the queue drains. c.wmu is held.
+func (c *conn) halfCloseIfDrained() {
+	if c.state.Load()&(stFdClosed|stCloseReq) == 0 && c.pending.Load() <= 0 {
+		c.halfClose()
+	}
+}
+
+// admitting marks c as being added to its poller: writes meanwhile queue what the socket
+// does not take, and poller.add watches for writability then.
+func (c *conn) admitting() { c.state.Or(stAdmitting) }
+
+// closeWith closes the connection; OnClose will get err (see closeOwnLocked).
+func (c *conn) closeWith(err error) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.closeOwnLocked(err)
+}
+
+// RemoteAddr implements Conn.
+func (c *conn) RemoteAddr() net.Addr { return c.ownAddr(true) }
+
+// LocalAddr implements Conn.
+func (c *conn) LocalAddr() net.Addr { return c.ownAddr(false) }
 
 // writeOwn writes head and bufs as one unit: straight to the socket with one writev when
 // nothing is queued, and what the socket does not take is copied to the queue, which the

@@ -9,16 +9,17 @@ import (
 	"net"
 	"sync"
 	"time"
+	"unsafe"
 
-	"github.com/lesismal/nbio/mempool"
-	"github.com/lesismal/nbio/nbhttp"
+	"github.com/bifrost-mqtt/bifrost/internal/bufpool"
 )
 
 // MQTT over TLS (tls listeners) and WebSocket over TLS (wss), with Go's crypto/tls, which
 // gets security fixes with every Go release (nbio's TLS is a fork, llib, that does not).
 //
 // crypto/tls wants a blocking net.Conn underneath. It gets tlsWire, which reads the
-// ciphertext that the poller received and writes through our non-blocking write path, and
+// ciphertext that the poller received and writes through our non-blocking write path
+// (conn.writeOwn on our loop, tlsown_linux.go; conn.writeRaw on nbio, tls_other.go), and
 // is driven in two ways:
 //
 //   - The handshake runs in a goroutine: tls.Conn.Handshake, whose reads wait on the wire
@@ -34,26 +35,30 @@ import (
 //     true. crypto/tls (Go 1.26, conn.go readRecordOrCCS) returns such an error without
 //     making it the connection's error, and keeps a partial record in its input buffer
 //     for the next OnData; TestTLSWouldBlockNotSticky holds it to that. The plaintext is
-//     collected in the poller's scratch buffer (Server.scratch) and handed to
-//     Handler.OnData, or on wss to the WebSocket parser.
+//     collected in the poller's scratch buffer (pumpBufs) and handed to Handler.OnData,
+//     or on wss to the WebSocket layer (on our loop the same upgrade and frame decoder as
+//     ws: tlsown_linux.go).
 //
 // Between the two, bytes that arrive while the goroutine still delivers what came with
 // the end of the handshake are copied into a pooled buffer (pend) and delivered by that
 // goroutine, in order: one goroutine at a time pumps a connection (the pumping flag),
 // which is also what keeps handler calls from overlapping.
 //
-// A close that nbio reports while a goroutine still works on received bytes (a client
+// A close that the poller reports while a goroutine still works on received bytes (a client
 // that sends its Finished, a CONNECT and its FIN at once) is left to that goroutine
 // (owed): it reads what was received to its end, so the connection opens and delivers
 // those bytes before OnClose, as a TCP connection would.
 //
-// Writes go tls.Conn.Write → tlsWire.Write → conn.writeRaw: straight to the socket, and
-// what it does not take is queued in nbio. Several buffers of one Writev are gathered into
-// full records first (seal), so that a PUBLISH is one record, not one per buffer.
+// Writes go tls.Conn.Write → tlsWire.Write → the socket, and what it does not take is
+// queued (conn.writeOwn). Several buffers of one Writev are gathered into full records
+// first (seal), so that a PUBLISH is one record, not one per buffer. A Writev holds smu,
+// not wmu: crypto/tls may write on its own (the handshake's flights, an alert, an answer
+// to a KeyUpdate) from the goroutine that reads, so the wire takes wmu for each record it
+// writes, and smu only keeps one Writev's records together (conn.writeLock).
 //
-// What an idle TLS connection holds: the tls.Conn (its cipher states, the input buffer
-// crypto/tls keeps at the size of the largest record it read, the handshake buffer), this
-// record and nbio's. No goroutine, no ciphertext or plaintext buffer of ours.
+// What an idle TLS connection holds: the tls.Conn (its cipher states, the handshake
+// buffer; not its input buffers: tlsinput.go) and this record (on nbio, nbio's too). No
+// goroutine, no ciphertext or plaintext buffer of ours.
 
 // Phases of a tlsConn, guarded by its mu.
 const (
@@ -97,23 +102,26 @@ func (wouldBlock) Timeout() bool   { return true }
 func (wouldBlock) Temporary() bool { return true }
 
 // tlsConn is a tls or wss connection: our conn record, which the handler sees, and the
-// TLS state. It is the nbio conn's session, for both.
+// TLS state. The conn is its first field, so that a *conn of a tls or wss listener is a
+// *tlsConn (conn.tls); on nbio it is also the nbio conn's session.
 //
 // Locking: mu guards phase, pumping, again, eof, owed, pend, off, src and wake; it is
-// never held while calling crypto/tls or the handler. tc and parser are set once, under
-// mu, before the handshake goroutine starts.
+// never held while calling crypto/tls or the handler. tc and tlsWeb's parser (nbio) are
+// set once, under mu, before the handshake goroutine starts; tlsWeb's stream (our loop)
+// belongs to the goroutine that pumps. smu is the write lock (conn.writeLock).
 type tlsConn struct {
 	conn
 	tc     *tls.Conn
-	parser *nbhttp.Parser // wss: the HTTP parser, which hands the bytes to the WebSocket parser after the upgrade
+	tlsWeb // wss: the WebSocket layer's state (tlsown_linux.go, tls_other.go)
 
+	smu     sync.Mutex
 	mu      sync.Mutex
 	phase   uint8
 	pumping bool          // a goroutine is reading tc; others add their bytes to pend
 	again   bool          // bytes were added to pend while pumping: read again
 	eof     bool          // the socket is closed: after pend, the wire reads io.EOF
 	owed    bool          // closed while a goroutine worked: it finishes the close (see ended)
-	pend    *[]byte       // ciphertext copied, waiting to be read (pooled); nil when none
+	pend    *[]byte       // ciphertext copied, waiting to be read (bufpool); nil when none
 	off     int           // bytes of pend already read
 	src     []byte        // ciphertext lent by the poller for the call it is making
 	wake    chan struct{} // tlsHandshake: bytes arrived or the connection closed
@@ -124,32 +132,8 @@ type tlsConn struct {
 // handler's plaintext write, would be the wrong one).
 type tlsWire tlsConn
 
-// syncExecute runs the parser's work where it is called: in the goroutine that pumps.
-func syncExecute(f func()) bool { f(); return true }
-
-// admitTLS takes over a connection accepted on a tls or wss listener. The connect timeout
-// starts in the engine's open hook; nothing else happens until the client speaks.
-func (s *Server) admitTLS(l *Listener, raw net.Conn) {
-	nc, err := takeOver(raw) // close-on-exec: see takeOver
-	if err != nil {
-		_ = raw.Close()
-		s.log.Warn("listener: cannot take over connection", slog.String("listener", l.name), slog.Any("err", err))
-		return
-	}
-	t := &tlsConn{conn: conn{nc: nc, l: l}}
-	t.admitting()
-	// Taking mu orders the poller, which takes it first thing, after this goroutine for
-	// the race detector, which does not see the hand-off through epoll.
-	t.mu.Lock()
-	t.phase = tlsHello
-	t.mu.Unlock()
-	nc.SetSession(t)
-	_, err = s.engine.AddConn(nc) // the connect timeout starts in here
-	t.admitted()
-	if err != nil {
-		s.log.Warn("listener: cannot poll connection", slog.String("listener", l.name), slog.Any("err", err))
-	}
-}
+// tls returns the tlsConn whose first field c is: c must be a tls or wss listener's.
+func (c *conn) tls() *tlsConn { return (*tlsConn)(unsafe.Pointer(c)) }
 
 // received takes bytes the poller read; bufs are the poller's.
 func (t *tlsConn) received(data []byte, bufs *pumpBufs) {
@@ -182,9 +166,11 @@ func (t *tlsConn) received(data []byte, bufs *pumpBufs) {
 		return
 	}
 	if t.pend == nil {
-		t.pend = mempool.Malloc(0)
+		t.pend = bufpool.Get(len(data))
+	} else {
+		t.pend = bufpool.Grow(t.pend, len(data))
 	}
-	t.pend = mempool.Append(t.pend, data...)
+	*t.pend = append(*t.pend, data...)
 	switch t.phase {
 	case tlsHello:
 		if !firstRecord((*t.pend)[t.off:]) {
@@ -203,7 +189,7 @@ func (t *tlsConn) received(data []byte, bufs *pumpBufs) {
 		default:
 			t.mu.Unlock()
 			s.log.Debug("listener: TLS handshake refused: too many in progress", slog.String("listener", t.l.name),
-				slog.String("remote", t.nc.RemoteAddr().String()))
+				slog.String("remote", t.RemoteAddr().String()))
 			_ = t.closeWith(errTLSBusy)
 		}
 		return
@@ -225,9 +211,7 @@ func (t *tlsConn) beginLocked() {
 	t.wake = make(chan struct{}, 1)
 	t.tc = tls.Server((*tlsWire)(t), t.l.certs.base)
 	if t.l.kind&kindWeb != 0 {
-		hc := &nbhttp.Conn{Conn: t.tc}
-		t.parser = nbhttp.NewParser(hc, t.l.srv.engine, nbhttp.NewServerProcessor(), false, syncExecute)
-		hc.Parser = t.parser
+		t.beginWeb()
 	}
 }
 
@@ -274,7 +258,7 @@ func (t *tlsConn) handshake() {
 	if err := t.tc.Handshake(); err != nil {
 		if !errors.Is(err, io.EOF) {
 			t.l.srv.log.Debug("listener: TLS handshake failed", slog.String("listener", t.l.name),
-				slog.String("remote", t.nc.RemoteAddr().String()), slog.Any("err", err))
+				slog.String("remote", t.RemoteAddr().String()), slog.Any("err", err))
 		}
 		t.mu.Lock()
 		t.phase, t.wake = tlsDone, nil
@@ -355,19 +339,18 @@ func (t *tlsConn) drain(buf []byte) {
 	}
 }
 
-// deliver hands plaintext to the handler, or on wss to the HTTP/WebSocket parser. It
-// reports whether the connection is still worth reading.
+// deliver hands plaintext to the handler, or on wss to the WebSocket layer (deliverWeb).
+// It reports whether the connection is still worth reading.
 func (t *tlsConn) deliver(p []byte) bool {
-	if t.parser == nil {
+	if t.l.kind&kindWeb == 0 {
 		t.onData(p)
-	} else if err := t.parser.Parse(p); err != nil {
-		_ = t.closeWith(err)
+	} else if !t.deliverWeb(p) {
 		return false
 	}
 	return t.state.Load()&(stShutdown|stClosing|stClosed) == 0
 }
 
-// ended is called once, from the engine's close hook, when nbio has closed the socket. If
+// ended is called once, by the poller (or nbio's close hook) that closed the socket. If
 // a goroutine is working on received bytes (the handshake, or a pump) the close is left
 // to it: it reads what was received, then the wire's io.EOF, and finishes the close when
 // it is done. Otherwise the close is finished here.
@@ -401,25 +384,24 @@ func (t *tlsConn) finishLocked() bool {
 	t.owed = false
 	t.phase = tlsDone
 	if t.pend != nil {
-		mempool.Free(t.pend)
+		bufpool.Put(t.pend)
 		t.pend, t.off = nil, 0
 	}
 	return true
 }
 
-// finish ends a closed connection, once: the wss parsers let go of their buffers, and
-// OnClose follows as for any conn.
+// finish ends a closed connection, once: the WebSocket layer lets go of its state (wss),
+// and OnClose follows as for any conn.
 func (t *tlsConn) finish() {
-	if t.parser != nil {
-		_, err := t.nc.IsClosed()
-		t.parser.CloseAndClean(err)
+	if t.l.kind&kindWeb != 0 {
+		t.endWeb()
 	}
 	t.closed()
 }
 
-// seal encrypts head and bufs and writes them, as few records as they fit in. c.wmu is
+// seal encrypts head and bufs and writes them, as few records as they fit in. t.smu is
 // held. One buffer goes to crypto/tls as it is; several are gathered into full records
-// first, in a pooled buffer.
+// (of at most 16 KiB of plaintext) first, in a pooled buffer.
 func (t *tlsConn) seal(head []byte, bufs [][]byte) error {
 	total, pieces := len(head), 0
 	if len(head) > 0 {
@@ -440,7 +422,7 @@ func (t *tlsConn) seal(head []byte, bufs [][]byte) error {
 	case pieces == 1 && len(head) == 0:
 		_, err = t.tc.Write(one)
 	default:
-		pb := mempool.Malloc(min(total, 1<<14))
+		pb := bufpool.Get(min(total, 1<<14)) // a class size: at most 16 KiB here
 		rec := (*pb)[:0]
 		add := func(p []byte) {
 			for len(p) > 0 && err == nil {
@@ -460,7 +442,7 @@ func (t *tlsConn) seal(head []byte, bufs [][]byte) error {
 			_, err = t.tc.Write(rec)
 		}
 		*pb = rec
-		mempool.Free(pb)
+		bufpool.Put(pb)
 	}
 	if err != nil {
 		_ = t.closeWith(err)
@@ -478,7 +460,7 @@ func (w *tlsWire) Read(p []byte) (int, error) {
 			n := copy(p, (*t.pend)[t.off:])
 			t.off += n
 			if t.off == len(*t.pend) {
-				mempool.Free(t.pend)
+				bufpool.Put(t.pend)
 				t.pend, t.off = nil, 0
 			}
 			t.mu.Unlock()
@@ -505,22 +487,12 @@ func (w *tlsWire) Read(p []byte) (int, error) {
 	}
 }
 
-// Write sends what crypto/tls wrote (a record, or the handshake's flight), under the
-// tls.Conn's write lock. b is crypto/tls's pooled buffer: writeRaw does not keep it.
-func (w *tlsWire) Write(b []byte) (int, error) {
-	bufs := [1][]byte{b}
-	if err := w.conn.writeRaw(nil, bufs[:]); err != nil {
-		return 0, err
-	}
-	return len(b), nil
-}
-
-// Close closes the connection: crypto/tls calls it from tls.Conn.Close, which nbhttp's
-// WebSocket layer may call.
+// Close closes the connection: crypto/tls calls it from tls.Conn.Close (which nbhttp's
+// WebSocket layer may call, on nbio).
 func (w *tlsWire) Close() error { return w.conn.closeWith(nil) }
 
-func (w *tlsWire) LocalAddr() net.Addr  { return w.nc.LocalAddr() }
-func (w *tlsWire) RemoteAddr() net.Addr { return w.nc.RemoteAddr() }
+func (w *tlsWire) LocalAddr() net.Addr  { return w.conn.LocalAddr() }
+func (w *tlsWire) RemoteAddr() net.Addr { return w.conn.RemoteAddr() }
 
 // Deadlines are the wheel's business: the connect timeout bounds the handshake, and
 // writes never block.

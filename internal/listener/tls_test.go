@@ -377,9 +377,18 @@ func TestWSSCoder(t *testing.T) {
 		if err := c.Write(ctx, websocket.MessageBinary, msg); err != nil {
 			t.Fatal(err)
 		}
-		typ, got, err := c.Read(ctx)
-		if err != nil || typ != websocket.MessageBinary || !bytes.Equal(got, msg) {
-			t.Fatalf("echo %d: %v %v", i, typ, err)
+		// The server hands on bytes, not messages (MQTT is a stream): its echo may come
+		// in several messages.
+		var got []byte
+		for len(got) < len(msg) {
+			typ, part, err := c.Read(ctx)
+			if err != nil || typ != websocket.MessageBinary {
+				t.Fatalf("echo %d: %v %v", i, typ, err)
+			}
+			got = append(got, part...)
+		}
+		if !bytes.Equal(got, msg) {
+			t.Fatalf("echo %d: %d bytes differ", i, len(msg))
 		}
 	}
 	if err := c.Close(websocket.StatusNormalClosure, ""); err != nil {
@@ -454,6 +463,7 @@ func TestTLSHandshakeTimeout(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	waitFor(t, "the handshake goroutine to end", func() bool { return s.running.Load() == base })
+	waitFor(t, "no close reason kept for connections that never opened", func() bool { return reasonsHeld(s) == 0 })
 	if len(r.opened) != 0 || len(r.closed) != 0 {
 		t.Fatalf("events for connections never opened: %d opens, %d closes", len(r.opened), len(r.closed))
 	}
@@ -479,7 +489,7 @@ func TestTLSInputLent(t *testing.T) {
 			l := listen(t, s, typ)
 			c := dial(t, l)
 			sc := recv(t, r.opened, "OnOpen").(*conn)
-			tc := sc.nc.Session().(*tlsConn)
+			tc := sc.tls()
 			for _, n := range []int{100 << 10, 10, 40000} {
 				msg := randomBytes(n)
 				c.send(t, msg)
@@ -550,6 +560,41 @@ func TestTLSReloadEndsResumption(t *testing.T) {
 			}
 			if !resumed() {
 				t.Error("sessions made after the reload are not resumed")
+			}
+		})
+	}
+}
+
+// TestTLSAlertOnBadRecord: a record that does not decrypt makes crypto/tls send an alert
+// from the goroutine that reads (the poller), not from a Writev: the wire writes it under
+// the connection's write lock all the same, the client reads the alert, and OnClose
+// reports the TLS error.
+func TestTLSAlertOnBadRecord(t *testing.T) {
+	for _, typ := range []string{conf.ListenerTLS, conf.ListenerWSS} {
+		t.Run(typ, func(t *testing.T) {
+			r := newRecorder(t)
+			r.echo = true
+			s := newTestServer(t, r, Options{})
+			l := listen(t, s, typ)
+			c := dial(t, l)
+			recv(t, r.opened, "OnOpen")
+			c.send(t, []byte("before"))
+			if got := c.recv(t, 6); string(got) != "before" {
+				t.Fatalf("echo: %q", got)
+			}
+			// An application-data record of 32 bytes that no key encrypted.
+			bad := append([]byte{23, 3, 3, 0, 32}, make([]byte, 32)...)
+			if _, err := c.raw.Write(bad); err != nil {
+				t.Fatal(err)
+			}
+			_ = c.SetReadDeadline(time.Now().Add(waitTimeout))
+			_, err := c.Conn.Read(make([]byte, 64))
+			if err == nil || !strings.Contains(err.Error(), "bad record MAC") {
+				t.Errorf("client read: %v, want the server's bad_record_mac alert", err)
+			}
+			ev := recv(t, r.closed, "OnClose")
+			if ev.err == nil || errors.Is(ev.err, io.EOF) || !strings.Contains(ev.err.Error(), "listener: TLS") {
+				t.Errorf("OnClose(%v), want the TLS error", ev.err)
 			}
 		})
 	}

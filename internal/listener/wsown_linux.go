@@ -7,14 +7,17 @@ import (
 	"errors"
 )
 
-// ws connections on our own loop: the poller reads the upgrade request, answers it
-// (wsupgrade.go), and from then on decodes frames (wsframe.go), handing the MQTT bytes to
-// OnData and answering pings and close frames itself. The connect timeout runs from the
+// WebSocket on our own loop, for ws and wss alike: the upgrade request is read and
+// answered (wsupgrade.go), and from then on frames are decoded (wsframe.go), the MQTT
+// bytes handed to OnData and pings and close frames answered here. On ws the poller feeds
+// the bytes it reads; on wss the TLS pump feeds the plaintext (tlsown_linux.go), and what
+// is written goes through TLS (conn.writeLocked). The connect timeout runs from the
 // accept, as for every transport, and OnOpen comes with the upgrade.
 //
-// A connection's decoder state lives in its poller's map, and only while the last read
+// A ws connection's decoder state lives in its poller's map, and only while the last read
 // ended inside a frame or the request (stWSHeld): an idle connection keeps nothing but
-// its conn. Only the poller goroutine touches the map.
+// its conn. Only the poller goroutine touches the map. (A wss connection keeps it in its
+// tlsConn, as the goroutine that pumps may be its handshake goroutine.)
 
 // errWSRequest closes a connection whose upgrade request was refused (it gets no events:
 // it never opened).
@@ -27,7 +30,7 @@ func (p *poller) wsData(c *conn, data []byte) {
 	if c.state.Load()&stWSHeld != 0 {
 		w = p.ws[c]
 	}
-	w.keep(p.wsConsume(c, w, w.start(data)))
+	w.keep(wsFeed(c, w, w.start(data)))
 	switch {
 	case w.idle() && w == &local:
 	case w.idle():
@@ -40,15 +43,15 @@ func (p *poller) wsData(c *conn, data []byte) {
 	}
 }
 
-// wsConsume runs the upgrade and the decoder over data and returns the bytes left over
-// (the start of something cut by the end of the read); nil once the connection is done
-// with (closed, refused).
-func (p *poller) wsConsume(c *conn, w *wsStream, data []byte) []byte {
+// wsFeed runs the upgrade and the decoder over data and returns the bytes left over (the
+// start of something cut by the end of the read); nil once the connection is done with
+// (closed, refused). Only one goroutine at a time feeds a connection.
+func wsFeed(c *conn, w *wsStream, data []byte) []byte {
 	if c.state.Load()&stUpgraded == 0 {
 		end := wsRequestEnd(data)
 		if end < 0 {
 			if len(data) >= wsMaxRequest {
-				p.wsRefuse(c, httpError(nil, "431 Request Header Fields Too Large", "the request head is over 8 KiB"))
+				wsRefuse(c, httpError(nil, "431 Request Header Fields Too Large", "the request head is over 8 KiB"))
 				return nil
 			}
 			return data
@@ -56,13 +59,10 @@ func (p *poller) wsConsume(c *conn, w *wsStream, data []byte) []byte {
 		var buf [512]byte
 		resp, ok := answerUpgrade(buf[:0], data[:end], c.l.path)
 		if !ok {
-			p.wsRefuse(c, resp)
+			wsRefuse(c, resp)
 			return nil
 		}
-		c.wmu.Lock()
-		err := c.writeOwn(nil, [][]byte{resp})
-		c.wmu.Unlock()
-		if err != nil {
+		if err := wsSend(c, nil, resp); err != nil {
 			return nil
 		}
 		c.state.Or(stUpgraded)
@@ -74,7 +74,7 @@ func (p *poller) wsConsume(c *conn, w *wsStream, data []byte) []byte {
 		if err != nil {
 			var we *wsError
 			errors.As(err, &we)
-			p.wsClose(c, we.code, err)
+			wsCloseWith(c, we.code, err)
 			return nil
 		}
 		if kind == wsNeedMore {
@@ -88,9 +88,7 @@ func (p *poller) wsConsume(c *conn, w *wsStream, data []byte) []byte {
 			}
 		case wsPing:
 			var hdr [wsMaxHeader]byte
-			c.wmu.Lock()
-			_ = c.writeOwn(appendWSHeader(hdr[:0], wsPong, len(payload)), [][]byte{payload})
-			c.wmu.Unlock()
+			_ = wsSend(c, appendWSHeader(hdr[:0], wsPong, len(payload)), payload)
 		case wsCloseFrame:
 			// The peer closes: echo its status (RFC 6455 section 5.5.1) unless ours went
 			// already (Shutdown), and close; OnClose gets io.EOF.
@@ -99,7 +97,7 @@ func (p *poller) wsConsume(c *conn, w *wsStream, data []byte) []byte {
 			if len(payload) >= 2 {
 				code = binary.BigEndian.Uint16(payload)
 			}
-			p.wsClose(c, code, nil)
+			wsCloseWith(c, code, nil)
 			return nil
 		}
 		if c.state.Load()&(stCloseReq|stFdClosed) != 0 {
@@ -109,19 +107,31 @@ func (p *poller) wsConsume(c *conn, w *wsStream, data []byte) []byte {
 	return nil
 }
 
-// wsRefuse answers a refused upgrade and closes the connection.
-func (p *poller) wsRefuse(c *conn, resp []byte) {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	_ = c.writeOwn(nil, [][]byte{resp})
-	_ = c.closeOwnLocked(errWSRequest)
+// wsSend writes head and body as one unit through c's write path.
+func wsSend(c *conn, head, body []byte) error {
+	mu := c.writeLock()
+	mu.Lock()
+	defer mu.Unlock()
+	bufs := [1][]byte{body}
+	return c.writeLocked(head, bufs[:])
 }
 
-// wsClose sends a close frame with code (none for 1005) unless one was sent already
+// wsRefuse answers a refused upgrade and closes the connection.
+func wsRefuse(c *conn, resp []byte) {
+	mu := c.writeLock()
+	mu.Lock()
+	defer mu.Unlock()
+	bufs := [1][]byte{resp}
+	_ = c.writeLocked(nil, bufs[:])
+	c.closeHeld(errWSRequest)
+}
+
+// wsCloseWith sends a close frame with code (none for 1005) unless one was sent already
 // (Shutdown), and closes the connection with err as OnClose's reason.
-func (p *poller) wsClose(c *conn, code uint16, err error) {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
+func wsCloseWith(c *conn, code uint16, err error) {
+	mu := c.writeLock()
+	mu.Lock()
+	defer mu.Unlock()
 	if c.state.Load()&stShutdown == 0 {
 		frame := [4]byte{0x80 | wsClose, 0}
 		n := 2
@@ -130,7 +140,17 @@ func (p *poller) wsClose(c *conn, code uint16, err error) {
 			binary.BigEndian.PutUint16(frame[2:], code)
 			n = 4
 		}
-		_ = c.writeOwn(frame[:n], nil)
+		_ = c.writeLocked(frame[:n], nil)
+	}
+	c.closeHeld(err)
+}
+
+// closeHeld closes the connection with err as OnClose's reason; c's write lock
+// (writeLock) is held. On tls and wss that is not wmu, which closing takes.
+func (c *conn) closeHeld(err error) {
+	if c.l.kind&kindSecure != 0 {
+		_ = c.closeWith(err)
+		return
 	}
 	_ = c.closeOwnLocked(err)
 }
