@@ -6,6 +6,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"unsafe"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 )
@@ -72,5 +73,13 @@ func TestNoNbio(t *testing.T) {
 		if strings.HasPrefix(pkg, "github.com/lesismal/") {
 			t.Errorf("%s is linked on Linux", pkg)
 		}
+	}
+}
+
+// TestTLSConnLayout guards conn.tls(), which converts a *conn of a tls or wss listener to
+// its *tlsConn: that is only sound while conn is tlsConn's first field.
+func TestTLSConnLayout(t *testing.T) {
+	if off := unsafe.Offsetof(tlsConn{}.conn); off != 0 {
+		t.Fatalf("conn is at offset %d in tlsConn, want 0 (conn.tls() depends on it)", off)
 	}
 }
