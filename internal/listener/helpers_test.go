@@ -3,6 +3,7 @@ package listener
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -16,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 )
@@ -351,4 +354,21 @@ func reasonsHeld(s *Server) int {
 	n := 0
 	s.reasons.Range(func(any, any) bool { n++; return true })
 	return n
+}
+
+// readEcho reads the echo of msg (the i-th) from a WebSocket client. The server hands on
+// bytes, not messages (MQTT is a stream): the echo may come in several messages.
+func readEcho(ctx context.Context, t *testing.T, c *websocket.Conn, i int, msg []byte) {
+	t.Helper()
+	var got []byte
+	for len(got) < len(msg) {
+		typ, part, err := c.Read(ctx)
+		if err != nil || typ != websocket.MessageBinary {
+			t.Fatalf("echo %d: %v %v", i, typ, err)
+		}
+		got = append(got, part...)
+	}
+	if !bytes.Equal(got, msg) {
+		t.Fatalf("echo %d: %d bytes differ", i, len(msg))
+	}
 }

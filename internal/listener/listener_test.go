@@ -745,19 +745,7 @@ func TestWSCoder(t *testing.T) {
 		if err := c.Write(ctx, websocket.MessageBinary, msg); err != nil {
 			t.Fatal(err)
 		}
-		// The server hands on bytes, not messages (MQTT is a stream): its echo may come
-		// in several messages.
-		var got []byte
-		for len(got) < len(msg) {
-			typ, part, err := c.Read(ctx)
-			if err != nil || typ != websocket.MessageBinary {
-				t.Fatalf("echo %d: %v %v", i, typ, err)
-			}
-			got = append(got, part...)
-		}
-		if !bytes.Equal(got, msg) {
-			t.Fatalf("echo %d: %d bytes differ", i, len(msg))
-		}
+		readEcho(ctx, t, c, i, msg)
 	}
 	if err := c.Close(websocket.StatusNormalClosure, ""); err != nil {
 		t.Fatalf("close handshake: %v", err)
