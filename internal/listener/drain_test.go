@@ -24,16 +24,9 @@ func (r *drainRecorder) OnDrained(c Conn) {
 func TestNotifyDrained(t *testing.T) {
 	transports(t, func(t *testing.T, typ string) {
 		r := &drainRecorder{recorder: newRecorder(t), drained: make(chan int, 16)}
-		const chunk, chunks = 64 << 10, 128 // 8 MiB: more than loopback's socket buffers
 		var queued atomic.Int64
 		r.data = func(c Conn, _ []byte) {
-			b := randomBytes(chunk)
-			for range chunks {
-				if _, err := c.Write(b); err != nil {
-					t.Error(err)
-				}
-			}
-			queued.Store(int64(c.Buffered()))
+			queued.Store(int64(writeBurst(t, c)))
 			c.NotifyDrained()
 			c.NotifyDrained() // the same request
 		}
@@ -51,8 +44,8 @@ func TestNotifyDrained(t *testing.T) {
 			t.Fatalf("OnDrained (Buffered %d) while %d bytes were queued and the client read nothing", b, queued.Load())
 		default:
 		}
-		got := c.recv(t, chunk*chunks)
-		if len(got) != chunk*chunks {
+		got := c.recv(t, burstSize)
+		if len(got) != burstSize {
 			t.Fatalf("read %d bytes", len(got))
 		}
 		if b := recv(t, r.drained, "OnDrained"); b != 0 {

@@ -372,3 +372,23 @@ func readEcho(ctx context.Context, t *testing.T, c *websocket.Conn, i int, msg [
 		t.Fatalf("echo %d: %d bytes differ", i, len(msg))
 	}
 }
+
+// What writeBurst writes: 8 MiB, more than loopback's socket buffers take, in writes of
+// 64 KiB.
+const (
+	burstChunk  = 64 << 10
+	burstWrites = 128
+	burstSize   = burstChunk * burstWrites
+)
+
+// writeBurst writes burstSize bytes to c at once and returns how many stayed queued
+// (Buffered).
+func writeBurst(t testing.TB, c Conn) int {
+	b := randomBytes(burstChunk)
+	for range burstWrites {
+		if _, err := c.Write(b); err != nil {
+			t.Error(err)
+		}
+	}
+	return c.Buffered()
+}

@@ -325,17 +325,8 @@ func TestWritev(t *testing.T) {
 func TestBuffered(t *testing.T) {
 	transports(t, func(t *testing.T, typ string) {
 		r := newRecorder(t)
-		const chunk, chunks = 64 << 10, 128 // 8 MiB: more than loopback's socket buffers
 		var queued atomic.Int64
-		r.data = func(c Conn, _ []byte) {
-			b := randomBytes(chunk)
-			for range chunks {
-				if _, err := c.Write(b); err != nil {
-					t.Error(err)
-				}
-			}
-			queued.Store(int64(c.Buffered()))
-		}
+		r.data = func(c Conn, _ []byte) { queued.Store(int64(writeBurst(t, c))) }
 		s := newTestServer(t, r, Options{})
 		l := listen(t, s, typ)
 		c := dial(t, l)
@@ -345,11 +336,11 @@ func TestBuffered(t *testing.T) {
 		}
 		c.send(t, []byte("go"))
 		waitFor(t, "the writes", func() bool { return queued.Load() != 0 })
-		if q := queued.Load(); q <= 0 || q > int64(chunk*chunks+chunks*wsMaxHeader+recordOverhead(l.kind, chunk*chunks, chunk)) {
-			t.Fatalf("Buffered() = %d after writing %d bytes to a client that does not read", q, chunk*chunks)
+		if q := queued.Load(); q <= 0 || q > int64(burstSize+burstWrites*wsMaxHeader+recordOverhead(l.kind, burstSize, burstChunk)) {
+			t.Fatalf("Buffered() = %d after writing %d bytes to a client that does not read", q, burstSize)
 		}
-		got := c.recv(t, chunk*chunks)
-		if len(got) != chunk*chunks {
+		got := c.recv(t, burstSize)
+		if len(got) != burstSize {
 			t.Fatalf("read %d bytes", len(got))
 		}
 		waitFor(t, "Buffered() == 0", func() bool { return sc.Buffered() == 0 })
