@@ -17,12 +17,12 @@ import (
 func (b *Broker) setRetainedLocked(topic []byte, m *session.Message) {
 	if m == nil || len(m.Payload()) == 0 {
 		b.ret.Delete(topic) // [MQTT-3.3.1-6], [MQTT-3.3.1-7]
-		delete(b.retExp, string(topic))
+		b.forgetExpiry(topic)
 		return
 	}
 	b.ret.Set(topic, m) // [MQTT-3.3.1-5]
 	if m.Expiry == 0 {
-		delete(b.retExp, string(topic))
+		b.forgetExpiry(topic)
 		return
 	}
 	if b.retExp == nil {
@@ -30,6 +30,14 @@ func (b *Broker) setRetainedLocked(topic []byte, m *session.Message) {
 	}
 	b.retExp[string(topic)] = m.Expiry
 	b.armSweep()
+}
+
+// forgetExpiry drops topic's entry, if any; a broker without expiring retained messages
+// does not even look (no key conversion on its retained publishes). retMu is held.
+func (b *Broker) forgetExpiry(topic []byte) {
+	if len(b.retExp) > 0 {
+		delete(b.retExp, string(topic))
+	}
 }
 
 // retainedExpiring reports whether some retained message carries an expiry.

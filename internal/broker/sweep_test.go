@@ -26,6 +26,26 @@ func (c *tclient) publishExpiring(pid uint16, topic, payload string, secs uint32
 	c.send(p)
 }
 
+// queueOffline leaves "sub", a persistent 5.0 session subscribed to e/# at QoS 1,
+// offline, and queues one QoS 1 message for it per entry of secs, on e/a, e/b, ...: with
+// that Message Expiry Interval and the payload "expires", or with none (0) and the
+// payload "kept".
+func queueOffline(t testing.TB, b *Broker, secs ...uint32) {
+	t.Helper()
+	sub := dialT(t, b, packet.V5, "sub", persist(3600))
+	sub.subscribe(1, 1, "e/#")
+	sub.drop()
+	pub := dialT(t, b, packet.V5, "pub", nil)
+	for i, s := range secs {
+		payload := "expires"
+		if s == 0 {
+			payload = "kept"
+		}
+		pub.publishExpiring(uint16(i+1), "e/"+string(rune('a'+i)), payload, s)
+	}
+	pub.packets()
+}
+
 // TestSweepExpiredOffline: while the broker runs, a message queued for an offline
 // session is dropped once its Message Expiry Interval has passed, without the client
 // coming back: counted as expired, its records deleted from the store. Messages without
@@ -35,14 +55,7 @@ func TestSweepExpiredOffline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := store.NewMemory()
 		b := storeBroker(t, st, nil)
-		sub := dialT(t, b, packet.V5, "sub", persist(3600))
-		sub.subscribe(1, 1, "e/#")
-		sub.drop()
-		pub := dialT(t, b, packet.V5, "pub", nil)
-		pub.publishExpiring(1, "e/a", "10s", 10)
-		pub.publishExpiring(2, "e/b", "kept", 0)
-		pub.publishExpiring(3, "e/c", "20s", 20)
-		pub.packets()
+		queueOffline(t, b, 10, 0, 20)
 		if d := loadDump(t, st); len(d.queued["sub"]) != 3 || len(d.messages) != 3 {
 			t.Fatalf("before: queued %v, messages %v", d.queued["sub"], d.messages)
 		}
@@ -66,7 +79,7 @@ func TestSweepExpiredOffline(t *testing.T) {
 			t.Fatal("the sweep timer is armed with nothing to sweep")
 		}
 
-		sub = dialT(t, b, packet.V5, "sub", persist(3600))
+		sub := dialT(t, b, packet.V5, "sub", persist(3600))
 		equalLines(t, "after reconnecting", sub.lines(), []string{"PUBLISH e/b q1 \"kept\""})
 		b.Close()
 		st.Close()
@@ -79,12 +92,7 @@ func TestSweepTimerRearms(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := store.NewMemory()
 		b := storeBroker(t, st, func(c *conf.Config) { c.Queue.ExpirySweep = conf.Duration(10 * time.Second) })
-		sub := dialT(t, b, packet.V5, "sub", persist(3600))
-		sub.subscribe(1, 1, "e/#")
-		sub.drop()
-		pub := dialT(t, b, packet.V5, "pub", nil)
-		pub.publishExpiring(1, "e/a", "25s", 25)
-		pub.packets()
+		queueOffline(t, b, 25)
 		for _, step := range []struct {
 			wait    time.Duration
 			dropped uint64
@@ -110,12 +118,7 @@ func TestSweepWithoutStore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sub := dialT(t, b, packet.V5, "sub", persist(3600))
-		sub.subscribe(1, 1, "e/#")
-		sub.drop()
-		pub := dialT(t, b, packet.V5, "pub", nil)
-		pub.publishExpiring(1, "e/a", "5s", 5)
-		pub.packets()
+		queueOffline(t, b, 5)
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		b.mu.Lock()
@@ -143,14 +146,7 @@ func TestSweepRestart(t *testing.T) {
 	}
 	st := open()
 	b := storeBroker(t, st, nil)
-	sub := dialT(t, b, packet.V5, "sub", persist(3600))
-	sub.subscribe(1, 1, "e/#")
-	sub.drop()
-	pub := dialT(t, b, packet.V5, "pub", nil)
-	pub.publishExpiring(1, "e/a", "expires", 1)
-	pub.publishExpiring(2, "e/b", "kept", 0)
-	pub.publishExpiring(3, "e/c", "expires too", 1)
-	pub.packets()
+	queueOffline(t, b, 1, 0, 1)
 	b.sweepExpired(time.Now().Add(3 * time.Second).UnixNano())
 	b.commitWait()
 	b.Close()
@@ -165,7 +161,7 @@ func TestSweepRestart(t *testing.T) {
 	st = open()
 	defer st.Close()
 	b = storeBroker(t, st, nil)
-	sub = dialT(t, b, packet.V5, "sub", persist(3600))
+	sub := dialT(t, b, packet.V5, "sub", persist(3600))
 	equalLines(t, "after the restart", sub.lines(), []string{"PUBLISH e/b q1 \"kept\""})
 }
 
