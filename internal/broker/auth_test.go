@@ -35,6 +35,13 @@ func (c *authTestConn) Write(b []byte) (int, error) {
 	c.out = append(c.out, b...)
 	return len(b), nil
 }
+func (c *authTestConn) WriteAfter(b []byte, held sync.Locker) (int, error) {
+	c.mu.Lock()
+	held.Unlock()
+	defer c.mu.Unlock()
+	c.out = append(c.out, b...)
+	return len(b), nil
+}
 func (c *authTestConn) Writev(bs [][]byte) (int, error) {
 	n := 0
 	for _, b := range bs {

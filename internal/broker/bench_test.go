@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,6 +37,11 @@ func (c *benchConn) Writev(bs [][]byte) (int, error) {
 	}
 	c.written.Add(int64(n))
 	return n, nil
+}
+func (c *benchConn) WriteAfter(b []byte, held sync.Locker) (int, error) {
+	held.Unlock()
+	c.written.Add(int64(len(b)))
+	return len(b), nil
 }
 func (c *benchConn) Close() error                 { return nil }
 func (c *benchConn) Shutdown()                    {}

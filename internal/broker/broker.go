@@ -102,6 +102,7 @@ type Broker struct {
 
 	authPool pool
 	batches  sync.Pool
+	rounds   []round       // by poller: the batch of its round (listener.Batcher)
 	done     chan struct{} // closed when Close begins
 	clients  atomic.Int64  // connections that completed CONNECT
 }
@@ -169,6 +170,7 @@ func New(o Options) (*Broker, error) {
 		Logger:           b.log,
 		Admit:            b.admitAccepted,
 	})
+	b.rounds = make([]round, b.net.Pollers())
 	if o.Metrics != nil {
 		if err := o.Metrics.Register(newTLSCollector(b.net)); err != nil {
 			return nil, fmt.Errorf("broker: %w", err)

@@ -73,22 +73,72 @@ func (bt *batch) flush() {
 	bt.dirty = bt.dirty[:0]
 }
 
-func (b *Broker) getBatch() *batch { return b.batches.Get().(*batch) }
-
-func (b *Broker) putBatch(bt *batch) {
-	bt.flush()
+// reset makes bt ready for the next connection's packets; the dirty sessions stay.
+func (bt *batch) reset() {
 	bt.msg = session.Message{}
 	clear(bt.recipients)
 	bt.recipients = bt.recipients[:0]
 	bt.matches.Reset()
-	if cap(bt.dirty) > 1024 {
-		bt.dirty = nil
-	}
 	if cap(bt.recipients) > 1024 {
 		bt.recipients = nil
 	}
+}
+
+// end flushes bt's dirty sessions and lets a storm's dirty list go.
+func (bt *batch) end() {
+	bt.flush()
+	if cap(bt.dirty) > 1024 {
+		bt.dirty = nil
+	}
+}
+
+func (b *Broker) getBatch() *batch { return b.batches.Get().(*batch) }
+
+func (b *Broker) putBatch(bt *batch) {
+	bt.end()
+	bt.reset()
 	b.batches.Put(bt)
 	b.commit() // what the batch staged for the store (persist.go)
+}
+
+// A round is a poller's batch, kept over the OnRoundData calls of one round of events and
+// ended by EndRound (listener.Batcher): a session written to by many connections of the
+// round, a fan-in subscriber most of all, is flushed once, in one write, where a batch per
+// call would write once per publisher; the round's durable messages go to the store in one
+// commit. Only the poller's goroutine touches its round. A round that has handled
+// roundBytes ends early, so the bytes it holds for its sessions stay bounded.
+type round struct {
+	bt batch
+	in int      // bytes handled since the round's last end
+	_  [64]byte // rounds of different pollers on different cache lines
+}
+
+// roundBytes bounds what a round handles before it flushes: two full reads.
+const roundBytes = 64 << 10
+
+// OnRoundData implements listener.Batcher: OnData, but the flush and the commit wait for
+// the end of the round.
+func (b *Broker) OnRoundData(c listener.Conn, data []byte, loop int) {
+	r := &b.rounds[loop]
+	b.onData(&r.bt, c, data)
+	r.bt.reset()
+	r.in += len(data)
+	if r.in >= roundBytes {
+		b.endRound(r)
+	}
+}
+
+// EndRound implements listener.Batcher.
+func (b *Broker) EndRound(loop int) {
+	if r := &b.rounds[loop]; r.in > 0 {
+		b.endRound(r)
+	}
+}
+
+func (b *Broker) endRound(r *round) {
+	r.in = 0
+	r.bt.end()
+	b.commit()
 }
 
 // admitAccepted is the listener's Admit hook: the per-address connect rate, checked on
@@ -116,9 +166,18 @@ func (b *Broker) OnOpen(c listener.Conn) {
 }
 
 // OnData implements listener.Handler: it reads every complete packet in data and handles
-// it, then flushes the sessions those packets wrote to. While the client's CONNECT or an
-// AUTH step is being decided, data is only kept (auth.go).
+// it, then flushes the sessions those packets wrote to.
 func (b *Broker) OnData(c listener.Conn, data []byte) {
+	bt := b.getBatch()
+	b.onData(bt, c, data)
+	b.putBatch(bt)
+}
+
+var _ listener.Batcher = (*Broker)(nil)
+
+// onData handles every complete packet in data, with bt. While the client's CONNECT or an
+// AUTH step is being decided, data is only kept (auth.go).
+func (b *Broker) onData(bt *batch, c listener.Conn, data []byte) {
 	cl, _ := c.Value().(*client)
 	if cl == nil {
 		return
@@ -140,10 +199,8 @@ func (b *Broker) OnData(c listener.Conn, data []byte) {
 		}
 		return
 	}
-	bt := b.getBatch()
 	cl.r.Feed(data)
 	b.drain(bt, cl)
-	b.putBatch(bt)
 }
 
 var _ listener.Drainer = (*Broker)(nil) // else the listener would never say a connection drained

@@ -559,6 +559,17 @@ var _ listener.Conn = (*fuzzConn)(nil)
 
 func (c *fuzzConn) Write(b []byte) (int, error) { return c.Writev([][]byte{b}) }
 
+func (c *fuzzConn) WriteAfter(b []byte, held sync.Locker) (int, error) {
+	c.mu.Lock()
+	held.Unlock()
+	defer c.mu.Unlock()
+	if c.shut || c.closed {
+		return 0, net.ErrClosed
+	}
+	c.w.out = append(c.w.out, b...)
+	return len(b), nil
+}
+
 func (c *fuzzConn) Writev(bufs [][]byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

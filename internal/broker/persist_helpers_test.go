@@ -42,6 +42,7 @@ type recConn struct {
 	benchConn
 	mu       sync.Mutex
 	buf      []byte
+	writes   int // calls of Write and WriteAfter
 	shutdown atomic.Bool
 	buffered atomic.Int64
 	notice   atomic.Bool
@@ -53,6 +54,16 @@ func (c *recConn) NotifyDrained() { c.notice.Store(true) }
 func (c *recConn) Write(b []byte) (int, error) {
 	c.mu.Lock()
 	c.buf = append(c.buf, b...)
+	c.writes++
+	c.mu.Unlock()
+	return len(b), nil
+}
+
+func (c *recConn) WriteAfter(b []byte, held sync.Locker) (int, error) {
+	c.mu.Lock()
+	held.Unlock()
+	c.buf = append(c.buf, b...)
+	c.writes++
 	c.mu.Unlock()
 	return len(b), nil
 }
@@ -60,6 +71,13 @@ func (c *recConn) Write(b []byte) (int, error) {
 func (c *recConn) Shutdown() { c.shutdown.Store(true) }
 
 func (c *recConn) Close() error { c.shutdown.Store(true); return nil }
+
+// writeCalls returns the number of writes so far.
+func (c *recConn) writeCalls() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.writes
+}
 
 // take returns and forgets what was written.
 func (c *recConn) take() []byte {

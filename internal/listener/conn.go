@@ -87,8 +87,10 @@ func (c *conn) open() {
 	s.h.OnOpen(c)
 }
 
-// onData delivers data unless the connection is closing or shutting down.
-func (c *conn) onData(data []byte) {
+// onData delivers data unless the connection is closing or shutting down: to a Batcher
+// as the data of poller loop's round, or, where loop is -1 (not delivered by a poller), to
+// OnData.
+func (c *conn) onData(data []byte, loop int) {
 	for {
 		st := c.state.Load()
 		if st&stOpen == 0 || st&(stClosing|stClosed|stShutdown|stCloseReq) != 0 {
@@ -100,6 +102,10 @@ func (c *conn) onData(data []byte) {
 	}
 	defer c.release()
 	defer c.recoverHandler("OnData")
+	if s := c.l.srv; loop >= 0 && s.batcher != nil {
+		s.batcher.OnRoundData(c, data, loop)
+		return
+	}
 	c.l.srv.h.OnData(c, data)
 }
 
@@ -230,12 +236,25 @@ func (c *conn) Write(b []byte) (int, error) {
 }
 
 // Writev implements Conn.
-func (c *conn) Writev(bufs [][]byte) (int, error) {
+func (c *conn) Writev(bufs [][]byte) (int, error) { return c.writev(bufs, nil) }
+
+// WriteAfter implements Conn.
+func (c *conn) WriteAfter(b []byte, held sync.Locker) (int, error) {
+	bufs := [1][]byte{b}
+	return c.writev(bufs[:], held)
+}
+
+// writev writes bufs as one unit; held, if not nil, is unlocked once the write lock is
+// taken (WriteAfter).
+func (c *conn) writev(bufs [][]byte, held sync.Locker) (int, error) {
 	size := 0
 	for _, b := range bufs {
 		size += len(b)
 	}
 	if size == 0 {
+		if held != nil {
+			held.Unlock()
+		}
 		return 0, nil
 	}
 	var hdr [wsMaxHeader]byte
@@ -245,6 +264,9 @@ func (c *conn) Writev(bufs [][]byte) (int, error) {
 	}
 	mu := c.writeLock()
 	mu.Lock()
+	if held != nil {
+		held.Unlock()
+	}
 	defer mu.Unlock()
 	if c.state.Load()&stShutdown != 0 {
 		return 0, net.ErrClosed

@@ -132,7 +132,7 @@ func (s *Server) onOpen(nc *nbio.Conn) {
 func (s *Server) onData(nc *nbio.Conn, data []byte) {
 	switch x := nc.Session().(type) {
 	case *conn:
-		x.onData(data)
+		x.onData(data, -1)
 	case *tlsConn:
 		buf, done := s.scratchFor(nc)
 		x.received(data, buf)

@@ -118,6 +118,11 @@ type Conn interface {
 	Write(b []byte) (int, error)
 	// Writev queues several buffers as one write (vectored on TCP; one message on WebSocket).
 	Writev(bufs [][]byte) (int, error)
+	// WriteAfter is Write for a caller that orders its writes with a lock of its own,
+	// held on entry: it takes the connection's write lock, then unlocks held, then
+	// writes. Writes made in held's order reach the socket in that order, and held is
+	// free during the system call.
+	WriteAfter(b []byte, held sync.Locker) (int, error)
 	// Close closes the connection at once; what is queued is dropped.
 	Close() error
 	// Shutdown closes gracefully: what is queued is sent, the write side is half-closed,
@@ -182,6 +187,21 @@ type Drainer interface {
 	// calls are due; drain.go), so it may run at the same time as c's other calls, or
 	// even just after its OnClose: it is a hint that c may take more, nothing else.
 	OnDrained(c Conn)
+}
+
+// A Batcher is a Handler that puts work off to the end of a poller's round. Between two
+// waits for events a poller delivers the data of every ready connection, one call at a
+// time on its own goroutine, then calls EndRound: a broker that writes what those calls
+// produced once per round, rather than once per call, sends a subscriber the packets of
+// many publishers in one write, and commits their durable messages together.
+type Batcher interface {
+	// OnRoundData is OnData delivered by poller loop (0 <= loop < Server.Pollers()):
+	// calls with the same loop never overlap, and EndRound(loop) follows them before the
+	// poller waits again. Data delivered off the pollers (by a TLS handshake goroutine,
+	// or by an engine without pollers) comes through OnData.
+	OnRoundData(c Conn, data []byte, loop int)
+	// EndRound is called by poller loop after each round of events.
+	EndRound(loop int)
 }
 
 var (

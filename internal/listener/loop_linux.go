@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime/debug"
 	"sync"
 	"syscall"
 )
@@ -60,6 +61,7 @@ const (
 // A poller is one epoll instance and the goroutine that waits on it.
 type poller struct {
 	s     *Server
+	idx   int // the poller's index in the loop: its Batcher rounds' loop
 	epfd  int
 	wake  [2]int              // a pipe: a byte written to wake[1] stops the poller
 	buf   []byte              // read buffer, shared by the poller's connections
@@ -73,8 +75,8 @@ type poller struct {
 // newLoop creates the pollers and starts their goroutines.
 func newLoop(s *Server) (*loop, error) {
 	lp := &loop{s: s}
-	for range s.o.Pollers {
-		p, err := newPoller(s, s.o.Pollers)
+	for i := range s.o.Pollers {
+		p, err := newPoller(s, i, s.o.Pollers)
 		if err != nil {
 			lp.stop()
 			return nil, err
@@ -89,12 +91,12 @@ func newLoop(s *Server) (*loop, error) {
 	return lp, nil
 }
 
-func newPoller(s *Server, n int) (*poller, error) {
+func newPoller(s *Server, idx, n int) (*poller, error) {
 	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("listener: epoll_create1: %w", err)
 	}
-	p := &poller{s: s, epfd: epfd, n: n, buf: make([]byte, s.o.ReadBufferSize), ws: make(map[*conn]*wsStream)}
+	p := &poller{s: s, idx: idx, epfd: epfd, n: n, buf: make([]byte, s.o.ReadBufferSize), ws: make(map[*conn]*wsStream)}
 	if err := syscall.Pipe2(p.wake[:], syscall.O_CLOEXEC|syscall.O_NONBLOCK); err != nil {
 		_ = syscall.Close(epfd)
 		return nil, fmt.Errorf("listener: pipe2: %w", err)
@@ -148,6 +150,7 @@ func (p *poller) run() {
 			ev := events[i]
 			fd := int(ev.Fd)
 			if fd == p.wake[0] {
+				p.endRound()
 				p.closeAll()
 				return
 			}
@@ -162,7 +165,25 @@ func (p *poller) run() {
 				p.read(c)
 			}
 		}
+		p.endRound()
 	}
+}
+
+// endRound tells the Batcher, if any, that the round's events have been delivered. A
+// panic there is logged and the round's leftovers lost, as a handler's panic costs only
+// its connection.
+func (p *poller) endRound() {
+	b := p.s.batcher
+	if b == nil {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			p.s.log.Error("listener: EndRound panicked", slog.Int("loop", p.idx), slog.Any("panic", r),
+				slog.String("stack", string(debug.Stack())))
+		}
+	}()
+	b.EndRound(p.idx)
 }
 
 // lookup returns the connection on fd, or nil. Taking mu also orders this goroutine after
@@ -191,7 +212,7 @@ func (p *poller) read(c *conn) {
 			case c.l.kind&kindWeb != 0:
 				p.wsData(c, p.buf[:n])
 			default:
-				c.onData(p.buf[:n])
+				c.onData(p.buf[:n], p.idx)
 			}
 			if n < len(p.buf) {
 				return // most likely all there was; if not, epoll says so again

@@ -104,6 +104,7 @@ func (o *Options) ensureDefaults() {
 type Server struct {
 	h         Handler
 	onDrained Drainer // h, if it is one
+	batcher   Batcher // h, if it is one
 	o         Options
 	log       *slog.Logger
 	wheel     *wheel[conn, *conn]
@@ -138,9 +139,11 @@ func New(h Handler, o Options) *Server {
 	o.ensureDefaults()
 	initEngine()
 	d, _ := h.(Drainer)
+	bt, _ := h.(Batcher)
 	return &Server{
 		h:         h,
 		onDrained: d,
+		batcher:   bt,
 		o:         o,
 		log:       o.Logger,
 		wheel:     newWheel[conn](o.Tick, wheelSlots, time.Now()),
@@ -149,6 +152,9 @@ func New(h Handler, o Options) *Server {
 		tlsGate:   newTLSGate(o.MaxTLSHandshakes),
 	}
 }
+
+// Pollers returns the number of pollers, the loops a Batcher is told about.
+func (s *Server) Pollers() int { return s.o.Pollers }
 
 // TLSHandshakes reports the TLS handshakes running now, the connections waiting for a
 // handshake slot (a few of them may have closed since), and the connections refused so

@@ -290,7 +290,7 @@ func (t *tlsConn) handshake() {
 func (t *tlsConn) pump(bufs *pumpBufs) {
 	for {
 		lendInput(t.tc, bufs.input)
-		t.drain(bufs.plain)
+		t.drain(bufs.plain, bufs.loop)
 		if !reclaimInput(t.tc) {
 			bufs.input = make([]byte, 0, tlsInputSize) // the old one stays with t.tc
 		}
@@ -312,14 +312,14 @@ func (t *tlsConn) pump(bufs *pumpBufs) {
 }
 
 // drain calls tls.Conn.Read until the wire would block, delivering buf whenever it is
-// full and at the end.
-func (t *tlsConn) drain(buf []byte) {
+// full and at the end; loop is the poller it runs on, or -1 (see conn.onData).
+func (t *tlsConn) drain(buf []byte, loop int) {
 	n := 0
 	for {
 		k, err := t.tc.Read(buf[n:])
 		n += k
 		if n > 0 && (n == len(buf) || err != nil) {
-			if !t.deliver(buf[:n]) {
+			if !t.deliver(buf[:n], loop) {
 				return
 			}
 			n = 0
@@ -341,10 +341,10 @@ func (t *tlsConn) drain(buf []byte) {
 
 // deliver hands plaintext to the handler, or on wss to the WebSocket layer (deliverWeb).
 // It reports whether the connection is still worth reading.
-func (t *tlsConn) deliver(p []byte) bool {
+func (t *tlsConn) deliver(p []byte, loop int) bool {
 	if t.l.kind&kindWeb == 0 {
-		t.onData(p)
-	} else if !t.deliverWeb(p) {
+		t.onData(p, loop)
+	} else if !t.deliverWeb(p, loop) {
 		return false
 	}
 	return t.state.Load()&(stShutdown|stClosing|stClosed) == 0

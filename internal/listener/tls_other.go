@@ -58,7 +58,7 @@ func (t *tlsConn) beginWeb() {
 
 // deliverWeb hands plaintext to the HTTP/WebSocket parser, and reports false if it
 // failed (the connection is then closing).
-func (t *tlsConn) deliverWeb(p []byte) bool {
+func (t *tlsConn) deliverWeb(p []byte, _ int) bool {
 	if err := t.parser.Parse(p); err != nil {
 		_ = t.closeWith(err)
 		return false

@@ -63,10 +63,11 @@ const tlsInputSize = 2 * (5 + 1<<14 + 2048 + 512)
 type pumpBufs struct {
 	plain []byte // plaintext gathered for one OnData (Options.ReadBufferSize)
 	input []byte // lent to crypto/tls as rawInput (tlsInputSize)
+	loop  int    // the poller whose buffers these are, or -1 (see conn.onData)
 }
 
 func newPumpBufs(plain int) *pumpBufs {
-	return &pumpBufs{plain: make([]byte, plain), input: make([]byte, 0, tlsInputSize)}
+	return &pumpBufs{plain: make([]byte, plain), input: make([]byte, 0, tlsInputSize), loop: -1}
 }
 
 // lendInput gives c the buffer in to read records into, unless it holds a partial record

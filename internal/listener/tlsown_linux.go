@@ -21,6 +21,7 @@ type tlsWeb struct {
 func (p *poller) tlsData(c *conn, data []byte) {
 	if p.tls == nil {
 		p.tls = newPumpBufs(len(p.buf))
+		p.tls.loop = p.idx
 	}
 	c.tls().received(data, p.tls)
 }
@@ -30,13 +31,13 @@ func (t *tlsConn) beginWeb() {}
 
 // deliverWeb runs the upgrade and the frame decoder over plaintext, and reports false
 // once the connection is closing.
-func (t *tlsConn) deliverWeb(p []byte) bool {
+func (t *tlsConn) deliverWeb(p []byte, loop int) bool {
 	var local wsStream
 	w := t.ws
 	if w == nil {
 		w = &local
 	}
-	w.keep(wsFeed(&t.conn, w, w.start(p)))
+	w.keep(wsFeed(&t.conn, w, w.start(p), loop))
 	switch {
 	case w.idle():
 		t.ws = nil

@@ -116,7 +116,7 @@ func (s *Server) onWSMessage(ws *websocket.Conn, mt websocket.MessageType, data 
 		_ = c.closeWith(errWSText)
 		return
 	}
-	c.onData(data)
+	c.onData(data, -1)
 }
 
 // onWSPing answers a ping through our write path, so it cannot split one of our frames.

@@ -30,7 +30,7 @@ func (p *poller) wsData(c *conn, data []byte) {
 	if c.state.Load()&stWSHeld != 0 {
 		w = p.ws[c]
 	}
-	w.keep(wsFeed(c, w, w.start(data)))
+	w.keep(wsFeed(c, w, w.start(data), p.idx))
 	switch {
 	case w.idle() && w == &local:
 	case w.idle():
@@ -45,8 +45,9 @@ func (p *poller) wsData(c *conn, data []byte) {
 
 // wsFeed runs the upgrade and the decoder over data and returns the bytes left over (the
 // start of something cut by the end of the read); nil once the connection is done with
-// (closed, refused). Only one goroutine at a time feeds a connection.
-func wsFeed(c *conn, w *wsStream, data []byte) []byte {
+// (closed, refused). Only one goroutine at a time feeds a connection; loop is the poller
+// it runs on, or -1 (see conn.onData).
+func wsFeed(c *conn, w *wsStream, data []byte, loop int) []byte {
 	if c.state.Load()&stUpgraded == 0 {
 		end := wsRequestEnd(data)
 		if end < 0 {
@@ -84,7 +85,7 @@ func wsFeed(c *conn, w *wsStream, data []byte) []byte {
 		switch kind {
 		case wsPayload:
 			if len(payload) > 0 {
-				c.onData(payload)
+				c.onData(payload, loop)
 			}
 		case wsPing:
 			var hdr [wsMaxHeader]byte

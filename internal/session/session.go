@@ -153,6 +153,7 @@ type Session struct {
 	realm            uint8 // the broker's: whose ACL applies (see ConnectInfo.Realm)
 	ended            bool  // End was called: the session is gone, nothing more is stored
 	swept            bool  // in Limits.Sweeper's set (sweep.go)
+	writing          bool  // a Flush is writing without mu (see Flush)
 }
 
 // NoExpiry is the session expiry interval that never expires (v5 3.1.2.11.2).
@@ -440,10 +441,47 @@ func propsOf(p packet.Packet) *packet.Properties {
 
 // Flush writes the pending bytes to the connection, unless they are held for the store
 // (hold.go): the Journal writes them once they may go.
+//
+// The write runs without s.mu, so that other goroutines go on appending meanwhile (every
+// poller delivers to a fan-in subscriber, and a system call under its lock would hold
+// them all up): the connection's write lock is taken before s.mu is let go (WriteAfter),
+// so bytes reach the socket in the order they were appended, whoever writes them. One
+// Flush writes at a time: one that finds another writing leaves its bytes to it, and the
+// writer takes them when its write returns. The other writers (flushLocked) write under
+// s.mu, after the writer's write.
 func (s *Session) Flush() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.writing {
+		return // the writer takes these bytes next
+	}
+	wrote := false
+	for s.out != nil && len(*s.out) > 0 && (s.fl == nil || !s.fl.held()) {
+		w, ok := s.conn.(afterWriter)
+		if !ok {
+			break // offline, or a connection that cannot: flushLocked
+		}
+		out := s.out
+		s.out, s.writing = nil, true
+		_, _ = w.WriteAfter(*out, &s.mu) // unlocks s.mu; a failed write closes the connection
+		if s.lim.BytesSent != nil {
+			s.lim.BytesSent.Add(uint64(len(*out)))
+		}
+		bufpool.Put(out)
+		s.mu.Lock()
+		s.writing, wrote = false, true
+	}
+	if wrote && s.out == nil {
+		s.awaitDrainLocked() // as flushLocked does after its write
+		return
+	}
 	s.flushLocked()
+}
+
+// afterWriter is a Conn that can write after the session's lock is let go, in its order
+// (listener.Conn.WriteAfter).
+type afterWriter interface {
+	WriteAfter(b []byte, held sync.Locker) (int, error)
 }
 
 func (s *Session) flushLocked() {
