@@ -10,6 +10,10 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 )
 
+// burstRSSAfter is when, after the last CONNACK, conns reads the broker's RSS for its
+// rss_3s figure (DESIGN.md: "3 s after the last CONNACK").
+const burstRSSAfter = 3 * time.Second
+
 // fdReserve is the number of open files a process keeps for itself (its binary, pipes,
 // the /proc files it reads) beside its connections.
 const fdReserve = 64
@@ -158,11 +162,25 @@ func runConns(ctx context.Context, o *Options, self []string, errs *errorLog) (*
 		case <-time.After(d):
 		}
 	}
-	idle(o.Settle)
+	// The connect phase's CPU, read as soon as the last handshake is reported (the
+	// workers' reports come a few milliseconds after it), and RSS 3 s after it: what the
+	// burst left resident before a memory policy has had time to give anything back.
+	_, connectCPU, sampled := probe.sample()
+	idle(time.Until(end.Add(burstRSSAfter)))
+	mem3, _, sampled3 := probe.sample()
+	idle(time.Until(end.Add(max(o.Settle, burstRSSAfter))))
 	usage := probe.stop()
 	if usage != nil && connected > 0 {
 		usage.RSSPerConn = float64(usage.RSSAfter-usage.RSSBefore) / float64(connected)
 		usage.PSSPerConn = float64(usage.PSSAfter-usage.PSSBefore) / float64(connected)
+		if sampled {
+			usage.ConnectCPUS = connectCPU.Seconds()
+			usage.CPUPerConnUS = connectCPU.Seconds() * 1e6 / float64(connected)
+		}
+		if sampled3 {
+			usage.RSS3s = mem3.RSS
+			usage.RSSPerConn3s = float64(mem3.RSS-usage.RSSBefore) / float64(connected)
+		}
 	}
 	// After RSS is read: the forced GC would otherwise flatter it.
 	if o.Metrics != "" {

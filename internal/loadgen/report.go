@@ -69,6 +69,13 @@ type BrokerUsage struct {
 
 	RSSPerConn float64 `json:"rss_per_conn,omitempty"` // conns: (after - before) / connected
 	PSSPerConn float64 `json:"pss_per_conn,omitempty"`
+	// conns: RSS 3 s after the last CONNACK (SUBACK), before the burst's garbage has gone
+	// back, and per connection as RSSPerConn; the CPU from the first dial to the last
+	// CONNACK, and per connection in µs.
+	RSS3s        int64   `json:"rss_3s,omitempty"`
+	RSSPerConn3s float64 `json:"rss_per_conn_3s,omitempty"`
+	ConnectCPUS  float64 `json:"connect_cpu_s,omitempty"`
+	CPUPerConnUS float64 `json:"cpu_per_conn_us,omitempty"`
 	// HeapBefore and HeapAfter are the live heap after a forced GC (conns with -metrics).
 	HeapBefore  int64   `json:"heap_before,omitempty"`
 	HeapAfter   int64   `json:"heap_after,omitempty"`
@@ -114,6 +121,25 @@ func (b *brokerProbe) start() {
 	if b.cpu0, err = b.proc.CPU(); err != nil {
 		b.errs.add("broker", err)
 	}
+}
+
+// sample returns the broker's memory now and the CPU it used since start; ok is false
+// without a pid or when /proc could not be read.
+func (b *brokerProbe) sample() (m Memory, cpu time.Duration, ok bool) {
+	if !b.on {
+		return Memory{}, 0, false
+	}
+	m, err := b.proc.Memory()
+	if err != nil {
+		b.errs.add("broker", err)
+		return Memory{}, 0, false
+	}
+	c, err := b.proc.CPU()
+	if err != nil {
+		b.errs.add("broker", err)
+		return Memory{}, 0, false
+	}
+	return m, c - b.cpu0, true
 }
 
 // stop takes the "after" sample and returns the usage, nil without a pid.
@@ -190,6 +216,12 @@ func (r *Report) writeText(w io.Writer) {
 			mib(b.RSSBefore), mib(b.RSSAfter), mib(b.PSSBefore), mib(b.PSSAfter), b.CPUS)
 		if r.Conns != nil {
 			fmt.Fprintf(w, "per connection: RSS %.0f B, PSS %.0f B\n", b.RSSPerConn, b.PSSPerConn)
+			if b.RSS3s > 0 {
+				fmt.Fprintf(w, "3s after the last CONNACK: RSS %s, %.0f B per connection\n", mib(b.RSS3s), b.RSSPerConn3s)
+			}
+			if b.ConnectCPUS > 0 {
+				fmt.Fprintf(w, "connect phase: broker CPU %.2fs, %.1f µs per connection\n", b.ConnectCPUS, b.CPUPerConnUS)
+			}
 			if b.HeapAfter > 0 {
 				fmt.Fprintf(w, "live heap: %s -> %s, %.0f B per connection\n",
 					mib(b.HeapBefore), mib(b.HeapAfter), b.HeapPerConn)
