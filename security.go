@@ -64,7 +64,7 @@ func (b *Broker) security() (broker.Security, map[string]broker.Security, error)
 	b.auth = set
 	top := broker.Security{Authenticator: set, Methods: set.Methods(), Authorizer: set.For("")}
 	if b.hook != nil {
-		top.Authenticator, top.Methods = b.hook, b.hookMethods
+		top.Authenticator, top.Methods, top.Remote = b.hook, b.hookMethods, true
 	}
 	own := make(map[string]broker.Security)
 	for _, l := range cfg.Listeners {

@@ -39,6 +39,10 @@ type Security struct {
 	Authenticator auth.Authenticator
 	Methods       []auth.Method
 	Authorizer    auth.Authorizer
+	// Remote: the Authenticator and Methods are given the client's address
+	// (auth.Request.Remote). Asking the kernel for it costs a system call and two
+	// allocations per CONNECT, which the built-in ones do without.
+	Remote bool
 }
 
 // maxHeldBytes bounds what a client may send while its CONNECT is being decided; past it
@@ -79,9 +83,17 @@ func (b *Broker) authRequest(cl *client, c *packet.Connect, cid string) *auth.Re
 		HasUsername: c.UsernameFlag,
 		Password:    append([]byte(nil), c.Password...),
 		HasPassword: c.PasswordFlag,
-		Remote:      cl.conn.RemoteAddr().String(),
+		Remote:      b.remote(cl),
 		Listener:    cl.conn.Listener().Name(),
 	}
+}
+
+// remote is the client's address for an auth.Request, where its Security wants it.
+func (b *Broker) remote(cl *client) string {
+	if !b.realms[cl.realm].Remote {
+		return ""
+	}
+	return cl.conn.RemoteAddr().String()
 }
 
 // certUsername is the identity of a verified client certificate: its subject's Common
@@ -288,7 +300,7 @@ func (b *Broker) onAuth(cl *client, a *packet.Auth) error {
 	case a.Code == packet.ReAuthenticate && st.ex == nil && cl.s != nil:
 		m := b.method(cl, a.Props.AuthMethod)
 		req := &auth.Request{ClientID: cl.s.ClientID(), Username: st.user, HasUsername: st.user != "",
-			Remote: cl.conn.RemoteAddr().String(), Listener: cl.conn.Listener().Name()}
+			Remote: b.remote(cl), Listener: cl.conn.Listener().Name()}
 		st.ex, st.reauth = m.Start(req), true
 	default:
 		return errAuthCode

@@ -190,7 +190,7 @@ func TestAuthOffLoop(t *testing.T) {
 	for _, v := range []packet.Version{packet.V311, packet.V5} {
 		t.Run(v.String(), func(t *testing.T) {
 			g := &gateAuth{gate: make(chan struct{}), seen: make(chan *auth.Request, 1)}
-			b := authBroker(t, Security{Authenticator: g})
+			b := authBroker(t, Security{Authenticator: g, Remote: true})
 			c := &authTestConn{}
 			b.OnOpen(c)
 			in := connectPacket(v, "c1", "alice", "secret")
@@ -222,6 +222,24 @@ func TestAuthOffLoop(t *testing.T) {
 				t.Fatalf("session identity %q, want the authenticator's alice-id", user)
 			}
 		})
+	}
+}
+
+// TestAuthRemoteWhenWanted: the client's address, a system call away, is asked for only
+// when the Security says its authenticator wants it (an embedder's hook); the built-in
+// ones decide without it.
+func TestAuthRemoteWhenWanted(t *testing.T) {
+	for _, want := range []bool{false, true} {
+		g := &gateAuth{gate: make(chan struct{}), seen: make(chan *auth.Request, 1)}
+		close(g.gate)
+		b := authBroker(t, Security{Authenticator: g, Remote: want})
+		c := &authTestConn{}
+		b.OnOpen(c)
+		b.OnData(c, connectPacket(packet.V5, "c1", "alice", "secret"))
+		req := <-g.seen
+		if got := req.Remote != ""; got != want {
+			t.Errorf("Security.Remote %v: request's Remote %q", want, req.Remote)
+		}
 	}
 }
 

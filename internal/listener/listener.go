@@ -231,6 +231,7 @@ type Listener struct {
 	path  string // WebSocket path
 	ln    net.Listener
 	dup   io.Closer    // tcp on our loop: the duplicate of ln's socket that accepts
+	opts  sockOpts     // our loop: whether accepted sockets inherit the listener's options
 	certs *certSource  // tls, wss: the certificate, reloaded when its files change
 	n     atomic.Int64 // open connections (OnOpen delivered, OnClose not yet)
 
@@ -238,6 +239,13 @@ type Listener struct {
 	closed    atomic.Bool
 	quit      chan struct{} // closed by stop: ends an accept back-off early
 	stopped   chan struct{} // closed when the accept loop has returned
+}
+
+// sockOpts is what a listener on our loop knows of its accepted sockets' options
+// (loop_linux.go); used by its accept goroutine only.
+type sockOpts struct {
+	checked   bool // the first accepted socket was looked at
+	inherited bool // it had the listening socket's options
 }
 
 // Name returns the listener's configured name.

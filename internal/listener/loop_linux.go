@@ -350,6 +350,11 @@ func (s *Server) acceptStep(l *Listener) (func() error, error) {
 		return nil, err
 	}
 	l.dup = f
+	// Accepted sockets inherit the listening socket's options on Linux: set once here,
+	// they cost nothing per connection (admitOwn checks the first one).
+	if err := rc.Control(func(fd uintptr) { setSockOpts(int(fd)) }); err != nil {
+		return nil, err
+	}
 	var acceptErr error
 	step := func(lfd uintptr) bool {
 		for {
@@ -385,7 +390,7 @@ func (s *Server) admitOwn(l *Listener, fd int, sa syscall.Sockaddr) {
 		_ = syscall.Close(fd)
 		return
 	}
-	setSockOpts(fd)
+	l.opts.apply(fd)
 	var c *conn
 	if l.kind&kindSecure != 0 {
 		t := &tlsConn{conn: conn{l: l, fd: int32(fd)}}
@@ -446,6 +451,22 @@ func setSockOpts(fd int) {
 	_ = syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_KEEPIDLE, keepAliveIdle)
 	_ = syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_KEEPINTVL, keepAliveInterval)
 	_ = syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_KEEPCNT, keepAliveCount)
+}
+
+// apply gives the accepted socket fd the options of setSockOpts: nothing to do when
+// sockets inherit them from the listening socket, which the first one tells (Linux copies
+// a listening socket's options, TCP_NODELAY and keepalive among them, to the sockets it
+// accepts; a kernel that did not would cost the calls on every socket, not the options).
+func (o *sockOpts) apply(fd int) {
+	if !o.checked {
+		o.checked = true
+		nodelay, err1 := syscall.GetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_NODELAY)
+		idle, err2 := syscall.GetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_KEEPIDLE)
+		o.inherited = err1 == nil && err2 == nil && nodelay == 1 && idle == keepAliveIdle
+	}
+	if !o.inherited {
+		setSockOpts(fd)
+	}
 }
 
 // sockaddrAddr returns sa as a *net.TCPAddr.

@@ -19,20 +19,29 @@ func TestSockOpts(t *testing.T) {
 		r := newRecorder(t)
 		s := newTestServer(t, r, Options{})
 		l := listen(t, s, typ)
-		_ = dial(t, l)
-		c := recv(t, r.opened, "OnOpen").(*conn)
-		for _, o := range []struct {
-			name       string
-			level, opt int
-			want       int
-		}{
-			{"TCP_NODELAY", syscall.IPPROTO_TCP, syscall.TCP_NODELAY, 1},
-			{"SO_KEEPALIVE", syscall.SOL_SOCKET, syscall.SO_KEEPALIVE, 1},
-			{"TCP_KEEPIDLE", syscall.IPPROTO_TCP, syscall.TCP_KEEPIDLE, keepAliveIdle},
-		} {
-			if got, err := syscall.GetsockoptInt(c.fdNum(), o.level, o.opt); err != nil || got != o.want {
-				t.Errorf("%s: %s = %d (%v), want %d", typ, o.name, got, err, o.want)
+		for i := range 2 { // the first socket is checked, the next ones inherit unchecked
+			_ = dial(t, l)
+			c := recv(t, r.opened, "OnOpen").(*conn)
+			for _, o := range []struct {
+				name       string
+				level, opt int
+				want       int
+			}{
+				{"TCP_NODELAY", syscall.IPPROTO_TCP, syscall.TCP_NODELAY, 1},
+				{"SO_KEEPALIVE", syscall.SOL_SOCKET, syscall.SO_KEEPALIVE, 1},
+				{"TCP_KEEPIDLE", syscall.IPPROTO_TCP, syscall.TCP_KEEPIDLE, keepAliveIdle},
+				{"TCP_KEEPINTVL", syscall.IPPROTO_TCP, syscall.TCP_KEEPINTVL, keepAliveInterval},
+				{"TCP_KEEPCNT", syscall.IPPROTO_TCP, syscall.TCP_KEEPCNT, keepAliveCount},
+			} {
+				if got, err := syscall.GetsockoptInt(c.fdNum(), o.level, o.opt); err != nil || got != o.want {
+					t.Errorf("%s, connection %d: %s = %d (%v), want %d", typ, i, o.name, got, err, o.want)
+				}
 			}
+		}
+		// Linux copies them from the listening socket, so that an accept costs no
+		// setsockopt(2): five system calls per connection.
+		if !l.opts.inherited {
+			t.Errorf("%s: accepted sockets do not inherit the listening socket's options", typ)
 		}
 	}
 }
