@@ -43,7 +43,8 @@ type Authenticator interface {
 }
 
 // Quick is implemented by authenticators that can often decide without blocking (anonymous
-// access, a cache hit); ok=false means "call Authenticate".
+// access, a cache hit); ok=false means "call Authenticate". TryAuthenticate runs on an
+// event loop, which lends it r: it must not keep r, or its Password, past the call.
 type Quick interface {
 	TryAuthenticate(r *Request) (res Result, err error, ok bool)
 }

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 
+	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/listener"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 	"github.com/bifrost-mqtt/bifrost/internal/pubsub"
@@ -42,6 +43,8 @@ type client struct {
 // that have bytes to flush. Pooled, so handling packets allocates nothing.
 type batch struct {
 	connect     packet.Connect
+	connack     packet.Connack
+	authReq     auth.Request // lent to a Quick authenticator (authenticate)
 	publish     packet.Publish
 	ack         packet.Ack
 	subscribe   packet.Subscribe
@@ -143,7 +146,7 @@ func (b *Broker) endRound(r *round) {
 
 // admitAccepted is the listener's Admit hook: the per-address connect rate, checked on
 // the accept goroutine before the connection costs anything more.
-func (b *Broker) admitAccepted(_ *listener.Listener, remote net.Addr) bool {
+func (b *Broker) admitAccepted(_ *listener.Listener, remote netip.Addr) bool {
 	if b.limits.connectRateOK(remote, now()) {
 		return true
 	}

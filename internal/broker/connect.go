@@ -88,7 +88,8 @@ func (b *Broker) connected(bt *batch, cl *client, c *packet.Connect, cid string,
 		keepAlive, kaChanged = b.maxKeepalive, true // told to the client as Server Keep Alive
 	}
 
-	connack := b.connack(c, cid, assigned, expiry, expiryCapped, keepAlive, kaChanged, authData, method)
+	connack := &bt.connack
+	b.connack(connack, c, cid, assigned, expiry, expiryCapped, keepAlive, kaChanged, authData, method)
 	if max := c.Props.MaximumPacketSize.V; v == packet.V5 && !connack.Fit(max) {
 		// Even without every property the client can do without, the CONNACK is above the
 		// client's Maximum Packet Size [MQTT-3.1.2-24]: it cannot be served, and is refused
@@ -131,7 +132,7 @@ func (b *Broker) connected(bt *batch, cl *client, c *packet.Connect, cid string,
 	b.stats.connects.Add(1)
 
 	connack.SessionPresent = present
-	bt.mark(s, s.Send(&connack))
+	bt.mark(s, s.Send(connack))
 	bt.mark(s, s.Resume(now()))
 	if keepAlive > 0 {
 		// Close after one and a half keep alive periods of silence [MQTT-3.1.2-22]
@@ -146,16 +147,16 @@ func (b *Broker) connected(bt *batch, cl *client, c *packet.Connect, cid string,
 	}
 }
 
-// connack is the CONNACK accepting c (Session Present aside): in 5.0, the properties that
+// connack makes *connack the CONNACK accepting c (Session Present aside): in 5.0, the properties that
 // tell the client what it must know. Properties whose value is the one their absence
 // means are left out (Wildcard, Subscription Identifier and Shared Subscription Available,
 // all 1 here; Retain Available 1; Maximum QoS 2; Receive Maximum 65,535; Topic Alias
 // Maximum 0): bytes saved on every CONNACK, and room under a small Maximum Packet Size.
-func (b *Broker) connack(c *packet.Connect, cid string, assigned bool, expiry uint32, expiryCapped bool,
-	keepAlive uint16, kaChanged bool, authData []byte, method string) packet.Connack {
-	var connack packet.Connack
+func (b *Broker) connack(connack *packet.Connack, c *packet.Connect, cid string, assigned bool, expiry uint32, expiryCapped bool,
+	keepAlive uint16, kaChanged bool, authData []byte, method string) {
+	*connack = packet.Connack{}
 	if c.Version != packet.V5 {
-		return connack
+		return
 	}
 	p := &connack.Props
 	if assigned {
@@ -186,7 +187,6 @@ func (b *Broker) connack(c *packet.Connect, cid string, assigned bool, expiry ui
 		p.AuthMethod = []byte(method)
 		p.AuthData = authData
 	}
-	return connack
 }
 
 // refuse answers a CONNECT with a failing CONNACK and closes the connection [MQTT-3.2.2-7].

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"bytes"
-	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -66,16 +65,11 @@ func (l *limits) admit(c listener.Conn, nowNs int64) (ok bool, reason string) {
 // per-address connect rate. The listener asks before the TLS handshake or WebSocket
 // upgrade (listener.Options.Admit), so that a flood from one address costs an accept and
 // a close.
-func (l *limits) connectRateOK(remote net.Addr, nowNs int64) bool {
-	if l.connect == nil {
+func (l *limits) connectRateOK(remote netip.Addr, nowNs int64) bool {
+	if l.connect == nil || !remote.IsValid() {
 		return true
 	}
-	a, ok := remote.(*net.TCPAddr)
-	if !ok {
-		return true
-	}
-	ip, _ := netip.AddrFromSlice(a.IP)
-	return l.connect.allow(ip.Unmap(), nowNs)
+	return l.connect.allow(remote, nowNs)
 }
 
 // topicOK checks a topic name or filter against the length and level limits.

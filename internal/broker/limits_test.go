@@ -62,7 +62,7 @@ func TestConnectRate(t *testing.T) {
 	b := limitsBroker(t, func(l *conf.Limits) { l.ConnectRate, l.ConnectBurst = new(10), 3 })
 	open := func(ip string) bool {
 		c := &remoteConn{addr: &net.TCPAddr{IP: net.ParseIP(ip), Port: 5000}}
-		if !b.admitAccepted(nil, c.addr) { // as the listener asks, before the handshake
+		if !b.admitAccepted(nil, netip.MustParseAddr(ip)) { // as the listener asks, before the handshake
 			return false
 		}
 		b.OnOpen(c)

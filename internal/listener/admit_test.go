@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"io"
 	"net"
+	"net/netip"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,10 +20,10 @@ func TestAdmit(t *testing.T) {
 			var refuse atomic.Bool
 			var asked atomic.Int64
 			h := &counter{}
-			s := newTestServer(t, h, Options{Admit: func(l *Listener, remote net.Addr) bool {
+			s := newTestServer(t, h, Options{Admit: func(l *Listener, remote netip.Addr) bool {
 				asked.Add(1)
-				if _, ok := remote.(*net.TCPAddr); !ok || l == nil {
-					t.Errorf("Admit(%v, %v): want the listener and a TCP address", l, remote)
+				if remote != netip.AddrFrom4([4]byte{127, 0, 0, 1}) || l == nil {
+					t.Errorf("Admit(%v, %v): want the listener and the client's address, 127.0.0.1", l, remote)
 				}
 				return !refuse.Load()
 			}})

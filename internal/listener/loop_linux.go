@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"runtime/debug"
 	"sync"
 	"syscall"
@@ -386,7 +387,7 @@ func (s *Server) acceptStep(l *Listener) (func() error, error) {
 // poller. A tls or wss connection's record is a tlsConn, in the phase tlsHello: nothing
 // happens until the client speaks.
 func (s *Server) admitOwn(l *Listener, fd int, sa syscall.Sockaddr) {
-	if a := s.o.Admit; a != nil && !a(l, sockaddrAddr(sa)) {
+	if a := s.o.Admit; a != nil && !a(l, sockaddrIP(sa)) {
 		_ = syscall.Close(fd)
 		return
 	}
@@ -467,6 +468,17 @@ func (o *sockOpts) apply(fd int) {
 	if !o.inherited {
 		setSockOpts(fd)
 	}
+}
+
+// sockaddrIP returns sa's IP address, IPv4 unmapped, without allocating.
+func sockaddrIP(sa syscall.Sockaddr) netip.Addr {
+	switch a := sa.(type) {
+	case *syscall.SockaddrInet4:
+		return netip.AddrFrom4(a.Addr)
+	case *syscall.SockaddrInet6:
+		return netip.AddrFrom16(a.Addr).Unmap()
+	}
+	return netip.Addr{}
 }
 
 // sockaddrAddr returns sa as a *net.TCPAddr.

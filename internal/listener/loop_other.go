@@ -5,6 +5,7 @@ package listener
 import (
 	"log/slog"
 	"net"
+	"net/netip"
 
 	"github.com/lesismal/nbio"
 	"github.com/lesismal/nbio/nbhttp"
@@ -30,6 +31,14 @@ func (s *Server) acceptStep(l *Listener) (func() error, error) {
 	return l.acceptStd(s.admitTCP), nil
 }
 
+// remoteIP returns c's peer IP address, IPv4 unmapped.
+func remoteIP(c net.Conn) netip.Addr {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return a.AddrPort().Addr().Unmap()
+	}
+	return netip.Addr{}
+}
+
 // acceptStd returns the accept step of a listener served by nbio: Go's Accept, the Admit
 // check, then admit, which hands the connection to the engine.
 func (l *Listener) acceptStd(admit func(*Listener, net.Conn)) func() error {
@@ -38,7 +47,7 @@ func (l *Listener) acceptStd(admit func(*Listener, net.Conn)) func() error {
 		if err != nil {
 			return err
 		}
-		if a := l.srv.o.Admit; a != nil && !a(l, c.RemoteAddr()) {
+		if a := l.srv.o.Admit; a != nil && !a(l, remoteIP(c)) {
 			_ = c.Close()
 			return nil
 		}

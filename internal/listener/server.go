@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"runtime"
 	"runtime/pprof"
 	"sync"
@@ -48,7 +49,8 @@ type Options struct {
 	// upgrade); false closes it at once and nothing else sees it. It must be quick: one
 	// accept loop per listener waits for it. The broker's per-address connect rate is
 	// checked here, so a flood from one address cannot take the TLS handshake slots.
-	Admit func(l *Listener, remote net.Addr) bool
+	// remote is the client's address, IPv4 unmapped; a value, so asking costs nothing.
+	Admit func(l *Listener, remote netip.Addr) bool
 	// CertCheckInterval is how often the certificate, key and client CA files of tls and
 	// wss listeners are checked (one stat each) and reloaded when they changed; see also
 	// Server.ReloadTLS. Default 10s.
