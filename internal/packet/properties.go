@@ -146,7 +146,10 @@ var (
 	errPropDuplicate  = protocolErr("MQTT-2.2.2-2", "property included more than once")
 	errPropBool       = protocolErr("", "property value other than 0 or 1")
 	errPropZero       = protocolErr("", "property value 0 where the spec forbids it")
-	errTopicAliasZero = protocolErr("MQTT-3.3.2-8", "topic alias 0")
+	// Spec 3.3.4: "A Topic Alias value of 0 or greater than the Maximum Topic Alias is a
+	// Protocol Error, the receiver uses DISCONNECT with Reason Code of 0x94 (Topic Alias
+	// invalid)".
+	errTopicAliasZero = &Error{TopicAliasInvalid, "MQTT-3.3.2-8", "topic alias 0"}
 	errPropSubID      = protocolErr("MQTT-3.8.2-1", "subscription identifier 0 or above 268,435,455")
 	errPropLength     = malformed("MQTT-2.2.2-1", "property length exceeds the packet")
 )

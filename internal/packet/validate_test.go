@@ -59,7 +59,7 @@ var badCases = []struct {
 	{"publish/topic-empty-no-alias-v5", V5, []byte{0x30, 3, 0, 0, 0}, ProtocolError, "MQTT-3.3.2-1"},
 	{"publish/topic-nul", V311, []byte{0x30, 4, 0, 2, 'a', 0}, MalformedPacket, "MQTT-1.5.4-1"},
 	{"publish/packet-id-0", V311, []byte{0x32, 5, 0, 1, 't', 0, 0}, ProtocolError, "MQTT-2.2.1-3"},
-	{"publish/topic-alias-0", V5, []byte{0x30, 7, 0, 1, 't', 3, 0x23, 0, 0}, ProtocolError, "MQTT-3.3.2-8"},
+	{"publish/topic-alias-0", V5, []byte{0x30, 7, 0, 1, 't', 3, 0x23, 0, 0}, TopicAliasInvalid, "MQTT-3.3.2-8"},
 	{"publish/subscription-id-0", V5, []byte{0x30, 6, 0, 1, 't', 2, 0x0b, 0}, ProtocolError, "MQTT-3.8.2-1"},
 	{"publish/payload-format-2", V5, []byte{0x30, 6, 0, 1, 't', 2, 0x01, 2}, ProtocolError, ""},
 	{"publish/response-topic-wildcard", V5, []byte{0x30, 9, 0, 1, 't', 5, 0x08, 0, 2, 'a', '#'}, MalformedPacket, "MQTT-3.3.2-2"},

@@ -295,6 +295,9 @@ func testViolations(t *testing.T, e *env) {
 			send: aliased("v/t", 3), code: packet.TopicAliasInvalid},
 		{name: "topic alias when aliases are off", only5: true, tune: func(c *conf.Config) { c.MQTT.TopicAliasMaximum = ptr(0) },
 			send: aliased("v/t", 1), code: packet.TopicAliasInvalid},
+		// Spec 3.3.4: "A Topic Alias value of 0 or greater than the Maximum Topic Alias is
+		// a Protocol Error, the receiver uses DISCONNECT with Reason Code of 0x94".
+		{name: "topic alias 0", only5: true, send: aliased("v/t", 0), code: packet.TopicAliasInvalid},
 		{name: "unknown topic alias", only5: true, send: aliased("", 1), code: packet.ProtocolError},
 		{name: "QoS above the maximum", tune: func(c *conf.Config) { c.MQTT.MaxQoS = ptr(1) },
 			send: publish("v/t", 2, 1, nil), code: packet.QoSNotSupported},
