@@ -265,13 +265,31 @@ func (b *Broker) pressure() memory.Level {
 	return memory.None
 }
 
-// loadInput samples the inputs of the load figure: connections (there is no cap on them
-// yet) and memory against the runtime's limit.
+// loadInput samples the inputs of the load figure: connected clients against the
+// connection cap in force, and memory against the runtime's limit.
 func (b *Broker) loadInput() metrics.LoadInput {
 	inUse, limit := metrics.RuntimeMemory()
-	in := metrics.LoadInput{MemoryBytes: inUse, MemoryLimitBytes: limit}
+	in := metrics.LoadInput{MaxConnections: connectionCap(b.cfg), MemoryBytes: inUse, MemoryLimitBytes: limit}
 	if b.mqtt != nil {
 		in.Connections = int64(b.mqtt.Clients())
 	}
 	return in
+}
+
+// connectionCap is the most connections c lets the broker hold: limits.max_connections,
+// or the sum of the listeners' own caps when every listener has one and it is lower; 0
+// when nothing caps them. c has its defaults filled in.
+func connectionCap(c *conf.Config) int64 {
+	limit := int64(*c.Limits.MaxConnections)
+	var sum int64
+	for _, l := range c.Listeners {
+		if l.MaxConnections == 0 {
+			return limit // this listener is bounded by the broker's cap alone
+		}
+		sum += int64(l.MaxConnections)
+	}
+	if limit == 0 || sum > 0 && sum < limit {
+		return sum
+	}
+	return limit
 }
