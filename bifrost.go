@@ -23,15 +23,6 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/store"
 )
 
-// Config is the broker's configuration, the schema of the YAML file. It is re-exported
-// here so that embedders need not import an internal package; its fields' types are
-// reached through it.
-type Config = conf.Config
-
-// DefaultConfig returns the server profile's defaults, the configuration New uses when
-// given nil; change fields on it before passing it to New.
-func DefaultConfig() *Config { return conf.Default() }
-
 // Errors returned by Start.
 var (
 	ErrStarted = errors.New("bifrost: broker already started")
