@@ -90,7 +90,8 @@
 // loop_linux.go our event loop and sock_linux.go what a conn does with its own socket;
 // wsupgrade.go, wsframe.go and wsown_linux.go WebSocket on our loop; websocket.go what
 // every WebSocket path shares; tls.go TLS, tlsown_linux.go TLS on our loop, tlsinput.go
-// crypto/tls's input buffers lent while reading; tlsgate.go the bound on TLS handshakes in
+// crypto/tls's input buffers lent while reading (tlsinput_lend.go on the Go releases read
+// for it, tlsinput_own.go elsewhere); tlsgate.go the bound on TLS handshakes in
 // progress; drain.go the drain notices (Conn.NotifyDrained); certs.go TLS certificates and
 // their reload; wheel.go the timing wheel; writev_*.go the system calls. On nbio:
 // engine_other.go the engine and its hooks, loop_other.go the accept path, conn_other.go
