@@ -140,9 +140,10 @@ type Conn interface {
 	// Buffered is the number of bytes queued and not yet written to the socket (on TLS,
 	// encrypted bytes: a little more than what was written).
 	Buffered() int
-	// NotifyDrained asks for one Drainer.OnDrained call once nothing is queued for the
-	// connection (Buffered is 0): at once, from another goroutine, if nothing is queued
-	// now. Requests made before that call comes are one request. It takes no lock and
+	// NotifyDrained asks for one Drainer.OnDrained call once at most Options.DrainedAt
+	// bytes are queued for the connection (Buffered; by default, once nothing is): at
+	// once, from another goroutine, if that is so now. Requests made before that call
+	// comes are one request. It takes no lock and
 	// allocates nothing (a bit of the connection's state); it does nothing if the
 	// Handler is no Drainer, or after Shutdown or Close.
 	NotifyDrained()
@@ -175,13 +176,15 @@ type Handler interface {
 }
 
 // A Drainer is a Handler that wants to know when the bytes queued for a connection have
-// gone out (Conn.NotifyDrained): a broker that holds messages back from a slow consumer,
-// rather than queue them all in its connection, writes more when it has drained.
+// gone out, down to Options.DrainedAt (Conn.NotifyDrained): a broker that holds messages
+// back from a slow consumer, rather than queue them all in its connection, writes more
+// when it has drained.
 type Drainer interface {
-	// OnDrained is called once per Conn.NotifyDrained, when nothing is queued for c. It
-	// runs on a goroutine of the Server's (one for all connections, running only while
-	// calls are due; drain.go), so it may run at the same time as c's other calls, or
-	// even just after its OnClose: it is a hint that c may take more, nothing else.
+	// OnDrained is called once per Conn.NotifyDrained, when at most Options.DrainedAt
+	// bytes are queued for c (by default: none). It runs on a goroutine of the Server's
+	// (one for all connections, running only while calls are due; drain.go), so it may
+	// run at the same time as c's other calls, or even just after its OnClose: it is a
+	// hint that c may take more, nothing else.
 	OnDrained(c Conn)
 }
 
