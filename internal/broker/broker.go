@@ -168,6 +168,7 @@ func New(o Options) (*Broker, error) {
 		MaxTLSHandshakes: c.Limits.MaxTLSHandshakes,
 		Logger:           b.log,
 		Admit:            b.admitAccepted,
+		DrainedAt:        b.lim.SlowBytes, // a session held back by it may write again (OnDrained)
 	})
 	if o.Metrics != nil {
 		if err := o.Metrics.Register(newTLSCollector(b.net)); err != nil {
