@@ -23,15 +23,6 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/store"
 )
 
-// Config is the broker's configuration, the schema of the YAML file. It is re-exported
-// here so that embedders need not import an internal package; its fields' types are
-// reached through it.
-type Config = conf.Config
-
-// DefaultConfig returns the server profile's defaults, the configuration New uses when
-// given nil; change fields on it before passing it to New.
-func DefaultConfig() *Config { return conf.Default() }
-
 // Errors returned by Start.
 var (
 	ErrStarted = errors.New("bifrost: broker already started")
@@ -265,13 +256,31 @@ func (b *Broker) pressure() memory.Level {
 	return memory.None
 }
 
-// loadInput samples the inputs of the load figure: connections (there is no cap on them
-// yet) and memory against the runtime's limit.
+// loadInput samples the inputs of the load figure: connected clients against the
+// connection cap in force, and memory against the runtime's limit.
 func (b *Broker) loadInput() metrics.LoadInput {
 	inUse, limit := metrics.RuntimeMemory()
-	in := metrics.LoadInput{MemoryBytes: inUse, MemoryLimitBytes: limit}
+	in := metrics.LoadInput{MaxConnections: connectionCap(b.cfg), MemoryBytes: inUse, MemoryLimitBytes: limit}
 	if b.mqtt != nil {
 		in.Connections = int64(b.mqtt.Clients())
 	}
 	return in
+}
+
+// connectionCap is the most connections c lets the broker hold: limits.max_connections,
+// or the sum of the listeners' own caps when every listener has one and it is lower; 0
+// when nothing caps them. c has its defaults filled in.
+func connectionCap(c *conf.Config) int64 {
+	limit := int64(*c.Limits.MaxConnections)
+	var sum int64
+	for _, l := range c.Listeners {
+		if l.MaxConnections == 0 {
+			return limit // this listener is bounded by the broker's cap alone
+		}
+		sum += int64(l.MaxConnections)
+	}
+	if limit == 0 || sum > 0 && sum < limit {
+		return sum
+	}
+	return limit
 }

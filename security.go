@@ -39,6 +39,11 @@ func WithAuthenticator(a Authenticator, methods ...AuthMethod) Option {
 	return func(b *Broker) { b.hook, b.hookMethods = a, methods }
 }
 
+// HashPassword returns the record of password for an Auth.PasswordFile, whose lines read
+// user:record: a bcrypt hash at the default cost, as `bifrost passwd` writes it. password
+// is 1 to 72 bytes.
+func HashPassword(password string) (string, error) { return auth.HashPassword([]byte(password), 0) }
+
 // security builds what the broker asks who may connect and what they may touch: the
 // auth blocks of the configuration (auth.Set: password files, ACL files, SCRAM), or the
 // embedder's Authenticator. It refuses a configuration that would let anonymous clients

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # compare.sh measures bifrost and Mosquitto alike, one after the other in the same run, with
-# `bifrost bench` (docs/benchmarks.md): the broker's RSS and PSS per idle connection, and
+# bifrost-bench (docs/benchmarks.md): the broker's RSS and PSS per idle connection, and
 # fan-in, fan-out and 1:1 traffic at QoS 0 and 1. For every scenario each broker is started
 # fresh, measured and stopped. It prints a markdown table with the ratios bifrost/Mosquitto
 # and keeps it, with every run's JSON report, in bench/results/ (gitignored).
@@ -58,9 +58,10 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 mosquitto_bin=$(command -v mosquitto || echo /usr/sbin/mosquitto)
 
-log "building bifrost"
+log "building bifrost and bifrost-bench"
 go build -o "$work/bifrost" ./cmd/bifrost
-bench="$work/bifrost"
+go build -o "$work/bifrost-bench" ./cmd/bifrost-bench
+bench="$work/bifrost-bench"
 
 # --- broker configs: the same limits for both ------------------------------------------
 # In flight per client 1024 (bifrost's default receive_maximum), 1000 queued messages per
@@ -138,7 +139,7 @@ stop_broker() {
 }
 
 # --- scenarios -------------------------------------------------------------------------
-# Each line: a name, then the arguments of `bifrost bench`.
+# Each line: a name, then the arguments of bifrost-bench.
 if [ $quick = 1 ]; then
 	conns_sizes=(1000)
 	conns_versions=(3.1.1)
@@ -185,7 +186,7 @@ for s in "${scenarios[@]}"; do
 		if [ "$broker" = bifrost ] && [[ $args == conns* ]]; then
 			extra=(-metrics "http://127.0.0.1:$bifrost_http_port") # live heap per connection too
 		fi
-		"$bench" bench $args "${extra[@]}" -addr "$broker_addr" -pid "$broker_pid" -timeout 5m -json-only >"$work/out.json" &
+		"$bench" $args "${extra[@]}" -addr "$broker_addr" -pid "$broker_pid" -timeout 5m -json-only >"$work/out.json" &
 		bench_pid=$!
 		if ! wait "$bench_pid" || ! [ -s "$work/out.json" ]; then
 			log "$name: $broker: bench failed"

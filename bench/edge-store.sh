@@ -60,8 +60,9 @@ trap 'exit 130' INT TERM
 
 log() { printf '%s\n' "$*" >&2; }
 
-log "building bifrost ($build_env)"
+log "building bifrost ($build_env) and bifrost-bench"
 env $build_env go build -o "$work/bifrost" ./cmd/bifrost
+go build -o "$work/bifrost-bench" ./cmd/bifrost-bench
 
 cat >"$work/bifrost.yaml" <<EOF
 memory:
@@ -109,12 +110,12 @@ sampler_pid=$!
 sleep 3
 idle_start=$(($(date +%s) - start))
 hold=$((duration + 30))
-"$work/bifrost" bench conns -addr "127.0.0.1:$port" -n "$conns" -settle 5s -hold "${hold}s" \
+"$work/bifrost-bench" conns -addr "127.0.0.1:$port" -n "$conns" -settle 5s -hold "${hold}s" \
 	-pid "$broker_pid" -json-only >"$results/conns.json" 2>"$results/conns.err" &
 conns_pid=$!
 sleep 15 # connected and settled
 traffic_start=$(($(date +%s) - start))
-"$work/bifrost" bench pair -addr "127.0.0.1:$port" -pairs "$pairs" -rate "$rate" -qos 1 \
+"$work/bifrost-bench" pair -addr "127.0.0.1:$port" -pairs "$pairs" -rate "$rate" -qos 1 \
 	-duration "${duration}s" -session-expiry 3600 -pid "$broker_pid" -json-only >"$results/pair.json"
 traffic_end=$(($(date +%s) - start))
 curl -s "http://127.0.0.1:$http_port/metrics" >"$results/metrics.txt" || true

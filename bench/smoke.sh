@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Smoke version of every benchmark, for CI: each Go benchmark once, and each `bifrost bench`
+# Smoke version of every benchmark, for CI: each Go benchmark once, and each bifrost-bench
 # mode for a second or two against a fresh broker on loopback. It checks that the
 # benchmarks run, not what they measure: figures are printed, never asserted (the machine
 # CI runs on is shared). The real runs: docs/benchmarks.md.
@@ -23,8 +23,9 @@ trap cleanup EXIT
 echo "== Go benchmarks, one iteration each"
 go test -run '^$' -bench . -benchtime 1x -benchmem ./... | grep -E '^(Benchmark|ok|FAIL|---)' | sed 's/^/  /'
 
-echo "== bifrost bench against a fresh broker"
+echo "== bifrost-bench against a fresh broker"
 go build -o "$work/bifrost" ./cmd/bifrost
+go build -o "$work/bifrost-bench" ./cmd/bifrost-bench
 cat >"$work/bifrost.yaml" <<YAML
 listeners:
   - type: tcp
@@ -55,13 +56,13 @@ done
 port_open "$port" || { echo "the broker does not listen on $port" >&2; exit 1; }
 
 run() {
-	echo "-- bifrost bench $*"
-	"$work/bifrost" bench "$@" -addr "127.0.0.1:$port" -pid "$broker_pid" \
+	echo "-- bifrost-bench $*"
+	"$work/bifrost-bench" "$@" -addr "127.0.0.1:$port" -pid "$broker_pid" \
 		-metrics "http://127.0.0.1:$http_port" -timeout 1m | grep -v '^{' | sed 's/^/  /'
 }
 run_ws() {
-	echo "-- bifrost bench $* (WebSocket)"
-	"$work/bifrost" bench "$@" -addr "127.0.0.1:$ws_port" -ws /mqtt -pid "$broker_pid" \
+	echo "-- bifrost-bench $* (WebSocket)"
+	"$work/bifrost-bench" "$@" -addr "127.0.0.1:$ws_port" -ws /mqtt -pid "$broker_pid" \
 		-metrics "http://127.0.0.1:$http_port" -timeout 1m | grep -v '^{' | sed 's/^/  /'
 }
 run conns -n 500 -settle 1s

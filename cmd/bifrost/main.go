@@ -2,7 +2,6 @@
 //
 //	bifrost [serve] [-c FILE]      run the broker (the default command); no -c: built-in defaults
 //	bifrost check-config -c FILE   check a config file, print every problem, exit 1 if any
-//	bifrost bench MODE [flags]     load a broker on this machine: conns, fanin, fanout, pair
 //	bifrost passwd [-c|-b|-D] FILE USER   manage a password file, as mosquitto_passwd does
 //	bifrost version                print the version, the Go version and the VCS revision
 //
@@ -32,7 +31,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "check-config":
 		return checkConfig(args, stdout, stderr)
 	case "bench":
-		return bench(args, stdout, stderr)
+		// The load tool is a command of its own (the broker links none of it): say which.
+		fmt.Fprintln(stderr, "bifrost: the load tool is the command bifrost-bench: "+
+			"bifrost-bench MODE [flags], or go run ./cmd/bifrost-bench MODE [flags] in the source tree")
+		return 2
 	case "passwd":
 		return passwd(args, os.Stdin, stdout, stderr)
 	case "version":
@@ -48,7 +50,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 const usage = `usage:
   bifrost [serve] [-c FILE]      run the broker; without -c, on built-in defaults
   bifrost check-config -c FILE   check a config file
-  bifrost bench MODE [flags]     measure a broker on this machine (bifrost bench -h)
   bifrost passwd FILE USER       set a user's password in a password file (bifrost passwd -h)
   bifrost version                print version information
 `

@@ -115,6 +115,14 @@ func TestUnknownCommand(t *testing.T) {
 	}
 }
 
+// TestBenchPointsAtBifrostBench: `bifrost bench` names the load tool's own command rather
+// than running a load or failing as an unknown command.
+func TestBenchPointsAtBifrostBench(t *testing.T) {
+	if code, _, stderr := runBinary(t, "bench", "conns", "-n", "10"); code != 2 || !strings.Contains(stderr, "bifrost-bench MODE") {
+		t.Fatalf("exit %d, stderr %q; want 2 and a pointer to bifrost-bench", code, stderr)
+	}
+}
+
 // server is a running `bifrost serve` whose JSON log records arrive on logs.
 type server struct {
 	cmd     *exec.Cmd

@@ -169,6 +169,7 @@ func New(o Options) (*Broker, error) {
 		MaxTLSHandshakes: c.Limits.MaxTLSHandshakes,
 		Logger:           b.log,
 		Admit:            b.admitAccepted,
+		DrainedAt:        b.lim.SlowBytes, // a session held back by it may write again (OnDrained)
 	})
 	b.rounds = make([]round, b.net.Pollers())
 	if o.Metrics != nil {

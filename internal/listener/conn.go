@@ -195,19 +195,17 @@ func (c *conn) Touch() {
 }
 
 // written accounts for n bytes taken by the socket from the queue; c.wmu is held (on nbio:
-// nbio's conn is locked). When a
-// shutting-down connection's queue is empty its write side is shut; when one whose
-// handler asked for it (NotifyDrained) is, OnDrained is due (drain.go).
+// nbio's conn is locked). When a shutting-down connection's queue is empty its write side
+// is shut; when one whose handler asked for it (NotifyDrained) holds at most
+// Options.DrainedAt bytes, OnDrained is due (drain.go).
 func (c *conn) written(n int) {
 	st := c.state.Load()
-	if c.pending.Add(-int64(n)) > 0 {
-		return
-	}
-	if st&stShutdown != 0 {
+	left := c.pending.Add(-int64(n))
+	if left <= 0 && st&stShutdown != 0 {
 		c.halfClose()
 	}
 	// Loaded after pending: see NotifyDrained.
-	if c.state.Load()&stWantDrain != 0 {
+	if left <= int64(c.l.srv.o.DrainedAt) && c.state.Load()&stWantDrain != 0 {
 		c.drained()
 	}
 }

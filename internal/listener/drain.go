@@ -6,14 +6,16 @@ import "sync"
 //
 // A handler that holds messages back from a connection whose queue is long (so that a
 // client that does not read cannot make the server queue everything it is sent) needs to
-// hear when that queue has gone out, or the messages would wait for ever. The event is in
-// written, which the poller calls as the socket takes queued bytes (nbio's hook, on
-// nbio); but that runs with the connection's write lock held (on nbio: nbio's conn locked,
-// in the poller or in a writer's own Write), where a handler that writes would deadlock. So the notice is handed to a goroutine of the Server's.
+// hear when that queue has gone down to where it may write again (Options.DrainedAt;
+// by default, empty), or the messages would wait for ever. The event is in written,
+// which the poller calls as the socket takes queued bytes (nbio's hook, on nbio); but
+// that runs with the connection's write lock held (on nbio: nbio's conn locked, in the
+// poller or in a writer's own Write), where a handler that writes would deadlock. So the
+// notice is handed to a goroutine of the Server's.
 //
 // Cost: one bit of the connection's state says a notice is wanted (NotifyDrained sets it,
 // written or NotifyDrained itself clears it and queues the connection, whichever sees the
-// queue empty first), and one goroutine delivers every connection's notices, started when
+// queue at most DrainedAt first), and one goroutine delivers every connection's notices, started when
 // the first is queued and ending when none is left. So nothing is parked per connection,
 // and an idle server runs no goroutine for this.
 //
@@ -24,7 +26,10 @@ import "sync"
 //
 // Alternatives rejected: a goroutine per waiting connection (the cost the listener exists
 // to avoid); delivering from the timing wheel's tick (a slow consumer would stall up to a
-// tick, 250 ms, every time its queue empties).
+// tick, 250 ms, every time its queue drains); a notice only once the queue is empty
+// (other writes can keep it from ever emptying: a slow consumer's QoS 0, which the broker
+// writes up to its threshold, kept its QoS 1 waiting as long as QoS 0 came,
+// TestSlowConsumer).
 
 // drainer is the part of Server that delivers the notices.
 type drainer struct {
@@ -48,7 +53,7 @@ func (c *conn) NotifyDrained() {
 			break
 		}
 	}
-	if c.pending.Load() <= 0 {
+	if c.pending.Load() <= int64(c.l.srv.o.DrainedAt) {
 		c.drained()
 	}
 }

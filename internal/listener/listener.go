@@ -90,7 +90,8 @@
 // loop_linux.go our event loop and sock_linux.go what a conn does with its own socket;
 // wsupgrade.go, wsframe.go and wsown_linux.go WebSocket on our loop; websocket.go what
 // every WebSocket path shares; tls.go TLS, tlsown_linux.go TLS on our loop, tlsinput.go
-// crypto/tls's input buffers lent while reading; tlsgate.go the bound on TLS handshakes in
+// crypto/tls's input buffers lent while reading (tlsinput_lend.go on the Go releases read
+// for it, tlsinput_own.go elsewhere); tlsgate.go the bound on TLS handshakes in
 // progress; drain.go the drain notices (Conn.NotifyDrained); certs.go TLS certificates and
 // their reload; wheel.go the timing wheel; writev_*.go the system calls. On nbio:
 // engine_other.go the engine and its hooks, loop_other.go the accept path, conn_other.go
@@ -144,9 +145,10 @@ type Conn interface {
 	// Buffered is the number of bytes queued and not yet written to the socket (on TLS,
 	// encrypted bytes: a little more than what was written).
 	Buffered() int
-	// NotifyDrained asks for one Drainer.OnDrained call once nothing is queued for the
-	// connection (Buffered is 0): at once, from another goroutine, if nothing is queued
-	// now. Requests made before that call comes are one request. It takes no lock and
+	// NotifyDrained asks for one Drainer.OnDrained call once at most Options.DrainedAt
+	// bytes are queued for the connection (Buffered; by default, once nothing is): at
+	// once, from another goroutine, if that is so now. Requests made before that call
+	// comes are one request. It takes no lock and
 	// allocates nothing (a bit of the connection's state); it does nothing if the
 	// Handler is no Drainer, or after Shutdown or Close.
 	NotifyDrained()
@@ -179,13 +181,15 @@ type Handler interface {
 }
 
 // A Drainer is a Handler that wants to know when the bytes queued for a connection have
-// gone out (Conn.NotifyDrained): a broker that holds messages back from a slow consumer,
-// rather than queue them all in its connection, writes more when it has drained.
+// gone out, down to Options.DrainedAt (Conn.NotifyDrained): a broker that holds messages
+// back from a slow consumer, rather than queue them all in its connection, writes more
+// when it has drained.
 type Drainer interface {
-	// OnDrained is called once per Conn.NotifyDrained, when nothing is queued for c. It
-	// runs on a goroutine of the Server's (one for all connections, running only while
-	// calls are due; drain.go), so it may run at the same time as c's other calls, or
-	// even just after its OnClose: it is a hint that c may take more, nothing else.
+	// OnDrained is called once per Conn.NotifyDrained, when at most Options.DrainedAt
+	// bytes are queued for c (by default: none). It runs on a goroutine of the Server's
+	// (one for all connections, running only while calls are due; drain.go), so it may
+	// run at the same time as c's other calls, or even just after its OnClose: it is a
+	// hint that c may take more, nothing else.
 	OnDrained(c Conn)
 }
 

@@ -51,6 +51,13 @@ type Options struct {
 	// checked here, so a flood from one address cannot take the TLS handshake slots.
 	// remote is the client's address, IPv4 unmapped; a value, so asking costs nothing.
 	Admit func(l *Listener, remote netip.Addr) bool
+	// DrainedAt is the most bytes a connection may have queued (Buffered) and count as
+	// drained for NotifyDrained. A handler that stops writing to a connection while more
+	// than a threshold waits in it (the broker, for a slow consumer) sets it to that
+	// threshold, to hear as soon as it may write again: other writes (QoS 0, which the
+	// broker writes up to the threshold) can keep the queue from ever emptying. Default
+	// 0: nothing queued.
+	DrainedAt int
 	// CertCheckInterval is how often the certificate, key and client CA files of tls and
 	// wss listeners are checked (one stat each) and reloaded when they changed; see also
 	// Server.ReloadTLS. Default 10s.

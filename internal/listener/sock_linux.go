@@ -58,6 +58,16 @@ func (c *conn) RemoteAddr() net.Addr { return c.ownAddr(true) }
 // LocalAddr implements Conn.
 func (c *conn) LocalAddr() net.Addr { return c.ownAddr(false) }
 
+// The queue (c.out, written from c.outOff on) holds what the socket has not taken, in a
+// pooled buffer, and none once it is empty. A client that reads, but slower than it is
+// written to, may keep it from ever emptying, so the bytes written out are dropped as it
+// goes, not only when it empties: writeOwn makes room behind the unsent bytes by moving
+// them to the front of the buffer (when they fill at most half of it, so that a move
+// copies fewer bytes than went out since the last) or into a larger buffer, and flushOwn
+// moves them into a smaller one when they fill at most a sixteenth of theirs (after a
+// burst). So the buffer is at most sixteen times what is queued (or 16 KiB), and what is
+// queued is what the handler lets wait (the broker: its slow-consumer threshold).
+
 // writeOwn writes head and bufs as one unit: straight to the socket with one writev when
 // nothing is queued, and what the socket does not take is copied to the queue, which the
 // poller writes out when the socket is writable. c.wmu is held.
@@ -92,7 +102,7 @@ func (c *conn) writeOwn(head []byte, bufs [][]byte) error {
 			}
 		}
 	} else {
-		c.out = bufpool.Grow(c.out, rest)
+		c.roomFor(rest)
 	}
 	q := *c.out
 	q, n = appendAfter(q, head, n)
@@ -104,6 +114,33 @@ func (c *conn) writeOwn(head []byte, bufs [][]byte) error {
 	return nil
 }
 
+// roomFor makes room for n more bytes behind the queue's unsent ones, dropping the bytes
+// written out (see writeOwn). c.out is not nil; c.wmu is held.
+func (c *conn) roomFor(n int) {
+	q := *c.out
+	if cap(q)-len(q) >= n {
+		return
+	}
+	unsent := q[c.outOff:]
+	if len(unsent)+n <= cap(q)/2 {
+		*c.out, c.outOff = q[:copy(q, unsent)], 0
+		return
+	}
+	c.moveQueue(2 * (len(unsent) + n))
+}
+
+// moveQueue moves the queue's unsent bytes into a pooled buffer of at least size bytes.
+// c.out is not nil; c.wmu is held.
+func (c *conn) moveQueue(size int) {
+	nb := bufpool.Get(size)
+	*nb = append(*nb, (*c.out)[c.outOff:]...)
+	bufpool.Put(c.out)
+	c.out, c.outOff = nb, 0
+}
+
+// queueShrinkMin is the smallest queue buffer flushOwn moves into a smaller one.
+const queueShrinkMin = 16 << 10
+
 // appendAfter appends b to q but for its first skip bytes, which the socket took, and
 // returns the bytes still to skip.
 func appendAfter(q, b []byte, skip int) ([]byte, int) {
@@ -114,7 +151,8 @@ func appendAfter(q, b []byte, skip int) ([]byte, int) {
 }
 
 // flushOwn writes what is queued, as much as the socket takes; once the queue is empty it
-// stops watching for writability and reports the bytes written (written: the half close
+// stops watching for writability, and a queue left in a buffer far too large for it moves
+// to a smaller one (see writeOwn). It reports the bytes written (written: the half close
 // of a Shutdown, drain notices). Called by the poller on EPOLLOUT.
 func (c *conn) flushOwn() {
 	c.wmu.Lock()
@@ -128,12 +166,15 @@ func (c *conn) flushOwn() {
 		return
 	}
 	c.outOff += uint32(n)
-	if int(c.outOff) == len(*c.out) {
+	switch unsent := len(*c.out) - int(c.outOff); {
+	case unsent == 0:
 		c.dropQueue()
 		if err := c.l.srv.loop.pollerFor(int(c.fd)).watch(int(c.fd), evRead); err != nil {
 			_ = c.closeOwnLocked(err)
 			return
 		}
+	case cap(*c.out) >= queueShrinkMin && unsent <= cap(*c.out)/16:
+		c.moveQueue(2 * unsent) // a burst went out: let its buffer go
 	}
 	if n > 0 {
 		c.written(n)

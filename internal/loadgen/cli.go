@@ -13,8 +13,8 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 )
 
-// Usage describes `bifrost bench`.
-const Usage = `usage: bifrost bench MODE [flags]
+// Usage describes `bifrost-bench`.
+const Usage = `usage: bifrost-bench MODE [flags]
 
 modes:
   conns    open -n idle connections; with -pid, the broker's RSS and PSS per connection
@@ -63,9 +63,10 @@ fanin, fanout, pair flags:
 The output is a few lines for people, then one JSON line with every figure and parameter.
 `
 
-// Main runs `bifrost bench` with args, the arguments after "bench", and returns the exit
-// code: 0 success, 1 failure, 2 misuse. self are the arguments that, given to this
-// executable, lead back to Main (["bench"]): worker processes are started with them.
+// Main runs `bifrost-bench` with args, the arguments after the command name, and returns
+// the exit code: 0 success, 1 failure, 2 misuse. self are the arguments that, given to
+// this executable, lead back to Main (none for bifrost-bench): worker processes are
+// started with them.
 func Main(args []string, stdout, stderr io.Writer, self []string) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
 		fmt.Fprint(stderr, Usage)
@@ -115,16 +116,16 @@ func Main(args []string, stdout, stderr io.Writer, self []string) int {
 			fmt.Fprint(stderr, Usage)
 			return 0
 		}
-		fmt.Fprintf(stderr, "bifrost bench: %v\n", err)
+		fmt.Fprintf(stderr, "bifrost-bench: %v\n", err)
 		return 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "bifrost bench: unexpected argument %q\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "bifrost-bench: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
 	v, err := parseVersion(*version)
 	if err != nil {
-		fmt.Fprintf(stderr, "bifrost bench: %v\n", err)
+		fmt.Fprintf(stderr, "bifrost-bench: %v\n", err)
 		return 2
 	}
 	o.Version, o.QoS = v, byte(min(*qos, 255))
@@ -133,7 +134,7 @@ func Main(args []string, stdout, stderr io.Writer, self []string) int {
 	}
 	o.EnsureDefaults()
 	if err := o.Validate(); err != nil {
-		fmt.Fprintf(stderr, "bifrost bench: %v\n", err)
+		fmt.Fprintf(stderr, "bifrost-bench: %v\n", err)
 		return 2
 	}
 
@@ -141,7 +142,7 @@ func Main(args []string, stdout, stderr io.Writer, self []string) int {
 	defer stop()
 	if *worker {
 		if o.Mode != ModeConns || w.run == "" || w.deadline <= 0 {
-			fmt.Fprintln(stderr, "bifrost bench: -worker is for conns runs started by bench itself")
+			fmt.Fprintln(stderr, "bifrost-bench: -worker is for conns runs started by bifrost-bench itself")
 			return 2
 		}
 		return runWorker(ctx, o, w, os.Stdin, stdout)
@@ -151,14 +152,14 @@ func Main(args []string, stdout, stderr io.Writer, self []string) int {
 	}
 	r, err := Run(ctx, o, self)
 	if err != nil {
-		fmt.Fprintf(stderr, "bifrost bench: %v\n", err)
+		fmt.Fprintf(stderr, "bifrost-bench: %v\n", err)
 		return 1
 	}
 	if !*jsonOnly {
 		r.writeText(stdout)
 	}
 	if err := r.writeJSON(stdout); err != nil {
-		fmt.Fprintf(stderr, "bifrost bench: %v\n", err)
+		fmt.Fprintf(stderr, "bifrost-bench: %v\n", err)
 		return 1
 	}
 	return 0

@@ -1,4 +1,4 @@
-// Package loadgen is the load generator behind `bifrost bench`: it measures an MQTT broker
+// Package loadgen is the load generator behind `bifrost-bench`: it measures an MQTT broker
 // running on this machine (bifrost or any other) the way DESIGN.md's "What we measure"
 // asks, so that bifrost and Mosquitto are measured alike in the same run.
 //

@@ -18,7 +18,7 @@ import (
 )
 
 // workerArg, as the first argument of the test binary, makes it a worker process of a conns
-// run: the role `bifrost bench` plays for the real binary.
+// run: the role the command name plays for the real binary, bifrost-bench.
 const workerArg = "loadgen-worker"
 
 func TestMain(m *testing.M) {

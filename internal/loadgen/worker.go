@@ -13,8 +13,9 @@ import (
 	"time"
 )
 
-// Worker processes. A conns run past one process's share re-executes this binary (the
-// self arguments lead back to `bench`) as `bench conns -worker ...`, one process per share.
+// Worker processes. A conns run past one process's share re-executes this binary with the
+// self arguments, which lead back to Main, and `conns -worker ...` (for bifrost-bench:
+// `bifrost-bench conns -worker ...`), one process per share.
 // A worker talks to its parent in JSON lines on stdout:
 //
 //	{"connected":9000,"failed":0,"start_unix_ns":...,"end_unix_ns":...}   once connected

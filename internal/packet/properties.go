@@ -146,7 +146,10 @@ var (
 	errPropDuplicate  = protocolErr("MQTT-2.2.2-2", "property included more than once")
 	errPropBool       = protocolErr("", "property value other than 0 or 1")
 	errPropZero       = protocolErr("", "property value 0 where the spec forbids it")
-	errTopicAliasZero = protocolErr("MQTT-3.3.2-8", "topic alias 0")
+	// Spec 3.3.4: "A Topic Alias value of 0 or greater than the Maximum Topic Alias is a
+	// Protocol Error, the receiver uses DISCONNECT with Reason Code of 0x94 (Topic Alias
+	// invalid)".
+	errTopicAliasZero = &Error{TopicAliasInvalid, "MQTT-3.3.2-8", "topic alias 0"}
 	errPropSubID      = protocolErr("MQTT-3.8.2-1", "subscription identifier 0 or above 268,435,455")
 	errPropLength     = malformed("MQTT-2.2.2-1", "property length exceeds the packet")
 )
@@ -192,17 +195,27 @@ func (p *Properties) decode(c *cursor, t Type) error {
 // decodeOne reads the value of property id by its wire type and checks its range.
 func (p *Properties) decodeOne(c *cursor, id PropID) (err error) {
 	switch id {
-	case PropPayloadFormat, PropRequestProblemInfo, PropRequestResponseInfo, PropMaximumQoS,
+	case PropRequestProblemInfo, PropRequestResponseInfo, PropMaximumQoS,
 		PropRetainAvailable, PropWildcardSubAvailable, PropSubIDAvailable, PropSharedSubAvailable:
 		v, err := c.u8()
 		if err != nil {
 			return err
 		}
 		if v > 1 {
-			// Spec 3.1.2.11.6/7, 3.2.2.3.4/5/11/12/13 and 2.2.2.2 (payload format).
+			// "It is a Protocol Error to include [it] more than once, or to have a value
+			// other than 0 or 1": spec 3.1.2.11.6/7, 3.2.2.3.4/5/11/12/13.
 			return errPropBool
 		}
 		*p.u8Field(id) = Some(v)
+	case PropPayloadFormat:
+		// Every value is accepted and kept. The spec describes 0 and 1 (3.3.2.3.2, will:
+		// 3.1.3.2.3) but, unlike the properties above, makes no other value an error, and
+		// a server forwards the indicator unaltered [MQTT-3.3.2-4], as Mosquitto does.
+		v, err := c.u8()
+		if err != nil {
+			return err
+		}
+		p.PayloadFormat = Some(v)
 	case PropReceiveMaximum, PropTopicAliasMaximum, PropTopicAlias, PropServerKeepAlive:
 		v, err := c.u16()
 		if err != nil {

@@ -26,8 +26,9 @@ var (
 // Type implements Packet.
 func (*Publish) Type() Type { return PUBLISH }
 
-// Decode implements Packet. It checks everything but the payload: UTF-8 of a payload with
-// payload format 1 is the receiver's choice (spec 3.3.2.3.2), see ValidUTF8.
+// Decode implements Packet. It checks everything but the payload: a payload whose Payload
+// Format Indicator is 1 says it is UTF-8, which a receiver MAY check (spec 3.3.2.3.2, reason
+// code 0x99); bifrost leaves the payload as it came (docs/conformance.md, MQTT-3.3.2-4).
 func (p *Publish) Decode(h Header, body []byte, v Version) error {
 	p.RawProps = nil
 	p.Dup = h.Flags&0x08 != 0

@@ -1,7 +1,9 @@
 package packet
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -59,9 +61,8 @@ var badCases = []struct {
 	{"publish/topic-empty-no-alias-v5", V5, []byte{0x30, 3, 0, 0, 0}, ProtocolError, "MQTT-3.3.2-1"},
 	{"publish/topic-nul", V311, []byte{0x30, 4, 0, 2, 'a', 0}, MalformedPacket, "MQTT-1.5.4-1"},
 	{"publish/packet-id-0", V311, []byte{0x32, 5, 0, 1, 't', 0, 0}, ProtocolError, "MQTT-2.2.1-3"},
-	{"publish/topic-alias-0", V5, []byte{0x30, 7, 0, 1, 't', 3, 0x23, 0, 0}, ProtocolError, "MQTT-3.3.2-8"},
+	{"publish/topic-alias-0", V5, []byte{0x30, 7, 0, 1, 't', 3, 0x23, 0, 0}, TopicAliasInvalid, "MQTT-3.3.2-8"},
 	{"publish/subscription-id-0", V5, []byte{0x30, 6, 0, 1, 't', 2, 0x0b, 0}, ProtocolError, "MQTT-3.8.2-1"},
-	{"publish/payload-format-2", V5, []byte{0x30, 6, 0, 1, 't', 2, 0x01, 2}, ProtocolError, ""},
 	{"publish/response-topic-wildcard", V5, []byte{0x30, 9, 0, 1, 't', 5, 0x08, 0, 2, 'a', '#'}, MalformedPacket, "MQTT-3.3.2-2"},
 	{"publish/session-expiry-not-allowed", V5, []byte{0x30, 9, 0, 1, 't', 5, 0x11, 0, 0, 0, 1}, MalformedPacket, "MQTT-2.2.2-2"},
 	{"publish/duplicate-topic-alias", V5, []byte{0x30, 10, 0, 1, 't', 6, 0x23, 0, 1, 0x23, 0, 2}, ProtocolError, "MQTT-2.2.2-2"},
@@ -162,6 +163,47 @@ func TestPublishFromClient(t *testing.T) {
 			var pe *Error
 			if !errors.As(err, &pe) || pe.Code != ProtocolError || pe.Rule != "MQTT-3.3.4-6" {
 				t.Fatalf("error %v, want a protocol error naming MQTT-3.3.4-6", err)
+			}
+		})
+	}
+}
+
+// TestPayloadFormatAnyValue: every Payload Format Indicator value, in a PUBLISH and in a
+// will, decodes, is kept, and is written back as it came: the spec makes no value an error
+// (3.3.2.3.2, 3.1.3.2.3) and a server forwards it unaltered [MQTT-3.3.2-4].
+func TestPayloadFormatAnyValue(t *testing.T) {
+	for _, v := range []byte{0, 1, 2, 0x7f, 0x80, 0xff} {
+		t.Run(fmt.Sprintf("publish/%d", v), func(t *testing.T) {
+			raw := []byte{0x32, 9, 0, 1, 't', 0, 1, 2, 0x01, v, 'x'}
+			h, n, err := ParseHeader(raw, V5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var p Publish
+			if err := p.Decode(h, raw[n:], V5); err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			if !p.Props.PayloadFormat.Set || p.Props.PayloadFormat.V != v {
+				t.Fatalf("payload format %+v, want %d", p.Props.PayloadFormat, v)
+			}
+			if out := p.AppendTo(nil, V5); !bytes.Equal(out, raw) {
+				t.Fatalf("written back as % x, want % x", out, raw)
+			}
+		})
+		t.Run(fmt.Sprintf("will/%d", v), func(t *testing.T) {
+			c := &Connect{Version: V5, ClientID: []byte("c"), CleanStart: true, WillFlag: true,
+				WillTopic: []byte("w"), WillPayload: []byte("x"), WillProps: Properties{PayloadFormat: Some(v)}}
+			raw := c.AppendTo(nil, V5)
+			h, n, err := ParseHeader(raw, V5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got Connect
+			if err := got.Decode(h, raw[n:], V5); err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			if !got.WillProps.PayloadFormat.Set || got.WillProps.PayloadFormat.V != v {
+				t.Fatalf("will payload format %+v, want %d", got.WillProps.PayloadFormat, v)
 			}
 		})
 	}

@@ -44,9 +44,9 @@ type Conn interface {
 	Write(b []byte) (int, error)
 	// Buffered is the number of bytes queued but not yet sent.
 	Buffered() int
-	// NotifyDrained asks the connection's owner to call Session.Pump once nothing is
-	// queued (listener.Conn.NotifyDrained, answered by the broker's OnDrained); several
-	// requests before that are one. It must not block.
+	// NotifyDrained asks the connection's owner to call Session.Pump once no more than
+	// Limits.SlowBytes are queued (listener.Conn.NotifyDrained, answered by the broker's
+	// OnDrained); several requests before that are one. It must not block.
 	NotifyDrained()
 	// Shutdown sends what is queued and closes gracefully.
 	Shutdown()

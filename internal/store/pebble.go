@@ -49,6 +49,12 @@ func openPebble(cfg conf.Store, log *slog.Logger, fs vfs.FS) (*store, error) {
 	if err != nil {
 		return nil, err
 	}
+	release := func() {}
+	if fs == vfs.Default { // the directory is the OS's: lock.go
+		if release, err = claimDir(dir); err != nil {
+			return nil, err
+		}
+	}
 	wal := &walWatch{FS: fs}
 	opts := pebbleOptions(cfg, wal, log)
 	if existing {
@@ -58,21 +64,29 @@ func openPebble(cfg conf.Store, log *slog.Logger, fs vfs.FS) (*store, error) {
 	}
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
+		release()
+		if fs == vfs.Default {
+			if held := inUse(dir); held != nil {
+				return nil, held
+			}
+		}
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
 	if err := checkFormat(db, dir); err != nil {
 		_ = db.Close()
+		release()
 		return nil, err
 	}
 	if db.FormatMajorVersion() < pebbleFormat {
 		if err := db.RatchetFormatMajorVersion(pebbleFormat); err != nil {
 			_ = db.Close()
+			release()
 			return nil, fmt.Errorf("store: open %s: %w", dir, err)
 		}
 	}
 	opts.FormatMajorVersion = pebbleFormat
 
-	e := &pebbleEngine{dir: dir, opts: opts, log: log, wal: wal, db: db,
+	e := &pebbleEngine{dir: dir, opts: opts, log: log, wal: wal, db: db, release: release,
 		chunkBytes: int(cfg.MemtableSize / 4), backoff: reopenBackoff}
 	maxQueue := max(int(cfg.MemtableSize/2), 256<<10)
 	return newStore(e, policy, time.Duration(cfg.SyncInterval), maxQueue, log), nil
@@ -195,6 +209,7 @@ type pebbleEngine struct {
 	wal        *walWatch
 	chunkBytes int           // the most one Pebble batch takes (commit.go, invariant 4)
 	backoff    time.Duration // reopenBackoff; shorter in tests
+	release    func()        // lets go of the directory's claim (lock.go); nil once closed
 
 	// mu is held shared while db is used and exclusively to replace it.
 	mu      sync.RWMutex
@@ -356,6 +371,10 @@ func (e *pebbleEngine) iter(lower, upper []byte) (iterator, error) {
 func (e *pebbleEngine) close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.release != nil {
+		defer e.release() // after the database, and its lock, are let go
+		e.release = nil
+	}
 	if e.db == nil {
 		return nil
 	}

@@ -66,7 +66,8 @@
 // The format-version record is written when the directory is created and checked by
 // every Open: a directory that holds something other than a bifrost store, a store of a
 // newer format, or a corrupt one, is refused with an error naming it (ErrForeign,
-// ErrVersion, or Pebble's). A directory with files but no Pebble database is refused
+// ErrVersion, or Pebble's); one that another store holds, in this process or another, with
+// ErrInUse naming the holder (lock.go). A directory with files but no Pebble database is refused
 // before Pebble touches it, since Pebble deletes files that look like its obsolete ones;
 // a foreign Pebble database is opened at its own Pebble format, so that nothing but
 // Pebble's recovery writes to it. A build reads every record version up to its own; formatVersion rises only when a
@@ -277,6 +278,7 @@ var (
 	ErrNoSpace = errors.New("store: no space left on device")
 	ErrForeign = errors.New("store: not a bifrost store")
 	ErrVersion = errors.New("store: unsupported format version")
+	ErrInUse   = errors.New("store: directory in use") // by another open store, of this process or another
 	ErrCorrupt = errors.New("store: corrupt record")
 )
 

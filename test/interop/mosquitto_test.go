@@ -312,6 +312,19 @@ func TestMosquittoWill(t *testing.T) {
 		w.expect("why:killed|text/plain|1|will/answer|c0ffee|" + topic + " gone")
 		w.wait()
 	})
+	// A Payload Format Indicator the spec does not describe is accepted and forwarded
+	// unaltered [MQTT-3.3.2-4] (docs/conformance.md).
+	t.Run("v5/payload-format-unknown", func(t *testing.T) {
+		t.Parallel()
+		topic := "will/format"
+		w := watch(t, mqV5, topic, "%F|%t %p")
+		c := mqSub(t, "-p", port, "-V", mqV5, "-t", "will/none", "-W", "30",
+			"--will-topic", topic, "--will-payload", "gone", "-D", "will", "payload-format-indicator", "2")
+		c.waitSubscribed()
+		c.kill()
+		w.expect("2|" + topic + " gone")
+		w.wait()
+	})
 	for _, v := range versions {
 		t.Run(v+"/disconnected", func(t *testing.T) {
 			// Not parallel: it counts the broker's clients.
@@ -418,6 +431,20 @@ func TestMosquittoProperties(t *testing.T) {
 				t.Errorf("field %d = %q, want %q (all: %q)", i, got[i], want[i], got)
 			}
 		}
+	})
+	t.Run("payload-format-unknown", func(t *testing.T) {
+		t.Parallel()
+		// A Payload Format Indicator the spec does not describe is acknowledged (mosquitto_pub
+		// -q 1 fails without a successful PUBACK) and forwarded unaltered [MQTT-3.3.2-4].
+		topic := "props/format"
+		sub := mqSub(t, "-p", port, "-V", mqV5, "-t", topic, "-q", "1", "-C", "2", "-W", "20", "-F", "%F|%t %p")
+		sub.waitSubscribed()
+		for _, f := range []string{"200", "255"} {
+			mqPub(t, nil, "-p", port, "-V", mqV5, "-t", topic, "-q", "1", "-m", "f"+f,
+				"-D", "publish", "payload-format-indicator", f)
+			sub.expect(f + "|" + topic + " f" + f)
+		}
+		sub.wait()
 	})
 	t.Run("to-v311", func(t *testing.T) {
 		t.Parallel()

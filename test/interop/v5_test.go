@@ -2,6 +2,7 @@ package interop
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ var v5Scenarios = []scenario{
 	{name: "v5/no-local", versions: only5, run: testNoLocal},
 	{name: "v5/subscription-identifiers", versions: only5, run: testSubscriptionIDs},
 	{name: "v5/properties-pass-through", versions: only5, run: testPropertiesPassThrough},
+	{name: "v5/payload-format-any", versions: only5, run: testPayloadFormatAny},
 	{name: "v5/reason-strings-absent", versions: only5, run: testNoReasonStrings},
 	{name: "protocol-violations", run: testViolations},
 }
@@ -217,6 +219,48 @@ func testPropertiesPassThrough(t *testing.T, e *env) {
 	check(t, late.in.next(t))
 }
 
+// testPayloadFormatAny: a PUBLISH or a will whose Payload Format Indicator is a value the
+// spec does not describe (2..255) is accepted and reaches subscribers with the indicator
+// unaltered [MQTT-3.3.2-4]: 3.3.2.3.2 and 3.1.3.2.3 make no value an error. A payload that
+// says it is UTF-8 (1) and is not is forwarded as it came: checking it is a MAY (0x99)
+// bifrost does not take, as Mosquitto does not.
+func testPayloadFormatAny(t *testing.T, e *env) {
+	sub, _ := e.connect5(t, clean("sub"))
+	sub.sub(t, 1, "pf/#")
+	pub := e.raw(t)
+	pub.session("pub", false, nil)
+	cases := []struct {
+		format  byte
+		payload string
+	}{{2, "two"}, {0x80, "128"}, {0xff, "255"}, {1, "not \xff\xfe utf-8"}, {1, "lines\nand\ttabs"}}
+	for i, c := range cases {
+		pid := uint16(i + 1)
+		pub.send(&packet.Publish{Topic: []byte("pf/t"), Payload: []byte(c.payload), QoS: 1, PacketID: pid,
+			Props: packet.Properties{PayloadFormat: packet.Some(c.format)}})
+		if ack := pub.expectAck(packet.PUBACK, pid); ack.Code != packet.Success {
+			t.Fatalf("format %d: PUBACK %v, want success", c.format, ack.Code)
+		}
+		m := sub.in.next(t)
+		if m.Payload != c.payload || m.Props == nil || m.Props.PayloadFormat == nil || *m.Props.PayloadFormat != c.format {
+			t.Fatalf("format %d: got %+v (props %+v), want %q with the indicator unaltered", c.format, m, m.Props, c.payload)
+		}
+	}
+	for i, c := range cases[:4] {
+		w := e.raw(t)
+		topic := fmt.Sprintf("pf/will/%d", i)
+		w.session(fmt.Sprintf("will-%d", i), false, func(cc *packet.Connect) {
+			withWill(topic, c.payload, nil, nil)(cc)
+			cc.WillProps.PayloadFormat = packet.Some(c.format)
+		})
+		w.drop()
+		m := sub.in.next(t)
+		if m.Topic != topic || m.Payload != c.payload || m.Props == nil || m.Props.PayloadFormat == nil ||
+			*m.Props.PayloadFormat != c.format {
+			t.Fatalf("will: got %+v (props %+v), want %q on %s with payload format %d", m, m.Props, c.payload, topic, c.format)
+		}
+	}
+}
+
 // testNoReasonStrings: packets that succeed carry no reason string or user property the
 // client did not ask for (a reason string is only for diagnostics, spec 3.2.2.3.9).
 func testNoReasonStrings(t *testing.T, e *env) {
@@ -295,6 +339,9 @@ func testViolations(t *testing.T, e *env) {
 			send: aliased("v/t", 3), code: packet.TopicAliasInvalid},
 		{name: "topic alias when aliases are off", only5: true, tune: func(c *conf.Config) { c.MQTT.TopicAliasMaximum = ptr(0) },
 			send: aliased("v/t", 1), code: packet.TopicAliasInvalid},
+		// Spec 3.3.4: "A Topic Alias value of 0 or greater than the Maximum Topic Alias is
+		// a Protocol Error, the receiver uses DISCONNECT with Reason Code of 0x94".
+		{name: "topic alias 0", only5: true, send: aliased("v/t", 0), code: packet.TopicAliasInvalid},
 		{name: "unknown topic alias", only5: true, send: aliased("", 1), code: packet.ProtocolError},
 		{name: "QoS above the maximum", tune: func(c *conf.Config) { c.MQTT.MaxQoS = ptr(1) },
 			send: publish("v/t", 2, 1, nil), code: packet.QoSNotSupported},

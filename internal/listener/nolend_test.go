@@ -1,0 +1,6 @@
+//go:build bifrost_nolend
+
+package listener
+
+// nolendTag reports whether the build tag bifrost_nolend turned lending off (tlsinput.go).
+const nolendTag = true
