@@ -108,7 +108,7 @@ type Memory struct {
 	Limit   ByteSize `yaml:"limit"`   // "auto" (cgroup or host memory) or a size such as 512MiB
 	// ReturnToOS is how often the broker checks whether to hand freed memory back to the OS
 	// (the memory package decides whether it is worth a forced GC). nil: the profile's
-	// default (server 5s, edge 30s); 0 leaves it to the Go runtime's background scavenger.
+	// default (server 1s, edge 30s); 0 leaves it to the Go runtime's background scavenger.
 	ReturnToOS *Duration `yaml:"return_to_os"`
 }
 

@@ -82,10 +82,10 @@ func server() *Config {
 	c.Store.MemtableSize = 32 << 20
 	// A busy server reuses its heap, and the release rule leaves it alone; a server gone
 	// quiet after a burst (typically a crowd of idle connections that all connected at
-	// once) gives the burst's garbage back within a few checks instead of keeping it at
-	// GOGC 400's headroom for good. A check is a few metric reads; every 5s, a burst's
-	// garbage goes back within 15s of its end (two quiet checks).
-	c.Memory.ReturnToOS = ptr(Duration(5 * time.Second))
+	// once) gives the burst's garbage back at its first quiet check instead of keeping it
+	// at GOGC 400's headroom for good. A check is a few metric reads (microseconds); every
+	// second, a burst's garbage goes back within about 2s of its end.
+	c.Memory.ReturnToOS = ptr(Duration(time.Second))
 	// Enough unacknowledged QoS 1/2 messages in flight to fill a fast link, still bounded
 	// so one session cannot hold an unbounded inflight window.
 	c.MQTT.ReceiveMaximum = 1024

@@ -16,7 +16,7 @@ func TestDefaultServer(t *testing.T) {
 		HTTP: HTTP{Address: "127.0.0.1:8080"},
 		Store: Store{Dir: "./data", Sync: "always", SyncInterval: Duration(100 * time.Millisecond),
 			CacheSize: 64 << 20, MemtableSize: 32 << 20},
-		Memory: Memory{Profile: "server", Limit: ByteSizeAuto, ReturnToOS: ptr(Duration(5 * time.Second))},
+		Memory: Memory{Profile: "server", Limit: ByteSizeAuto, ReturnToOS: ptr(Duration(time.Second))},
 		Auth:   Auth{CacheSize: ptr(65536), CacheTTL: Duration(2 * time.Minute)},
 		Log:    Log{Level: "info", Format: "text"},
 		MQTT: MQTT{ReceiveMaximum: 1024, MaxPacketSize: 1 << 20, TopicAliasMaximum: ptr(64), MaxQoS: ptr(2),

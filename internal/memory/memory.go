@@ -39,7 +39,7 @@
 //
 // # Returning memory to the OS
 //
-// With memory.return_to_os > 0 (every 30 s on the edge profile, 5 s on the server) a
+// With memory.return_to_os > 0 (every 30 s on the edge profile, 1 s on the server) a
 // goroutine checks periodically whether a spike, or a burst that has gone quiet, has left
 // the runtime holding much more heap than it uses, and only then calls
 // debug.FreeOSMemory; the rule is on releaseRule.
@@ -194,7 +194,7 @@ func apply(cfg conf.Memory, log *slog.Logger, sys system) (*Policy, error) {
 		p.gogc = gcPercent(cfg.Profile, p.limit.Load())
 		p.prevGOGC = sys.setGCPercent(p.gogc)
 	}
-	p.rel.rule = newReleaseRule(p.limit.Load())
+	p.rel.rule = newReleaseRule(p.limit.Load(), p.interval)
 	p.press.init(p.limit.Load, sys.read, log)
 	p.press.start()
 	log.Info("memory policy",

@@ -7,17 +7,18 @@ import (
 
 // A releaseRule decides when the return-to-OS loop calls debug.FreeOSMemory. At every
 // check (every memory.return_to_os) it samples RSS and the runtime's heap figures, and it
-// releases when, at Checks consecutive checks, one of two conditions holds, and the last
-// release was at least Spacing ago:
+// releases when one of two conditions holds, and the last release was at least Spacing
+// ago:
 //
-//   - a spike: RSS is above Target (there is something worth giving back), and the heap
-//     the runtime holds (Retained: objects, their spans' free space and free spans not yet
-//     released) is at least 1.5× the heap goal and at least MinSlack above it: the heap
-//     has shrunk well below what a spike made the runtime map;
-//   - quiet: RSS is above QuietFloor, the heap holds at least max(MinSlack, live/4) more
-//     than the live heap (the slack), and the program allocated less than an eighth of
-//     that slack since the previous check: at this pace it would take eight intervals to
-//     use the memory again.
+//   - a spike, at Checks consecutive checks: RSS is above Target (there is something
+//     worth giving back), and the heap the runtime holds (Retained: objects, their spans'
+//     free space and free spans not yet released) is at least 1.5× the heap goal and at
+//     least MinSlack above it: the heap has shrunk well below what a spike made the
+//     runtime map;
+//   - quiet, over the interval since the previous check: RSS is above QuietFloor, the
+//     heap holds at least max(MinSlack, live/4) more than the live heap (the slack), and
+//     the program allocated so little since the previous check that at this pace it would
+//     take QuietHorizon to use the slack again.
 //
 // Why these rules: FreeOSMemory forces a full GC and then returns every free page, so it
 // costs a cycle's CPU and, if the memory is needed again soon, page faults to get it back.
@@ -25,9 +26,9 @@ import (
 // the spike test is false and a broker that is just busy is never released, however high
 // its RSS: no thrash. A busy broker is never quiet either: it allocates its slack within an
 // interval or two. After a release the runtime holds about its live heap, so neither test
-// can come true again before new garbage or a new spike. Two checks in a row mean the
-// memory has stayed unused for at least one interval, and the spacing bounds the cost when
-// spikes come back faster than that. The runtime's own scavenger would return the memory
+// can come true again before new garbage or a new spike. Two spike checks in a row mean
+// the memory has stayed unused for at least one interval; a quiet check covers a whole
+// interval by itself. The spacing bounds the cost when either comes back faster. The runtime's own scavenger would return the memory
 // too, but only down to the heap goal and paced at about 1% of a CPU; on a device the
 // spike's memory belongs to other programs.
 //
@@ -36,16 +37,21 @@ import (
 // broker that then goes quiet, typically holding many idle connections after they all
 // connected at once, would keep that garbage's pages for good; the quiet rule gives them
 // back once, so that idle connections cost their live state and not the headroom of the
-// burst that opened them.
+// burst that opened them. The server checks every second, so that happens a second or two
+// after the burst ends: a connect burst's garbage is what makes a broker just filled with
+// idle clients look twice their size, and it does not wait for the minutes-later GC the
+// runtime forces. The pace is in time, not in checks, so that a short interval does not
+// make a slowly allocating broker look quiet.
 //
 // The live heap, and so the goal, is measured by the last GC; the runtime forces one at
 // least every two minutes, so after a spike an idle broker is released within minutes.
 type releaseRule struct {
-	Target     uint64        // RSS above which a spike is released
-	QuietFloor uint64        // RSS above which a quiet broker is released
-	MinSlack   uint64        // Retained must exceed the goal by at least this much
-	Checks     int           // consecutive checks the conditions must hold
-	Spacing    time.Duration // least time between two releases
+	Target       uint64        // RSS above which a spike is released
+	QuietFloor   uint64        // RSS above which a quiet broker is released
+	MinSlack     uint64        // Retained must exceed the goal by at least this much
+	Checks       int           // consecutive checks a spike must hold
+	QuietHorizon time.Duration // a quiet broker would use its slack again in no less
+	Spacing      time.Duration // least time between two releases
 }
 
 // Defaults of the release rule.
@@ -59,19 +65,24 @@ const (
 	// releaseMinSlack: less than 2 MiB back is not worth a full GC, even on a device.
 	releaseMinSlack = 2 << 20
 	releaseChecks   = 2
+	// releaseHorizon: the quiet pace, eight of the server's former 5 s checks. A
+	// longer interval (the edge's 30 s) asks for eight of its own.
+	releaseHorizon  = 40 * time.Second
+	releaseHorizonN = 8
 	// releaseSpacing is the runtime's own forced-GC period: the policy never forces
 	// collections more often than the runtime does on an idle process.
 	releaseSpacing = 2 * time.Minute
 )
 
-// newReleaseRule returns the rule for a memory limit (0: none).
-func newReleaseRule(limit int64) releaseRule {
+// newReleaseRule returns the rule for a memory limit (0: none) and checks every interval.
+func newReleaseRule(limit int64, interval time.Duration) releaseRule {
 	return releaseRule{
-		Target:     max(uint64(max(limit, 0))/4, releaseTargetMin),
-		QuietFloor: releaseQuietFloor,
-		MinSlack:   releaseMinSlack,
-		Checks:     releaseChecks,
-		Spacing:    releaseSpacing,
+		Target:       max(uint64(max(limit, 0))/4, releaseTargetMin),
+		QuietFloor:   releaseQuietFloor,
+		MinSlack:     releaseMinSlack,
+		Checks:       releaseChecks,
+		QuietHorizon: max(releaseHorizon, releaseHorizonN*interval),
+		Spacing:      releaseSpacing,
 	}
 }
 
@@ -89,36 +100,38 @@ func (r releaseRule) spike(s releaseSample) bool {
 	return s.Retained >= s.Goal+s.Goal/2 && s.Retained-s.Goal >= r.MinSlack
 }
 
-// quiet reports whether the heap holds slack that the program, allocating allocated
-// bytes per check, would not use again for eight checks.
-func (r releaseRule) quiet(s releaseSample, allocated uint64) bool {
-	if s.RSS <= r.QuietFloor || s.Retained <= s.Live {
+// quiet reports whether the heap holds slack that the program, having allocated
+// allocated bytes over elapsed, would not use again within QuietHorizon.
+func (r releaseRule) quiet(s releaseSample, allocated uint64, elapsed time.Duration) bool {
+	if s.RSS <= r.QuietFloor || s.Retained <= s.Live || elapsed <= 0 {
 		return false
 	}
 	slack := s.Retained - s.Live
-	return slack >= max(r.MinSlack, s.Live/4) && allocated <= slack/8
+	return slack >= max(r.MinSlack, s.Live/4) &&
+		float64(allocated)*r.QuietHorizon.Seconds() <= float64(slack)*elapsed.Seconds()
 }
 
 // A releaser applies a releaseRule to a sequence of checks. It is not safe for concurrent
 // use: the return-to-OS loop owns it.
 type releaser struct {
 	rule   releaseRule
-	streak int       // consecutive checks at which the conditions held
+	streak int       // consecutive checks at which a spike held
 	last   time.Time // of the last release; zero: none yet
 	allocs uint64    // Allocs at the previous check
-	seen   bool      // allocs is set: there was a previous check
+	prev   time.Time // of the previous check
+	seen   bool      // allocs and prev are set: there was a previous check
 }
 
 // check records a check at now and reports whether to release.
 func (r *releaser) check(now time.Time, s releaseSample) bool {
-	quiet := r.seen && s.Allocs >= r.allocs && r.rule.quiet(s, s.Allocs-r.allocs)
-	r.allocs, r.seen = s.Allocs, true
-	if !quiet && (s.RSS <= r.rule.Target || !r.rule.spike(s)) {
+	quiet := r.seen && s.Allocs >= r.allocs && r.rule.quiet(s, s.Allocs-r.allocs, now.Sub(r.prev))
+	r.allocs, r.prev, r.seen = s.Allocs, now, true
+	if s.RSS > r.rule.Target && r.rule.spike(s) {
+		r.streak++
+	} else {
 		r.streak = 0
-		return false
 	}
-	r.streak++
-	if r.streak < r.rule.Checks || (!r.last.IsZero() && now.Sub(r.last) < r.rule.Spacing) {
+	if !quiet && r.streak < r.rule.Checks || (!r.last.IsZero() && now.Sub(r.last) < r.rule.Spacing) {
 		return false
 	}
 	r.streak = 0
@@ -135,7 +148,7 @@ func (p *Policy) returnLoop(ctx context.Context) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	// The first check can then tell how much was allocated since the loop started.
-	p.rel.allocs, p.rel.seen = p.sys.read().Allocs, true
+	p.rel.allocs, p.rel.prev, p.rel.seen = p.sys.read().Allocs, time.Now(), true
 	for {
 		select {
 		case <-ctx.Done():
@@ -168,7 +181,10 @@ func (p *Policy) loopStopped() {
 
 // checkReturn runs one check of the release rule and releases if it says so.
 func (p *Policy) checkReturn(now time.Time) {
-	p.rel.rule = newReleaseRule(p.limit.Load()) // the limit may have been reloaded
+	p.mu.Lock()
+	interval := p.interval
+	p.mu.Unlock()
+	p.rel.rule = newReleaseRule(p.limit.Load(), interval) // the limit may have been reloaded
 	rt := p.sys.read()
 	rss := p.rss(rt)
 	if !p.rel.check(now, releaseSample{RSS: rss, Retained: rt.Retained(), Goal: rt.Goal,

@@ -27,8 +27,8 @@ var (
 )
 
 func TestReleaserCheck(t *testing.T) {
-	rule := newReleaseRule(42 * mib) // an edge device of 170 MiB: target 16 MiB
 	const interval = 30 * time.Second
+	rule := newReleaseRule(42*mib, interval) // an edge device of 170 MiB: target 16 MiB
 	tests := []struct {
 		name    string
 		samples []releaseSample
@@ -69,31 +69,43 @@ func TestReleaserCheck(t *testing.T) {
 
 // TestReleaserQuiet covers the quiet rule: a server whose heap holds far more than its live
 // heap (GOGC 400 after a burst of connections) and that has stopped allocating is released
-// once, and a busy one never, however much slack it holds.
+// after its first quiet check, and a busy one never, however much slack it holds; the pace
+// that counts as quiet is the same whatever the interval.
 func TestReleaserQuiet(t *testing.T) {
-	rule := newReleaseRule(12 << 30) // a server: the spike target is 3 GiB, out of reach
-	const interval = 10 * time.Second
+	for _, interval := range []time.Duration{time.Second, 5 * time.Second} {
+		t.Run(interval.String(), func(t *testing.T) { testReleaserQuiet(t, interval) })
+	}
+}
+
+func testReleaserQuiet(t *testing.T, interval time.Duration) {
+	rule := newReleaseRule(12<<30, interval) // a server: the spike target is 3 GiB, out of reach
+	// per is the bytes allocated between two checks at a rate per second.
+	per := func(bytes float64) uint64 { return uint64(bytes * interval.Seconds()) }
 	// After 19,000 connections: 20 MiB live, 80 MiB held, RSS 110 MiB.
 	burst := releaseSample{RSS: 110 * mib, Retained: 80 * mib, Live: 20 * mib, Goal: 100 * mib}
 	// After the release: the heap holds about the live heap.
 	trimmed := releaseSample{RSS: 45 * mib, Retained: 22 * mib, Live: 20 * mib, Goal: 100 * mib}
 	// A small broker: RSS under the floor.
 	small := releaseSample{RSS: 12 * mib, Retained: 8 * mib, Live: 1 * mib, Goal: 5 * mib}
+	spacing := int(releaseSpacing / interval) // checks between two releases
 	tests := []struct {
 		name    string
 		samples []releaseSample
 		perTick uint64 // bytes allocated between two checks
 		want    []int
 	}{
-		{"quiet after a burst: once", []releaseSample{burst, burst, burst, trimmed, trimmed, trimmed}, 0, []int{3}},
-		{"light traffic is quiet", []releaseSample{burst, burst, burst, trimmed}, 1 * mib, []int{3}},
-		// 60 MiB of slack, and 10 MiB allocated per check: used again within six checks.
-		{"busy: never", slices.Repeat([]releaseSample{burst}, 20), 10 * mib, nil},
+		// The first check has no previous one to measure a pace against.
+		{"quiet after a burst: once", []releaseSample{burst, burst, burst, trimmed, trimmed, trimmed}, 0, []int{2}},
+		// 60 MiB of slack, 100 KiB/s: 10 minutes to use it again.
+		{"light traffic is quiet", []releaseSample{burst, burst, trimmed}, per(100 << 10), []int{2}},
+		// 2 MiB/s: used again in 30 s, under the 40 s horizon.
+		{"busy: never", slices.Repeat([]releaseSample{burst}, 20), per(2 * mib), nil},
 		{"slack under a quarter of live: never", slices.Repeat([]releaseSample{{RSS: 200 * mib,
 			Retained: 110 * mib, Live: 100 * mib, Goal: 500 * mib}}, 10), 0, nil},
 		{"RSS under the floor: never", slices.Repeat([]releaseSample{small}, 10), 0, nil},
 		// Slack a release cannot clear is released again only after the spacing (2 min).
-		{"persistent slack: spaced", slices.Repeat([]releaseSample{burst}, 30), 0, []int{3, 15, 27}},
+		{"persistent slack: spaced", slices.Repeat([]releaseSample{burst}, 2*spacing+3), 0,
+			[]int{2, 2 + spacing, 2 + 2*spacing}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -124,7 +136,7 @@ func TestNewReleaseRule(t *testing.T) {
 		{256 * mib, 64 * mib},
 	}
 	for _, tt := range tests {
-		if got := newReleaseRule(tt.limit).Target; got != tt.target {
+		if got := newReleaseRule(tt.limit, time.Second).Target; got != tt.target {
 			t.Errorf("newReleaseRule(%d).Target = %d, want %d", tt.limit, got, tt.target)
 		}
 	}
