@@ -98,10 +98,10 @@ func (s *Session) DeliverStored(d Delivery, now int64) (dirtied bool, drop Drop,
 }
 
 // backedUpLocked reports whether the connection is backed up: more than Limits.SlowBytes
-// wait to be sent, in the connection or in the pending buffer (see Deliver). s.conn is
-// not nil; s's lock is held.
+// wait to be sent, in the connection, in the pending buffer or in a Flush's hands (see
+// Deliver). s.conn is not nil; s's lock is held.
 func (s *Session) backedUpLocked() bool {
-	return s.lim.SlowBytes > 0 && s.conn.Buffered()+s.outLen() > s.lim.SlowBytes
+	return s.lim.SlowBytes > 0 && s.conn.Buffered()+s.outLen()+int(s.inWrite)<<10 > s.lim.SlowBytes
 }
 
 // awaitDrainLocked asks the connection for a drain notice when queued messages wait for

@@ -31,6 +31,7 @@
 package session
 
 import (
+	"math"
 	"sync"
 	"time"
 
@@ -153,7 +154,9 @@ type Session struct {
 	realm            uint8 // the broker's: whose ACL applies (see ConnectInfo.Realm)
 	ended            bool  // End was called: the session is gone, nothing more is stored
 	swept            bool  // in Limits.Sweeper's set (sweep.go)
-	writing          bool  // a Flush is writing without mu (see Flush)
+	// inWrite is what a Flush is writing without mu, in KiB rounded up (so that it fits
+	// the struct's 128 bytes); 0: no Flush is writing. See Flush and backedUpLocked.
+	inWrite uint16
 }
 
 // NoExpiry is the session expiry interval that never expires (v5 3.1.2.11.2).
@@ -452,7 +455,7 @@ func propsOf(p packet.Packet) *packet.Properties {
 func (s *Session) Flush() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.writing {
+	if s.inWrite != 0 {
 		return // the writer takes these bytes next
 	}
 	wrote := false
@@ -462,14 +465,14 @@ func (s *Session) Flush() {
 			break // offline, or a connection that cannot: flushLocked
 		}
 		out := s.out
-		s.out, s.writing = nil, true
+		s.out, s.inWrite = nil, uint16(min((len(*out)+1023)>>10, math.MaxUint16))
 		_, _ = w.WriteAfter(*out, &s.mu) // unlocks s.mu; a failed write closes the connection
 		if s.lim.BytesSent != nil {
 			s.lim.BytesSent.Add(uint64(len(*out)))
 		}
 		bufpool.Put(out)
 		s.mu.Lock()
-		s.writing, wrote = false, true
+		s.inWrite, wrote = 0, true
 	}
 	if wrote && s.out == nil {
 		s.awaitDrainLocked() // as flushLocked does after its write
