@@ -12,22 +12,6 @@ const goroutinesPerConn = 1
 // connections open and idle: their readers (no write goroutine stays).
 func engineGoroutines(_ *Server, conns int) int32 { return int32(conns) }
 
-// idleHeapBudget returns the most live heap an idle connection of type typ may cost the
-// listener, and whether that is checked: on the portable engine it is reported, not
-// checked (a goroutine and a read buffer per connection; see the package doc).
-func idleHeapBudget(string) (float64, bool) { return 0, false }
-
-// sockFD returns the descriptor of c's socket.
-func sockFD(c *conn) int {
-	rc, err := c.nc.SyscallConn()
-	if err != nil {
-		return -1
-	}
-	fd := -1
-	_ = rc.Control(func(s uintptr) { fd = int(s) })
-	return fd
-}
-
 // upgradesHeld returns the ws connections whose decoder state the engine still holds once
 // the Server is closed: on the portable engine that state lives in its reader's frame
 // and goes with it, and Close has waited for every reader.
