@@ -191,7 +191,7 @@ type Listener struct {
 	kind  uint8
 	path  string // WebSocket path
 	ln    net.Listener
-	dup   io.Closer    // tcp on our loop: the duplicate of ln's socket that accepts
+	dup   io.Closer    // epoll engine: the duplicate of ln's socket that accepts
 	certs *certSource  // tls, wss: the certificate, reloaded when its files change
 	n     atomic.Int64 // open connections (OnOpen delivered, OnClose not yet)
 

@@ -37,10 +37,6 @@ type Options struct {
 	// most one OnData call delivers. On the portable engine each connection's buffer
 	// follows its traffic, from 1 KiB up to this size. Default 32 KiB.
 	ReadBufferSize int
-	// MaxWSMessage is the largest WebSocket message accepted; a larger one closes the
-	// connection. It bounds what one connection can make the server buffer before the
-	// message is complete. Default 4 MiB.
-	MaxWSMessage int
 	// MaxTLSHandshakes is the most TLS handshakes (tls and wss) in progress at once, each
 	// on a goroutine; past it connections wait for a slot without one, or are closed when
 	// 4 times as many wait already (tlsgate.go). Default 256.
@@ -63,7 +59,6 @@ const (
 	DefaultDrainTimeout   = time.Second
 	DefaultTick           = 250 * time.Millisecond
 	DefaultReadBufferSize = 32 << 10
-	DefaultMaxWSMessage   = 4 << 20
 	DefaultCertCheck      = 10 * time.Second
 	DefaultTLSHandshakes  = 256
 )
@@ -90,9 +85,6 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.ReadBufferSize <= 0 {
 		o.ReadBufferSize = DefaultReadBufferSize
-	}
-	if o.MaxWSMessage <= 0 {
-		o.MaxWSMessage = DefaultMaxWSMessage
 	}
 	if o.CertCheckInterval <= 0 {
 		o.CertCheckInterval = DefaultCertCheck
