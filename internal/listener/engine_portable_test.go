@@ -2,6 +2,8 @@
 
 package listener
 
+import "testing"
+
 // What the tests expect of the portable engine where the engines differ (the epoll
 // engine's: loop_linux_test.go).
 
@@ -16,3 +18,22 @@ func engineGoroutines(_ *Server, conns int) int32 { return int32(conns) }
 // the Server is closed: on the portable engine that state lives in its reader's frame
 // and goes with it, and Close has waited for every reader.
 func upgradesHeld(*Server) int { return 0 }
+
+// TestNextReadSize: a connection's read buffer grows 4x when a read fills it, up to the
+// limit, and goes back to readMin when a read would have fitted that.
+func TestNextReadSize(t *testing.T) {
+	const limit = 32 << 10
+	for _, tc := range []struct{ size, n, want int }{
+		{readMin, 10, readMin},
+		{readMin, readMin, 4 * readMin},
+		{16 << 10, 16 << 10, limit}, // capped
+		{limit, limit, limit},
+		{limit, 5000, limit}, // traffic still larger than readMin: keep
+		{limit, readMin, readMin},
+		{4 * readMin, 3, readMin},
+	} {
+		if got := nextReadSize(tc.size, tc.n, limit); got != tc.want {
+			t.Errorf("nextReadSize(%d, %d) = %d, want %d", tc.size, tc.n, got, tc.want)
+		}
+	}
+}
