@@ -13,24 +13,27 @@ import (
 // What a conn does with its socket on the portable engine: its writes, its close, its
 // addresses.
 //
-// Writes never block the writer: Writev copies its bytes into the connection's queue
-// (out) and, if no write goroutine runs, starts one (stWriting), which sends the queue a
-// batch at a time and ends when it is empty. An idle connection has none, and a burst of
-// writes shares one. pending counts the queue and the batch being sent: Buffered,
-// Shutdown's half close and the drain notices see what the socket has not taken, as on
-// the epoll engine (written).
+// Writes never block the writer. Writev copies its bytes into the connection's queue
+// (out); if no write goroutine runs, the socket is given at once what it takes without
+// waiting (writeNow, on unix), as on the epoll engine, and what it does not take stays
+// queued for a write goroutine, started then (stWriting), which sends the queue a batch
+// at a time and ends when it is empty. An idle connection has none, and a burst of writes
+// shares one. pending counts the queue and the batch being sent: Buffered, Shutdown's half
+// close and the drain notices see what the socket has not taken (written).
 
 // connEngine is what a conn holds of its socket on the portable engine.
 type connEngine struct {
 	nc  *net.TCPConn
-	out *[]byte // bytes written and not yet taken by the write goroutine (pooled); guarded by c.wmu
+	out *[]byte // bytes written and not yet taken by the socket (pooled); guarded by c.wmu
+	fd  int32   // the socket's descriptor, for writeNow (unix; -1 elsewhere)
 }
 
 // pastDeadline is a read deadline that has passed: it wakes a blocked Read at once.
 var pastDeadline = time.Unix(1, 0)
 
-// writeOwn queues head and bufs, as one unit, for the write goroutine, starting it if it
-// does not run. c.wmu is held.
+// writeOwn writes head and bufs as one unit: queued behind what the write goroutine has
+// not sent yet if it runs; else the socket takes what it can now, and the write goroutine
+// is started for the rest. c.wmu is held.
 func (c *conn) writeOwn(head []byte, bufs [][]byte) error {
 	if c.state.Load()&(stFdClosed|stCloseReq) != 0 {
 		return net.ErrClosed
@@ -52,11 +55,26 @@ func (c *conn) writeOwn(head []byte, bufs [][]byte) error {
 		q = append(q, b...)
 	}
 	*c.out = q
-	c.pending.Add(int64(total))
-	if c.state.Load()&stWriting == 0 {
-		c.state.Or(stWriting)
-		c.l.srv.spawn(writeLabels, c.writeLoop)
+	if c.state.Load()&stWriting != 0 {
+		c.pending.Add(int64(total))
+		return nil
 	}
+	// No write goroutine runs, so the queue holds these bytes alone. The socket is open:
+	// it is closed with c.wmu held, once stFdClosed is set.
+	n, err := writeNow(c.fd, q)
+	if err != nil {
+		c.dropQueue()
+		_ = c.closeOwnLocked(err)
+		return err
+	}
+	if n == len(q) {
+		c.dropQueue()
+		return nil
+	}
+	*c.out = q[:copy(q, q[n:])]
+	c.pending.Add(int64(len(q) - n))
+	c.state.Or(stWriting)
+	c.l.srv.spawn(writeLabels, c.writeLoop)
 	return nil
 }
 

@@ -13,15 +13,16 @@ import (
 // the contract tests on it). A listener's accept goroutine takes connections with Go's
 // Accept; each connection gets a goroutine that reads it (read_portable.go) and hands the
 // bytes to the code the epoll engine's pollers use: OnData on tcp, the WebSocket upgrade
-// and frame decoder on ws (websocket.go), the TLS pump on tls and wss (tls.go). While it
-// has bytes queued it also has a goroutine that writes them (conn_portable.go), so that
-// Write never blocks. Go's net package makes accepted sockets close-on-exec and gives
-// them TCP_NODELAY and TCP keepalive, as the epoll engine does.
+// and frame decoder on ws (websocket.go), the TLS pump on tls and wss (tls.go). Writes
+// give the socket what it takes without waiting (on unix), and a connection has a
+// goroutine that writes the rest while there is any (conn_portable.go), so that Write
+// never blocks. Go's net package makes accepted sockets close-on-exec and gives them
+// TCP_NODELAY and TCP keepalive, as the epoll engine does.
 //
 // What it costs beyond the epoll engine: per idle connection, the reading goroutine (its
 // stack), its read buffer (1 KiB while the traffic is small), and Go's net.TCPConn with
-// the two addresses it caches; per burst of writes, a goroutine start and a copy of what
-// is written.
+// the two addresses it caches; per write, a copy of what is written; per burst of writes
+// the socket does not take at once, a goroutine start.
 //
 // Ownership of the socket: Go's net package keeps a descriptor open while a call on it
 // runs, so any goroutine may close a *net.TCPConn without hitting a number reused by
@@ -69,10 +70,10 @@ func (s *Server) admit(l *Listener, nc *net.TCPConn) {
 	}
 	var c *conn
 	if l.kind&kindSecure != 0 {
-		t := &tlsConn{conn: conn{connEngine: connEngine{nc: nc}, l: l}}
+		t := &tlsConn{conn: conn{connEngine: connEngine{nc: nc, fd: socketFD(nc)}, l: l}}
 		c = &t.conn
 	} else {
-		c = &conn{connEngine: connEngine{nc: nc}, l: l}
+		c = &conn{connEngine: connEngine{nc: nc, fd: socketFD(nc)}, l: l}
 	}
 	if l.kind == kindTCP {
 		c.open()

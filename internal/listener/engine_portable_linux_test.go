@@ -11,12 +11,4 @@ package listener
 func idleHeapBudget(string) (float64, bool) { return 0, false }
 
 // sockFD returns the descriptor of c's socket.
-func sockFD(c *conn) int {
-	rc, err := c.nc.SyscallConn()
-	if err != nil {
-		return -1
-	}
-	fd := -1
-	_ = rc.Control(func(s uintptr) { fd = int(s) })
-	return fd
-}
+func sockFD(c *conn) int { return int(c.fd) }

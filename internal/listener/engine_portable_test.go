@@ -7,6 +7,10 @@ import "testing"
 // What the tests expect of the portable engine where the engines differ (the epoll
 // engine's: loop_linux_test.go).
 
+// connSize is the size of a conn on 64-bit platforms: the epoll engine's, and the
+// descriptor writeNow writes to.
+const connSize = 96
+
 // goroutinesPerConn is the goroutines an idle connection holds: its reader.
 const goroutinesPerConn = 1
 

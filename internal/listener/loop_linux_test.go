@@ -12,6 +12,9 @@ import (
 // What the tests expect of the epoll engine where the engines differ (the portable
 // engine's: engine_portable_test.go).
 
+// connSize is the size of a conn on 64-bit platforms.
+const connSize = 88
+
 // goroutinesPerConn is the goroutines an idle connection holds: none.
 const goroutinesPerConn = 0
 
