@@ -21,9 +21,10 @@ import (
 // reads it). On tls and wss it is the first field of a tlsConn, which holds the TLS state
 // (tls.go).
 //
-// Fields are ordered for size: 88 bytes on 64-bit platforms, one 96-byte size class.
+// Fields are ordered for size: on 64-bit platforms 88 bytes on the epoll engine and 96 on
+// the portable one, both the 96-byte size class.
 type conn struct {
-	connEngine // the engine's hold on the socket: 16 bytes
+	connEngine // the engine's hold on the socket
 	l          *Listener
 	value      any
 	tm         timer[conn]   // guarded by the wheel's lock

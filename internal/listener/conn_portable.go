@@ -120,9 +120,10 @@ func (c *conn) dropQueue() {
 
 // closeOwnLocked asks for the connection to be closed, with err as OnClose's reason: it
 // records the reason and wakes the reader (a read deadline in the past), which closes the
-// socket and delivers the close (readEnded). What was written before is sent, as the
-// epoll engine's socket sends what it took before the close, but for at most
-// Options.DrainTimeout: a peer that does not read cannot keep the socket. c.wmu is held.
+// socket and delivers the close (readEnded). What the write goroutine holds is still sent
+// (a refused upgrade's answer, a TLS alert: what the epoll engine's socket would have
+// taken), but for at most Options.DrainTimeout: a peer that does not read cannot keep the
+// socket. c.wmu is held.
 func (c *conn) closeOwnLocked(err error) error {
 	st := c.state.Load()
 	if st&(stFdClosed|stCloseReq) != 0 {

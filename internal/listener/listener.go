@@ -100,8 +100,8 @@ type Conn interface {
 	// Writev queues several buffers as one write (vectored on TCP; one message on WebSocket).
 	Writev(bufs [][]byte) (int, error)
 	// Close closes the connection at once; what the socket has not taken is dropped (the
-	// portable engine, whose socket takes bytes on a goroutine of its own, sends what was
-	// written before the Close for at most Options.DrainTimeout).
+	// portable engine's write goroutine, if one runs, still sends what was written before
+	// the Close, for at most Options.DrainTimeout).
 	Close() error
 	// Shutdown closes gracefully: what is queued is sent, the write side is half-closed,
 	// and the connection is closed when the peer closes or after Options.DrainTimeout, so a
