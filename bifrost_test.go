@@ -19,9 +19,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	// nbio's websocket package starts two idle worker goroutines when it is imported, once
-	// per process; they belong to no broker.
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/lesismal/nbio/taskpool.New.func3"))
+	goleak.VerifyTestMain(m)
 }
 
 // testConfig is the default config with the HTTP endpoint on a free loopback port and the

@@ -13,25 +13,25 @@ import (
 )
 
 // conn is our record of one connection, for every transport: the Conn the handler sees.
-// On Linux the socket is its own (fd, served by loop_linux.go), it holds no buffer unless
-// the socket has not taken what was written (out), and it caches nothing (addresses are
-// asked of the kernel): on tcp and ws it is all an idle connection costs the listener. On
-// tls and wss it is the first field of a tlsConn, which holds the TLS state (tls.go).
-// Elsewhere it sits on top of nbio's record (connEngine, conn_other.go).
+// What it holds of its socket depends on the engine (connEngine): on the epoll engine
+// (loop_linux.go) the descriptor and the queue of bytes the socket has not taken
+// (sock_linux.go); on the portable engine (engine_portable.go) the *net.TCPConn and the
+// queue its write goroutine has not taken yet (conn_portable.go). On tcp and ws it is all
+// an idle connection costs the listener (on the portable engine, with the goroutine that
+// reads it). On tls and wss it is the first field of a tlsConn, which holds the TLS state
+// (tls.go).
 //
-// Fields are ordered for size: 88 bytes on Linux (96 elsewhere), one 96-byte size class.
+// Fields are ordered for size: on 64-bit platforms 88 bytes on the epoll engine and 96 on
+// the portable one, both the 96-byte size class.
 type conn struct {
-	connEngine // nbio's record, where nbio serves the connection (not on Linux); no bytes on Linux
+	connEngine // the engine's hold on the socket
 	l          *Listener
 	value      any
 	tm         timer[conn]   // guarded by the wheel's lock
 	last       atomic.Uint32 // wheel tick of the last Touch (or SetIdleTimeout)
 	state      atomic.Uint32 // st* bits
 	pending    atomic.Int64  // bytes accepted by Write and not yet taken by the socket
-	wmu        sync.Mutex    // one writer at a time: see writeLocked; guards fd, out, outOff
-	fd         int32         // own socket: the descriptor, closed once stFdClosed is set
-	outOff     uint32        // own socket: bytes of out already written
-	out        *[]byte       // own socket: bytes the socket has not taken yet (pooled)
+	wmu        sync.Mutex    // one writer at a time: see writeLocked; guards connEngine
 }
 
 // Bits of conn.state.
@@ -49,13 +49,14 @@ const (
 	stShutdown               // Shutdown called: writes refused, reads dropped, draining
 	stHalfClosed             // the write side is shut down
 	stPeerClose              // the peer sent a WebSocket close frame
-	stAdmitting              // being added to the poller: not yet polled, see closeWith
-	stCloseReq               // nbio: closeWith was called while admitting; own socket: closeWith was called
+	stAdmitting              // epoll: being added to the poller, not yet polled (sock_linux.go)
+	stCloseReq               // closeWith was called: the engine closes the socket next
 	stIdleSet                // SetIdleTimeout was called: Touch refreshes the deadline
 	stWantDrain              // NotifyDrained was called: OnDrained is due once pending is 0
-	stFdClosed               // own socket: the descriptor is closed (see loop_linux.go)
-	stUpgraded               // own ws socket: the upgrade is done, frames follow
-	stWSHeld                 // own ws socket: its poller holds decoder state (wsown_linux.go)
+	stFdClosed               // the engine has closed the socket, or (portable) is closing it
+	stUpgraded               // ws, wss: the upgrade is done, frames follow
+	stWSHeld                 // epoll ws: its poller holds decoder state (wsown_linux.go)
+	stWriting                // portable: the write goroutine runs (conn_portable.go)
 )
 
 var _ timed[conn] = (*conn)(nil)
@@ -65,7 +66,7 @@ func (c *conn) activity() *atomic.Uint32 { return &c.last }
 
 // open delivers OnOpen, unless the connection closed first (see closed). On TCP the
 // connect timeout starts here, at the accept; ws, tls and wss connections have been
-// under it since their accept (the onOpen hook), and it is not restarted: it is absolute
+// under it since their accept, and it is not restarted: it is absolute
 // until the handler calls SetIdleTimeout.
 func (c *conn) open() {
 	for {
@@ -138,9 +139,10 @@ func (c *conn) release() {
 	}
 }
 
-// closed is called once, by the poller (or nbio's close hook) that closed the socket.
-// (It loads the state before anything else: that atomic load is what orders this
-// goroutine after open for the race detector, which cannot see epoll.)
+// closed is called once, by the engine's goroutine that closed the socket (a poller, or
+// the connection's reader on the portable engine). (It loads the state before anything
+// else: that atomic load is what orders this goroutine after open for the race detector,
+// which cannot see epoll.)
 func (c *conn) closed() {
 	st := c.state.Load()
 	c.l.srv.wheel.remove(c)
@@ -194,10 +196,10 @@ func (c *conn) Touch() {
 	}
 }
 
-// written accounts for n bytes taken by the socket from the queue; c.wmu is held (on nbio:
-// nbio's conn is locked). When a shutting-down connection's queue is empty its write side
-// is shut; when one whose handler asked for it (NotifyDrained) holds at most
-// Options.DrainedAt bytes, OnDrained is due (drain.go).
+// written accounts for n bytes taken by the socket from the queue; c.wmu is held. When a
+// shutting-down connection's queue is empty its write side is shut; when one whose
+// handler asked for it (NotifyDrained) holds at most Options.DrainedAt bytes, OnDrained is
+// due (drain.go).
 func (c *conn) written(n int) {
 	st := c.state.Load()
 	left := c.pending.Add(-int64(n))
@@ -211,7 +213,7 @@ func (c *conn) written(n int) {
 }
 
 // halfClose shuts the write side down, once: the peer reads what was sent, then EOF.
-// The socket is not closed (c.wmu, or on nbio nbio's conn lock, is held).
+// The socket is not closed. c.wmu is held.
 func (c *conn) halfClose() {
 	for {
 		st := c.state.Load()
@@ -222,7 +224,7 @@ func (c *conn) halfClose() {
 			break
 		}
 	}
-	if err := shutdownWrite(c.fdNum()); err != nil {
+	if err := c.shutdownWrite(); err != nil {
 		c.l.srv.log.Debug("listener: shutdown(SHUT_WR) failed", "err", err)
 	}
 }
@@ -293,7 +295,31 @@ func (c *conn) writeLocked(head []byte, bufs [][]byte) error {
 	if c.l.kind&kindSecure != 0 {
 		return c.tls().seal(head, bufs)
 	}
-	return c.writePlain(head, bufs)
+	return c.writeOwn(head, bufs)
+}
+
+// closeWith closes the connection; OnClose will get err (see closeOwnLocked).
+func (c *conn) closeWith(err error) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.closeOwnLocked(err)
+}
+
+// closeReason returns the error OnClose is to get, recorded by closeOwnLocked or by the
+// engine's close (nil: none).
+func (c *conn) closeReason() error {
+	if e, ok := c.l.srv.reasons.LoadAndDelete(c); ok {
+		return e.(error)
+	}
+	return nil
+}
+
+// halfCloseIfDrained shuts the write side down at once if nothing is queued (Shutdown);
+// otherwise written does it when the queue drains. c.wmu is held.
+func (c *conn) halfCloseIfDrained() {
+	if c.state.Load()&(stFdClosed|stCloseReq) == 0 && c.pending.Load() <= 0 {
+		c.halfClose()
+	}
 }
 
 // Close implements Conn.

@@ -7,11 +7,11 @@ import "sync"
 // A handler that holds messages back from a connection whose queue is long (so that a
 // client that does not read cannot make the server queue everything it is sent) needs to
 // hear when that queue has gone down to where it may write again (Options.DrainedAt;
-// by default, empty), or the messages would wait for ever. The event is in written,
-// which the poller calls as the socket takes queued bytes (nbio's hook, on nbio); but
-// that runs with the connection's write lock held (on nbio: nbio's conn locked, in the
-// poller or in a writer's own Write), where a handler that writes would deadlock. So the
-// notice is handed to a goroutine of the Server's.
+// by default, empty), or the messages would wait for ever. The event is in written, which
+// the engine calls as the socket takes queued bytes (a poller, or on the portable engine
+// the connection's write goroutine); but that runs with the connection's write lock held,
+// where a handler that writes would deadlock. So the notice is handed to a goroutine of
+// the Server's.
 //
 // Cost: one bit of the connection's state says a notice is wanted (NotifyDrained sets it,
 // written or NotifyDrained itself clears it and queues the connection, whichever sees the

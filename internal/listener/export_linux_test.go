@@ -1,3 +1,5 @@
+//go:build !bifrost_portable
+
 package listener
 
 import "syscall"

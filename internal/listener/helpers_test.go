@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -391,4 +393,34 @@ func writeBurst(t testing.TB, c Conn) int {
 		}
 	}
 	return c.Buffered()
+}
+
+// connGoroutines returns how many goroutines serve one connection each, counted by their
+// profile labels (Server.spawn): the portable engine's readers and write goroutines; the
+// epoll engine has none. The count is the process's.
+func connGoroutines(t testing.TB) int32 {
+	t.Helper()
+	var b bytes.Buffer
+	if err := pprof.Lookup("goroutine").WriteTo(&b, 1); err != nil {
+		t.Fatal(err)
+	}
+	var n, count int
+	for line := range strings.Lines(b.String()) {
+		if k, _, ok := strings.Cut(line, " @ "); ok {
+			count, _ = strconv.Atoi(k)
+			continue
+		}
+		if strings.HasPrefix(line, "# labels: ") && (strings.Contains(line, `"bifrost":"connection"`) ||
+			strings.Contains(line, `"bifrost":"connection write"`)) {
+			n += count
+		}
+	}
+	return int32(n)
+}
+
+// sharedGoroutines returns s's goroutines but those that serve one connection each
+// (connGoroutines): accept loops, the wheel, pollers, handshakes and the like.
+func sharedGoroutines(t testing.TB, s *Server) int32 {
+	t.Helper()
+	return s.running.Load() - connGoroutines(t)
 }

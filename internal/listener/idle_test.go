@@ -63,7 +63,8 @@ func dialIdle(t testing.TB, l *Listener, n int) []net.Conn {
 }
 
 // TestIdleGoroutines opens 2,000 idle TCP and 2,000 idle WebSocket connections and checks
-// that the number of goroutines does not grow with them.
+// that the number of goroutines grows with them only by what the engine holds per idle
+// connection (goroutinesPerConn: none on the epoll engine, the reader on the portable one).
 func TestIdleGoroutines(t *testing.T) {
 	if testing.Short() {
 		t.Skip("opens 4,000 connections")
@@ -72,9 +73,9 @@ func TestIdleGoroutines(t *testing.T) {
 	h := &counter{}
 	s := newTestServer(t, h, Options{ConnectTimeout: time.Hour})
 	lt, lw := listen(t, s, conf.ListenerTCP), listen(t, s, conf.ListenerWS)
-	dialIdle(t, lt, 1) // warm up: the first connection may start nbio's helper goroutine
+	dialIdle(t, lt, 1) // warm up
 	waitFor(t, "the warm-up connection", func() bool { return h.open() == 1 })
-	settle := func() int { // goroutines once transient ones (nbio's close queue) are gone
+	settle := func() int { // goroutines once transient ones are gone
 		runtime.GC()
 		time.Sleep(20 * time.Millisecond)
 		return runtime.NumGoroutine()
@@ -87,27 +88,26 @@ func TestIdleGoroutines(t *testing.T) {
 	if lt.Conns() != n+1 || lw.Conns() != n {
 		t.Fatalf("Conns() = %d, %d", lt.Conns(), lw.Conns())
 	}
+	perConn := goroutinesPerConn * 2 * n
 	after := settle()
-	for deadline := time.Now().Add(waitTimeout); after > base+2 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(waitTimeout); after > base+perConn+2 && time.Now().Before(deadline); {
 		after = settle()
 	}
-	if after > base+2 {
-		t.Errorf("goroutines: %d before, %d with %d idle connections", base, after, 2*n)
+	if after > base+perConn+2 {
+		t.Errorf("goroutines: %d before, %d with %d idle connections, want at most %d more",
+			base, after, 2*n, perConn+2)
 	}
 	t.Logf("goroutines: %d before, %d with %d idle connections (%.4f per connection); %d of them ours",
 		base, after, 2*n, float64(after-base)/float64(2*n), s.running.Load())
-	want := int32(3) // two accept loops and the wheel
-	if runtime.GOOS == "linux" {
-		want += int32(s.o.Pollers) // the tcp loop's pollers
-	}
+	want := 3 + engineGoroutines(s, 2*n+1) // two accept loops, the wheel, the engine's
 	if got := s.running.Load(); got != want {
 		t.Errorf("%d goroutines of ours, want %d", got, want)
 	}
 }
 
 // TestIdleGoroutinesTLS opens 1,000 idle tls and 1,000 idle wss connections and checks that
-// no goroutine stays with them: the handshake goroutines have all ended, and the number of
-// goroutines is what it was before they came.
+// no goroutine stays with them but what the engine holds per idle connection: the
+// handshake goroutines have all ended.
 func TestIdleGoroutinesTLS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("opens 2,000 TLS connections")
@@ -119,14 +119,13 @@ func TestIdleGoroutinesTLS(t *testing.T) {
 	h := &counter{}
 	s := newTestServer(t, h, Options{ConnectTimeout: time.Hour})
 	lt, lw := listen(t, s, conf.ListenerTLS), listen(t, s, conf.ListenerWSS)
-	ours := int32(4) // two accept loops, the wheel, the certificate watcher
-	if runtime.GOOS == "linux" {
-		ours += int32(s.o.Pollers) // our loop's pollers
+	ours := func(conns int) int32 { // two accept loops, the wheel, the certificate watcher, the engine's
+		return 4 + engineGoroutines(s, conns)
 	}
 	dialIdle(t, lt, 1)
 	dialIdle(t, lw, 1)
 	waitFor(t, "the warm-up connections", func() bool { return h.open() == 2 })
-	waitFor(t, "the warm-up handshake goroutines to end", func() bool { return s.running.Load() == ours })
+	waitFor(t, "the warm-up handshake goroutines to end", func() bool { return s.running.Load() == ours(2) })
 	settle := func() int {
 		runtime.GC()
 		time.Sleep(20 * time.Millisecond)
@@ -140,13 +139,15 @@ func TestIdleGoroutinesTLS(t *testing.T) {
 	if lt.Conns() != n+1 || lw.Conns() != n+1 {
 		t.Fatalf("Conns() = %d, %d", lt.Conns(), lw.Conns())
 	}
-	waitFor(t, "every handshake goroutine to end", func() bool { return s.running.Load() == ours })
+	waitFor(t, "every handshake goroutine to end", func() bool { return s.running.Load() == ours(2*n+2) })
+	perConn := goroutinesPerConn * 2 * n
 	after := settle()
-	for deadline := time.Now().Add(waitTimeout); after > base && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(waitTimeout); after > base+perConn && time.Now().Before(deadline); {
 		after = settle()
 	}
-	if after > base {
-		t.Errorf("goroutines: %d before, %d with %d idle TLS connections", base, after, 2*n)
+	if after > base+perConn {
+		t.Errorf("goroutines: %d before, %d with %d idle TLS connections, want at most %d more",
+			base, after, 2*n, perConn)
 	}
 	t.Logf("goroutines: %d before, %d with %d idle TLS connections (%d tls, %d wss); %d of them ours",
 		base, after, 2*n, n, n, s.running.Load())

@@ -1,34 +1,33 @@
 // Package listener is bifrost's network layer: event-driven listeners on many ports, one
-// connection contract (Conn, Handler) for every transport, and no goroutine or buffer for a
-// connection that has nothing to do.
+// connection contract (Conn, Handler) for every transport, and on Linux no goroutine or
+// buffer for a connection that has nothing to do.
 //
-// # Engine layout
+// # Engines
 //
-// On Linux every transport is served by our own event loop (loop_linux.go):
-// Options.Pollers epoll loops, a table of connections by descriptor, and nothing per idle
-// connection but our record: the conn (88 bytes, the 96-byte size class) on tcp and ws,
-// the tlsConn around it and crypto/tls's tls.Conn on tls and wss. The socket comes from
-// accept4(2), its addresses are asked of the kernel when someone wants them, the
+// Two engines serve the same contract, chosen when the broker is built:
+//
+//   - The epoll engine, on Linux (loop_linux.go and the other *_linux.go files):
+//     Options.Pollers epoll loops, a table of connections by descriptor, and nothing per
+//     idle connection but our record: the conn (88 bytes, the 96-byte size class) on tcp
+//     and ws, the tlsConn around it and crypto/tls's tls.Conn on tls and wss. The socket
+//     comes from accept4(2), and its addresses are asked of the kernel when someone wants
+//     them. Bytes are read on the poller goroutines into one read buffer per poller
+//     (Options.ReadBufferSize), and Handler.OnData runs right there, in the poller
+//     goroutine. An idle connection therefore costs our record: no goroutine, no read
+//     buffer, no write buffer (writes go straight to the socket and only what the socket
+//     does not take is queued until it drains).
+//   - The portable engine, everywhere else, and on Linux when built with
+//     -tags bifrost_portable (engine_portable.go, read_portable.go, conn_portable.go): the
+//     standard library's net package only. Each connection has a goroutine that reads it,
+//     into a buffer that follows its traffic, and runs OnData there; while it has bytes
+//     queued, a goroutine writes them. An idle connection costs our record, Go's
+//     net.TCPConn, and a goroutine with its 1 KiB read buffer.
+//
+// On both, each listener has one accept goroutine, which hands accepted sockets on; the
 // WebSocket upgrade is parsed in place (wsupgrade.go) and frames are decoded as a stream
-// (wsframe.go, wsown_linux.go), on ws from the bytes read and on wss from the TLS
-// plaintext (tlsown_linux.go). No nbio code is linked on Linux.
-//
-// Elsewhere (no epoll) every transport is served by one nbio engine, made by the first
-// listener: Options.Pollers epoll-like loops (kqueue), the nbio engine inside an nbhttp
-// engine, so the WebSocket upgrade and frame parsing run on the same loops (the *_other.go
-// files, pollers.go, takeover.go). nbio's own listeners are not used: they are fixed when
-// the engine starts (we open listeners later, one at a time, and close them one at a
-// time), they spin without backing off on non-timeout accept errors, and they could not
-// tell our handler which listener a connection came from.
-//
-// Each listener has one accept goroutine (one per listener, none per connection) that
-// hands accepted sockets to their loop. Bytes are read on the poller goroutines into one
-// read buffer per poller (Options.ReadBufferSize), and Handler.OnData runs right there,
-// in the poller goroutine; WebSocket frames are decoded there too. An idle connection
-// therefore costs our record (on nbio also nbio's connection record, the peer addresses
-// it caches and for WebSocket the nbhttp/websocket records): no goroutine, no read
-// buffer, no write buffer (writes go straight to the socket and only what the socket does
-// not take is queued until it drains).
+// (wsframe.go, websocket.go), on ws from the bytes read and on wss from the TLS plaintext.
+// "The reader" below is the goroutine that reads a connection's socket: a poller, or the
+// connection's own goroutine on the portable engine.
 //
 // # Timeouts
 //
@@ -46,33 +45,16 @@
 // # Events
 //
 // Handler calls for one connection never overlap and come in order: OnOpen, OnData...,
-// OnClose exactly once. OnOpen runs before the socket is polled (TCP), in the poller
-// that completed the upgrade (WebSocket; on wss, the goroutine that read it), or in the
-// goroutine that completed the handshake (TLS); OnData runs in the poller, except on TLS
-// for what arrived with the end of the handshake, which that goroutine delivers before it
-// hands over to the poller;
-// OnClose runs where the loop reports the close, or right after an OnData that was running
-// then (a small state machine in conn.go hands it over without a lock). The error given to OnClose
+// OnClose exactly once. OnOpen runs on the accept goroutine before the socket is read
+// (TCP), in the reader that completed the upgrade (WebSocket; on wss, the goroutine that
+// read it), or in the goroutine that completed the handshake (TLS); OnData runs in the
+// reader, except on TLS for what arrived with the end of the handshake, which that
+// goroutine delivers before it hands over to the reader; OnClose runs where the engine
+// reports the close, or right after an OnData that was running then (a small state
+// machine in conn.go hands it over without a lock). The error given to OnClose
 // is nil when this side closed the connection (Close, Shutdown, Listener.Close,
 // Server.Close), ErrIdleTimeout when a timeout fired, io.EOF when the peer closed it
 // (for WebSocket: sent a close frame), and the I/O or protocol error otherwise.
-//
-// # Working around nbio (v1.6.12), where it serves (not Linux)
-//
-//   - A poller that has not started its loop loses a Stop and spins forever; start waits
-//     until every poller has delivered a probe byte (pollers.go).
-//   - Conn.Writev queues nothing when the socket is full and drops the data; our write path
-//     does its own writev(2) and queues only the rest, in order (conn.go writeLocked).
-//   - Closing a descriptor before nbio registers it lets another connection reuse the
-//     number and be lost from nbio's table; closes asked for while a connection is being
-//     added wait until it is (conn.go closeWith).
-//   - nbio takes a socket over with a dup that is not close-on-exec: every child process
-//     would keep the sockets of closed connections, and their epoll events, alive, and
-//     nbio would close a new connection that reuses such a descriptor number with io.EOF
-//     (takeover.go).
-//   - nbio logs through a process-wide logger: the first New points it at slog.Default.
-//   - The race detector cannot see the hand-off through epoll: the hooks begin with an
-//     atomic load or a lock taken by the accepting side (see server.go onData).
 //
 // A panic in a handler call is logged and closes that connection (as net/http does for a
 // request), whichever transport it came through.
@@ -80,23 +62,22 @@
 // # Transports
 //
 // What differs for a transport is how an accepted socket is taken over, the framing of
-// writes, and what Shutdown sends first. TLS is Go's crypto/tls, driven from the poller
+// writes, and what Shutdown sends first. TLS is Go's crypto/tls, driven from the reader
 // on the bytes it reads (tls.go explains how, without a goroutine or buffer per idle
 // connection); wss is the WebSocket layer on the plaintext of that. Certificates are
 // reloaded from their files without a restart (certs.go).
 //
 // Files: listener.go the contract, Listener and its accept loop; server.go the Server;
 // conn.go the connection record, its event state machine and write entry points;
-// loop_linux.go our event loop and sock_linux.go what a conn does with its own socket;
-// wsupgrade.go, wsframe.go and wsown_linux.go WebSocket on our loop; websocket.go what
-// every WebSocket path shares; tls.go TLS, tlsown_linux.go TLS on our loop, tlsinput.go
+// wsupgrade.go, wsframe.go and websocket.go WebSocket; tls.go TLS, tlsinput.go
 // crypto/tls's input buffers lent while reading (tlsinput_lend.go on the Go releases read
 // for it, tlsinput_own.go elsewhere); tlsgate.go the bound on TLS handshakes in
 // progress; drain.go the drain notices (Conn.NotifyDrained); certs.go TLS certificates and
-// their reload; wheel.go the timing wheel; writev_*.go the system calls. On nbio:
-// engine_other.go the engine and its hooks, loop_other.go the accept path, conn_other.go
-// a conn on nbio's socket, websocket_other.go and tls_other.go the transports there,
-// pollers.go the start-up probe, takeover.go how nbio takes a socket.
+// their reload; wheel.go the timing wheel. The epoll engine: loop_linux.go the event loop,
+// sock_linux.go what a conn does with its own socket, wsown_linux.go and tlsown_linux.go
+// what its pollers keep of ws and tls connections, writev_linux.go the system call. The
+// portable engine: engine_portable.go the accept path, read_portable.go a connection's
+// reader, conn_portable.go its writes and close.
 package listener
 
 import (
@@ -124,7 +105,9 @@ type Conn interface {
 	// writes. Writes made in held's order reach the socket in that order, and held is
 	// free during the system call.
 	WriteAfter(b []byte, held sync.Locker) (int, error)
-	// Close closes the connection at once; what is queued is dropped.
+	// Close closes the connection at once; what the socket has not taken is dropped (the
+	// portable engine's write goroutine, if one runs, still sends what was written before
+	// the Close, for at most Options.DrainTimeout).
 	Close() error
 	// Shutdown closes gracefully: what is queued is sent, the write side is half-closed,
 	// and the connection is closed when the peer closes or after Options.DrainTimeout, so a
@@ -170,9 +153,7 @@ type Conn interface {
 // order: OnOpen, OnData..., OnClose (exactly once). Calls for different connections may
 // run at the same time.
 type Handler interface {
-	// OnOpen is called for a new connection before any data. It may write; but on TCP
-	// served by nbio (not Linux) only what the new socket takes at once (tens of KB;
-	// more closes the connection), as the socket is not polled yet.
+	// OnOpen is called for a new connection before any data. It may write.
 	OnOpen(c Conn)
 	// OnData delivers bytes received; data is valid only during the call.
 	OnData(c Conn, data []byte)
@@ -234,8 +215,7 @@ type Listener struct {
 	kind  uint8
 	path  string // WebSocket path
 	ln    net.Listener
-	dup   io.Closer    // tcp on our loop: the duplicate of ln's socket that accepts
-	opts  sockOpts     // our loop: whether accepted sockets inherit the listener's options
+	dup   io.Closer    // epoll engine: the duplicate of ln's socket that accepts
 	certs *certSource  // tls, wss: the certificate, reloaded when its files change
 	n     atomic.Int64 // open connections (OnOpen delivered, OnClose not yet)
 
@@ -243,13 +223,6 @@ type Listener struct {
 	closed    atomic.Bool
 	quit      chan struct{} // closed by stop: ends an accept back-off early
 	stopped   chan struct{} // closed when the accept loop has returned
-}
-
-// sockOpts is what a listener on our loop knows of its accepted sockets' options
-// (loop_linux.go); used by its accept goroutine only.
-type sockOpts struct {
-	checked   bool // the first accepted socket was looked at
-	inherited bool // it had the listening socket's options
 }
 
 // Name returns the listener's configured name.

@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux && !bifrost_portable
 
 package listener
 
@@ -13,22 +13,23 @@ import (
 	"syscall"
 )
 
-// The event loop of every connection on Linux, our own: epoll, one goroutine per poller, a
-// table of connections indexed by descriptor, one read buffer per poller. tcp bytes go to
-// OnData, ws bytes to the upgrade and frame decoder (wsown_linux.go), tls and wss bytes to
-// the TLS pump (tlsown_linux.go, tls.go).
+// The epoll engine, the event loop of every connection on Linux: epoll, one goroutine per
+// poller, a table of connections indexed by descriptor, one read buffer per poller. tcp
+// bytes go to OnData, ws bytes to the upgrade and frame decoder (wsown_linux.go), tls and
+// wss bytes to the TLS pump (tlsown_linux.go, tls.go). (The portable engine,
+// engine_portable.go, serves the same contract elsewhere; build with -tags
+// bifrost_portable to use it on Linux.)
 //
-// Why not nbio (which serves every transport elsewhere: loop_other.go): an idle connection
-// on nbio costs its Conn record (208 B) and the two addresses it caches (160 B) on top of
-// ours, nbio's WebSocket package keeps a 1 MiB task pool in every process that links it,
-// and its accept path goes through Go's net package first (a netFD, a poller registration
-// and two addresses per connection, all garbage a moment later, interleaved with what
-// stays). Here a connection is our conn and nothing else (96 B; on tls and wss the
-// tlsConn around it): the descriptor comes from accept4(2) on the listener's socket, the
-// addresses are asked of the kernel when someone wants them, and the table holds one
-// pointer per descriptor. It also fixes at the root what takeover.go works around on nbio:
-// descriptors are close-on-exec from accept4, and a descriptor is removed from epoll
-// before it is closed, so no stale event can reach a reused number.
+// Why our own loop rather than an event-loop library (such as nbio): a library's record
+// of an idle connection (nbio: 208 B, and the two addresses it caches, 160 B) comes on top
+// of ours, and an accept path through Go's net package leaves a netFD, a poller
+// registration and two addresses per connection as garbage a moment later, interleaved
+// with what stays. Here a connection is our conn and nothing else (96 B; on tls and wss
+// the tlsConn around it): the descriptor comes from accept4(2) on the listener's socket,
+// the addresses are asked of the kernel when someone wants them, and the table holds one
+// pointer per descriptor. Descriptors are close-on-exec from accept4, and a descriptor is
+// removed from epoll before it is closed, so no stale event can reach a reused number
+// (TestForkStorm).
 //
 // Ownership of a descriptor: only its poller closes it, after taking it out of epoll and
 // out of the table, holding the conn's write lock (wmu) so that no write, shutdown or
@@ -357,12 +358,13 @@ func (s *Server) acceptStep(l *Listener) (func() error, error) {
 		return nil, err
 	}
 	var acceptErr error
+	var opts sockOpts
 	step := func(lfd uintptr) bool {
 		for {
 			fd, sa, err := syscall.Accept4(int(lfd), syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC)
 			switch err {
 			case nil:
-				s.admitOwn(l, fd, sa)
+				s.admitOwn(l, fd, sa, &opts)
 			case syscall.EAGAIN:
 				return false // wait until another is waiting
 			case syscall.EINTR, syscall.ECONNABORTED:
@@ -386,18 +388,18 @@ func (s *Server) acceptStep(l *Listener) (func() error, error) {
 // with the handshake, on wss with both, under the connect timeout meanwhile), then its
 // poller. A tls or wss connection's record is a tlsConn, in the phase tlsHello: nothing
 // happens until the client speaks.
-func (s *Server) admitOwn(l *Listener, fd int, sa syscall.Sockaddr) {
+func (s *Server) admitOwn(l *Listener, fd int, sa syscall.Sockaddr, opts *sockOpts) {
 	if a := s.o.Admit; a != nil && !a(l, sockaddrIP(sa)) {
 		_ = syscall.Close(fd)
 		return
 	}
-	l.opts.apply(fd)
+	opts.apply(fd)
 	var c *conn
 	if l.kind&kindSecure != 0 {
-		t := &tlsConn{conn: conn{l: l, fd: int32(fd)}}
+		t := &tlsConn{conn: conn{connEngine: connEngine{fd: int32(fd)}, l: l}}
 		c = &t.conn
 	} else {
-		c = &conn{l: l, fd: int32(fd)}
+		c = &conn{connEngine: connEngine{fd: int32(fd)}, l: l}
 	}
 	c.admitting()
 	if l.kind == kindTCP {
@@ -412,8 +414,8 @@ func (s *Server) admitOwn(l *Listener, fd int, sa syscall.Sockaddr) {
 	}
 }
 
-// eventLoops is the part of Server that serves connections: on Linux our loop, made by
-// the first Listen (elsewhere nbio's engine: engine_other.go). Guarded by s.mu.
+// eventLoops is the part of Server that serves connections: on the epoll engine our loop,
+// made by the first Listen. Guarded by s.mu.
 type eventLoops struct {
 	loop *loop
 }
@@ -429,12 +431,8 @@ func (s *Server) stopLoops() {
 	}
 }
 
-// Nothing of nbio runs on Linux: nothing to set up.
-func initEngine()                 {}
-func (s *Server) startEngineTLS() {}
-
 // TCP keepalive on accepted sockets: Go's defaults for the connections its listeners
-// accept (net.ListenConfig.KeepAlive), which the broker's sockets had under nbio.
+// accept (net.ListenConfig.KeepAlive), which the portable engine's sockets get from Go.
 const (
 	keepAliveIdle     = 15 // seconds before the first probe
 	keepAliveInterval = 15 // seconds between probes
@@ -452,6 +450,13 @@ func setSockOpts(fd int) {
 	_ = syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_KEEPIDLE, keepAliveIdle)
 	_ = syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_KEEPINTVL, keepAliveInterval)
 	_ = syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_KEEPCNT, keepAliveCount)
+}
+
+// sockOpts is what a listener's accept step knows of the options of the sockets it
+// accepts.
+type sockOpts struct {
+	checked   bool // the first accepted socket was looked at
+	inherited bool // it had the listening socket's options
 }
 
 // apply gives the accepted socket fd the options of setSockOpts: nothing to do when

@@ -21,12 +21,15 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 )
 
-// TestIdleMemory measures what an idle connection costs the server: live heap bytes and
-// goroutines per connection, for TCP and for WebSocket, with as many connections as the
-// open-file limit allows (up to 9,000: client and server sockets both count). The clients
-// are bare sockets made with system calls, so that they add nothing to the heap measured.
+// TestIdleMemory measures what an idle connection costs the server: live heap bytes, stack
+// bytes and goroutines per connection, for TCP and for WebSocket, with as many connections
+// as the open-file limit allows (up to 9,000: client and server sockets both count). The
+// clients are bare sockets made with system calls, so that they add nothing to the heap
+// measured. The heap is checked against the engine's budget where it has one
+// (idleHeapBudget), the goroutines against goroutinesPerConn.
 //
 //	go test -run TestIdleMemory -v ./internal/listener/
+//	go test -tags bifrost_portable -run TestIdleMemory -v ./internal/listener/
 func TestIdleMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("opens thousands of connections")
@@ -47,20 +50,20 @@ func TestIdleMemory(t *testing.T) {
 			fds := make([]int, n) // allocated before the baseline
 			rawDialIdle(t, l, fds[:1])
 			waitFor(t, "the warm-up connection", func() bool { return h.open() == 1 })
-			heap0, g0 := measure()
+			heap0, stack0, g0 := measure()
 
 			rawDialIdle(t, l, fds[1:])
 			waitFor(t, fmt.Sprintf("%d connections", n), func() bool { return h.open() == n })
-			heap1, g1 := measure()
+			heap1, stack1, g1 := measure()
 			per := float64(heap1-heap0) / float64(n-1)
-			t.Logf("%s: %d idle connections: %.0f heap bytes and %.4f goroutines per connection",
-				typ, n-1, per, float64(g1-g0)/float64(n-1))
-			limit := map[string]float64{conf.ListenerTCP: 200, conf.ListenerWS: 200}[typ]
-			if per > limit {
+			t.Logf("%s: %d idle connections: %.0f heap bytes, %.0f stack bytes and %.4f goroutines per connection",
+				typ, n-1, per, float64(stack1-stack0)/float64(n-1), float64(g1-g0)/float64(n-1))
+			if limit, gated := idleHeapBudget(typ); gated && per > limit {
 				t.Errorf("%s: %.0f bytes per idle connection, want at most %.0f", typ, per, limit)
 			}
-			if g1-g0 > 2 {
-				t.Errorf("%s: %d goroutines more with %d idle connections", typ, g1-g0, n-1)
+			if extra := g1 - g0 - goroutinesPerConn*(n-1); extra > 2 {
+				t.Errorf("%s: %d goroutines more with %d idle connections, want at most %d",
+					typ, g1-g0, n-1, goroutinesPerConn*(n-1)+2)
 			}
 
 			for _, fd := range fds {
@@ -73,17 +76,17 @@ func TestIdleMemory(t *testing.T) {
 	}
 }
 
-// measure returns the live heap and the number of goroutines, after the garbage and the
-// pools' spare buffers are gone.
-func measure() (heap uint64, goroutines int) {
+// measure returns the live heap, the goroutine stacks and the number of goroutines, after
+// the garbage and the pools' spare buffers are gone.
+func measure() (heap, stack uint64, goroutines int) {
 	var ms runtime.MemStats
 	for range 3 {
 		runtime.GC()
 	}
-	time.Sleep(20 * time.Millisecond) // transient goroutines (nbio's close queue) exit
+	time.Sleep(20 * time.Millisecond) // transient goroutines exit
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc, runtime.NumGoroutine()
+	return ms.HeapAlloc, ms.StackInuse, runtime.NumGoroutine()
 }
 
 // rawDialIdle fills fds with connected client sockets (upgraded on a ws listener) made
@@ -164,7 +167,7 @@ const (
 )
 
 // TestIdleMemoryTLS measures what an idle TLS connection costs the server, for tls and
-// wss: live heap and resident memory (RSS) per connection, and goroutines, with up to
+// wss: live heap, stack and resident memory (RSS) per connection, and goroutines, with up to
 // 5,000 connections (the open-file limit permitting). The clients run in a child process
 // (this test binary, TestTLSClientProcess), so that their TLS state is not in the heap
 // measured. Each client completes its handshake (on wss, the upgrade too) and sends one
@@ -194,33 +197,28 @@ func TestIdleMemoryTLS(t *testing.T) {
 			clients := startTLSClients(t, l, n)
 			clients.await("warm")
 			waitFor(t, "the warm-up connection", func() bool { return h.open() == 1 })
-			ours := int32(3 + s.o.Pollers) // the accept loop, the wheel, the certificate watcher, the pollers
-			waitFor(t, "its handshake goroutine to end", func() bool { return s.running.Load() == ours })
-			heap0, g0 := measure()
+			ours := func(conns int) int32 { // the accept loop, the wheel, the certificate watcher, the engine's
+				return 3 + engineGoroutines(s, conns)
+			}
+			waitFor(t, "its handshake goroutine to end", func() bool { return s.running.Load() == ours(1) })
+			heap0, stack0, g0 := measure()
 			rss0 := rss(t)
 
 			clients.send("go")
 			clients.await("ready")
 			waitFor(t, fmt.Sprintf("%d connections", n), func() bool { return h.open() == n })
-			waitFor(t, "the handshake goroutines to end", func() bool { return s.running.Load() == ours })
-			heap1, g1 := measure()
+			waitFor(t, "the handshake goroutines to end", func() bool { return s.running.Load() == ours(n) })
+			heap1, stack1, g1 := measure()
 			rss1 := rss(t)
 			per := float64(heap1-heap0) / float64(n-1)
 			perRSS := float64(rss1-rss0) / float64(n-1)
-			t.Logf("%s: %d idle connections: %.0f heap bytes, %.0f RSS bytes and %.4f goroutines per connection",
-				typ, n-1, per, perRSS, float64(g1-g0)/float64(n-1))
-			// Measured on Go 1.26 (amd64, AES-GCM): 3,209 and 3,203 bytes on our loop;
-			// 3,552 and 4,016 on nbio; 6,778 and 6,778 without lending (tlsinput.go;
-			// TestTLSInputLent says whether it works).
-			limit := 4096.0
-			if !tlsLending {
-				limit = 8192
-			}
-			if per > limit {
+			t.Logf("%s: %d idle connections: %.0f heap bytes, %.0f stack bytes, %.0f RSS bytes and %.4f goroutines per connection",
+				typ, n-1, per, float64(stack1-stack0)/float64(n-1), perRSS, float64(g1-g0)/float64(n-1))
+			if limit, gated := idleHeapBudget(typ); gated && per > limit {
 				t.Errorf("%s: %.0f heap bytes per idle connection, want at most %.0f", typ, per, limit)
 			}
-			if g1 != g0 {
-				t.Errorf("%s: %d goroutines before, %d with %d idle connections", typ, g0, g1, n-1)
+			if want := g0 + goroutinesPerConn*(n-1); g1 != want {
+				t.Errorf("%s: %d goroutines before, %d with %d idle connections, want %d", typ, g0, g1, n-1, want)
 			}
 			clients.stop()
 			waitFor(t, "every connection closed", func() bool { return h.open() == 0 && l.Conns() == 0 })

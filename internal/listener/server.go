@@ -30,16 +30,14 @@ type Options struct {
 	Tick time.Duration
 	// Logger receives accept errors and the like. Default slog.Default().
 	Logger *slog.Logger
-	// Pollers is the number of event loops (goroutines) serving every connection.
-	// Default runtime.NumCPU().
+	// Pollers is the number of event loops (goroutines) serving every connection on the
+	// epoll engine. The portable engine has none: each connection has a goroutine that
+	// reads it. Default runtime.NumCPU().
 	Pollers int
 	// ReadBufferSize is the read buffer of each poller, shared by all its connections: the
-	// most one OnData call delivers. Default 32 KiB.
+	// most one OnData call delivers. On the portable engine each connection's buffer
+	// follows its traffic, from 1 KiB up to this size. Default 32 KiB.
 	ReadBufferSize int
-	// MaxWSMessage is the largest WebSocket message accepted; a larger one closes the
-	// connection. It bounds what one connection can make the server buffer before the
-	// message is complete. Default 4 MiB.
-	MaxWSMessage int
 	// MaxTLSHandshakes is the most TLS handshakes (tls and wss) in progress at once, each
 	// on a goroutine; past it connections wait for a slot without one, or are closed when
 	// 4 times as many wait already (tlsgate.go). Default 256.
@@ -70,7 +68,6 @@ const (
 	DefaultDrainTimeout   = time.Second
 	DefaultTick           = 250 * time.Millisecond
 	DefaultReadBufferSize = 32 << 10
-	DefaultMaxWSMessage   = 4 << 20
 	DefaultCertCheck      = 10 * time.Second
 	DefaultTLSHandshakes  = 256
 )
@@ -98,9 +95,6 @@ func (o *Options) ensureDefaults() {
 	if o.ReadBufferSize <= 0 {
 		o.ReadBufferSize = DefaultReadBufferSize
 	}
-	if o.MaxWSMessage <= 0 {
-		o.MaxWSMessage = DefaultMaxWSMessage
-	}
 	if o.CertCheckInterval <= 0 {
 		o.CertCheckInterval = DefaultCertCheck
 	}
@@ -123,11 +117,11 @@ type Server struct {
 	started    bool // the wheel runs
 	closed     bool
 	listeners  map[*Listener]struct{}
-	eventLoops // our loop (Linux: loop_linux.go) or nbio's engine (engine_other.go), made by the first Listen
+	eventLoops // the engine's state: the epoll loop (loop_linux.go) or the portable engine's (engine_portable.go)
 
 	// reasons holds, by *conn, the error OnClose is to get, where a connection has no
-	// room for it: a connection on our loop closed by closeWith or by an I/O error (io.EOF
-	// is a state bit instead); on nbio, one closed while it was being admitted.
+	// room for it: a connection closed by closeWith or by an I/O error (io.EOF is a state
+	// bit instead).
 	reasons sync.Map
 	drain   drainer // drain notices (drain.go)
 
@@ -146,7 +140,6 @@ type Server struct {
 // New returns a Server that reports to h. Nothing runs until the first Listen.
 func New(h Handler, o Options) *Server {
 	o.ensureDefaults()
-	initEngine()
 	d, _ := h.(Drainer)
 	bt, _ := h.(Batcher)
 	return &Server{
@@ -210,7 +203,6 @@ func (s *Server) startTLS() {
 		return
 	}
 	s.certsWatch = true
-	s.startEngineTLS()
 	size := s.o.ReadBufferSize
 	s.tlsBufs.New = func() any { return newPumpBufs(size) }
 	s.goroutine("tls certificates", s.watchCerts)
@@ -244,9 +236,19 @@ func (s *Server) Close() error {
 }
 
 // goroutine starts f in a goroutine that Close waits for, counted in s.running and
-// labelled for profiles. Every goroutine of ours goes through here (on nbio, its pollers
-// are started by nbio: Options.Pollers of them).
+// labelled for profiles with name. Every goroutine of ours goes through here or spawn.
 func (s *Server) goroutine(name string, f func()) {
+	s.spawn(goroutineLabels(name), f)
+}
+
+// goroutineLabels returns the profile labels of a goroutine called name.
+func goroutineLabels(name string) context.Context {
+	return pprof.WithLabels(context.Background(), pprof.Labels("bifrost", name))
+}
+
+// spawn is goroutine with labels made beforehand (goroutineLabels): the portable engine
+// starts a goroutine per connection, where a label set each would cost every connection.
+func (s *Server) spawn(labels context.Context, f func()) {
 	s.wg.Add(1)
 	s.running.Add(1)
 	go func() {
@@ -254,7 +256,8 @@ func (s *Server) goroutine(name string, f func()) {
 			s.running.Add(-1)
 			s.wg.Done()
 		}()
-		pprof.Do(context.Background(), pprof.Labels("bifrost", name), func(context.Context) { f() })
+		pprof.SetGoroutineLabels(labels)
+		f()
 	}()
 }
 

@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux && !bifrost_portable
 
 package listener
 
@@ -9,48 +9,22 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/bufpool"
 )
 
-// What a conn does with its socket (every transport on Linux, served by loop_linux.go):
-// its writes, its queue of bytes the socket has not taken, its close, its addresses. All
-// of it runs under c.wmu, the lock the poller takes to close the descriptor, so none of it
-// can touch a number that has been closed and given to another connection.
+// What a conn does with its socket on the epoll engine (every transport, served by
+// loop_linux.go): its writes, its queue of bytes the socket has not taken, its close, its
+// addresses. All of it runs under c.wmu, the lock the poller takes to close the
+// descriptor, so none of it can touch a number that has been closed and given to another
+// connection.
 
-// connEngine is empty on Linux: a conn needs no engine's record (see conn_other.go for
-// where it does). As the first field of conn it takes no room.
-type connEngine struct{}
-
-// writePlain writes head and bufs to the socket as one unit (writeOwn). c.wmu is held.
-func (c *conn) writePlain(head []byte, bufs [][]byte) error { return c.writeOwn(head, bufs) }
-
-// fdNum returns the connection's descriptor.
-func (c *conn) fdNum() int { return int(c.fd) }
-
-// closeReason returns the error OnClose is to get, recorded by closeOwnLocked or the
-// poller's close (nil: none).
-func (c *conn) closeReason() error {
-	if e, ok := c.l.srv.reasons.LoadAndDelete(c); ok {
-		return e.(error)
-	}
-	return nil
-}
-
-// halfCloseIfDrained shuts the write side down at once if nothing is queued (Shutdown);
-// otherwise written does it when the queue drains. c.wmu is held.
-func (c *conn) halfCloseIfDrained() {
-	if c.state.Load()&(stFdClosed|stCloseReq) == 0 && c.pending.Load() <= 0 {
-		c.halfClose()
-	}
+// connEngine is what a conn holds of its socket on the epoll engine; c.wmu guards it.
+type connEngine struct {
+	fd     int32   // the descriptor, closed once stFdClosed is set
+	outOff uint32  // bytes of out already written
+	out    *[]byte // bytes the socket has not taken yet (pooled); nil when none
 }
 
 // admitting marks c as being added to its poller: writes meanwhile queue what the socket
 // does not take, and poller.add watches for writability then.
 func (c *conn) admitting() { c.state.Or(stAdmitting) }
-
-// closeWith closes the connection; OnClose will get err (see closeOwnLocked).
-func (c *conn) closeWith(err error) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	return c.closeOwnLocked(err)
-}
 
 // RemoteAddr implements Conn.
 func (c *conn) RemoteAddr() net.Addr { return c.ownAddr(true) }
@@ -204,6 +178,10 @@ func (c *conn) closeOwnLocked(err error) error {
 	_ = syscall.Shutdown(int(c.fd), syscall.SHUT_RDWR)
 	return nil
 }
+
+// shutdownWrite half-closes the socket: the peer reads EOF after what was sent. c.wmu is
+// held.
+func (c *conn) shutdownWrite() error { return syscall.Shutdown(int(c.fd), syscall.SHUT_WR) }
 
 // ownAddr asks the kernel for the socket's peer (or local) address: a connection keeps no
 // copy, as few ever need it. After the close it is an empty address.

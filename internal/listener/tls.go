@@ -15,36 +15,35 @@ import (
 )
 
 // MQTT over TLS (tls listeners) and WebSocket over TLS (wss), with Go's crypto/tls, which
-// gets security fixes with every Go release (nbio's TLS is a fork, llib, that does not).
+// gets security fixes with every Go release, on both engines.
 //
 // crypto/tls wants a blocking net.Conn underneath. It gets tlsWire, which reads the
-// ciphertext that the poller received and writes through our non-blocking write path
-// (conn.writeOwn on our loop, tlsown_linux.go; conn.writeRaw on nbio, tls_other.go), and
-// is driven in two ways:
+// ciphertext that the engine's reader received (the reader: a poller, tlsown_linux.go, or
+// the connection's goroutine on the portable engine, read_portable.go) and writes through
+// our write path, which never blocks (conn.writeOwn), and is driven in two ways:
 //
 //   - The handshake runs in a goroutine: tls.Conn.Handshake, whose reads wait on the wire
-//     until the poller brings bytes. It is active work, and bounded: the connect timeout,
+//     until the reader brings bytes. It is active work, and bounded: the connect timeout,
 //     counted from the accept, closes the connection, which ends the wait. The goroutine
 //     starts only when the client's first record (its ClientHello) is complete, so a
 //     client that connects and says nothing, or dribbles its ClientHello, holds none; and
 //     no more than Options.MaxTLSHandshakes run at once, the others waiting their turn
 //     without a goroutine (tlsgate.go).
-//   - Once the handshake is done the goroutine ends and the poller drives the tls.Conn:
-//     each OnData lends the bytes nbio read to the wire (no copy) and calls tls.Conn.Read
+//   - Once the handshake is done the goroutine ends and the reader drives the tls.Conn:
+//     it lends the bytes it read to the wire (no copy) and calls tls.Conn.Read
 //     until the wire has nothing left and says so with a net.Error whose Temporary() is
 //     true. crypto/tls (Go 1.26, conn.go readRecordOrCCS) returns such an error without
 //     making it the connection's error, and keeps a partial record in its input buffer
-//     for the next OnData; TestTLSWouldBlockNotSticky holds it to that. The plaintext is
-//     collected in the poller's scratch buffer (pumpBufs) and handed to Handler.OnData,
-//     or on wss to the WebSocket layer (on our loop the same upgrade and frame decoder as
-//     ws: tlsown_linux.go).
+//     for the next read; TestTLSWouldBlockNotSticky holds it to that. The plaintext is
+//     collected in the reader's scratch buffer (pumpBufs) and handed to Handler.OnData,
+//     or on wss to the same upgrade and frame decoder as ws (websocket.go deliverWeb).
 //
 // Between the two, bytes that arrive while the goroutine still delivers what came with
 // the end of the handshake are copied into a pooled buffer (pend) and delivered by that
 // goroutine, in order: one goroutine at a time pumps a connection (the pumping flag),
 // which is also what keeps handler calls from overlapping.
 //
-// A close that the poller reports while a goroutine still works on received bytes (a client
+// A close that the reader reports while a goroutine still works on received bytes (a client
 // that sends its Finished, a CONNECT and its FIN at once) is left to that goroutine
 // (owed): it reads what was received to its end, so the connection opens and delivers
 // those bytes before OnClose, as a TCP connection would.
@@ -57,15 +56,15 @@ import (
 // writes, and smu only keeps one Writev's records together (conn.writeLock).
 //
 // What an idle TLS connection holds: the tls.Conn (its cipher states, the handshake
-// buffer; not its input buffers: tlsinput.go) and this record (on nbio, nbio's too). No
-// goroutine, no ciphertext or plaintext buffer of ours.
+// buffer; not its input buffers: tlsinput.go) and this record; no ciphertext or plaintext
+// buffer of ours, and on the epoll engine no goroutine.
 
 // Phases of a tlsConn, guarded by its mu.
 const (
 	tlsHello     uint8 = iota // waiting for the first record; no goroutine yet
 	tlsQueued                 // the first record came; waiting for a handshake slot (tlsgate.go)
 	tlsHandshake              // the handshake goroutine runs
-	tlsOpen                   // handshake done: the poller drives the tls.Conn
+	tlsOpen                   // handshake done: the reader drives the tls.Conn
 	tlsDone                   // closed
 )
 
@@ -103,16 +102,16 @@ func (wouldBlock) Temporary() bool { return true }
 
 // tlsConn is a tls or wss connection: our conn record, which the handler sees, and the
 // TLS state. The conn is its first field, so that a *conn of a tls or wss listener is a
-// *tlsConn (conn.tls); on nbio it is also the nbio conn's session.
+// *tlsConn (conn.tls).
 //
 // Locking: mu guards phase, pumping, again, eof, owed, pend, off, src and wake; it is
-// never held while calling crypto/tls or the handler. tc and tlsWeb's parser (nbio) are
-// set once, under mu, before the handshake goroutine starts; tlsWeb's stream (our loop)
-// belongs to the goroutine that pumps. smu is the write lock (conn.writeLock).
+// never held while calling crypto/tls or the handler. tc is set once, under mu, before
+// the handshake goroutine starts; tlsWeb belongs to the goroutine that pumps. smu is the
+// write lock (conn.writeLock).
 type tlsConn struct {
 	conn
 	tc     *tls.Conn
-	tlsWeb // wss: the WebSocket layer's state (tlsown_linux.go, tls_other.go)
+	tlsWeb // wss: the WebSocket decoder's state (websocket.go)
 
 	smu     sync.Mutex
 	mu      sync.Mutex
@@ -123,7 +122,7 @@ type tlsConn struct {
 	owed    bool          // closed while a goroutine worked: it finishes the close (see ended)
 	pend    *[]byte       // ciphertext copied, waiting to be read (bufpool); nil when none
 	off     int           // bytes of pend already read
-	src     []byte        // ciphertext lent by the poller for the call it is making
+	src     []byte        // ciphertext lent by the reader for the call it is making
 	wake    chan struct{} // tlsHandshake: bytes arrived or the connection closed
 }
 
@@ -135,7 +134,7 @@ type tlsWire tlsConn
 // tls returns the tlsConn whose first field c is: c must be a tls or wss listener's.
 func (c *conn) tls() *tlsConn { return (*tlsConn)(unsafe.Pointer(c)) }
 
-// received takes bytes the poller read; bufs are the poller's.
+// received takes bytes the reader read; bufs are the reader's, for this call.
 func (t *tlsConn) received(data []byte, bufs *pumpBufs) {
 	if t.state.Load()&(stShutdown|stClosing|stClosed) != 0 {
 		return // draining or closed: dropped
@@ -210,9 +209,6 @@ func (t *tlsConn) beginLocked() {
 	t.phase = tlsHandshake
 	t.wake = make(chan struct{}, 1)
 	t.tc = tls.Server((*tlsWire)(t), t.l.certs.base)
-	if t.l.kind&kindWeb != 0 {
-		t.beginWeb()
-	}
 }
 
 // begin starts the handshake of a connection that waited for a slot, and reports false if
@@ -253,7 +249,7 @@ func firstRecord(b []byte) bool {
 
 // handshake runs the TLS handshake, in a handshake goroutine, then opens the connection
 // (tls; wss opens at the WebSocket upgrade) and delivers what came with the handshake's
-// end before handing the connection over to the poller.
+// end before handing the connection over to the reader.
 func (t *tlsConn) handshake() {
 	if err := t.tc.Handshake(); err != nil {
 		if !errors.Is(err, io.EOF) {
@@ -350,7 +346,7 @@ func (t *tlsConn) deliver(p []byte, loop int) bool {
 	return t.state.Load()&(stShutdown|stClosing|stClosed) == 0
 }
 
-// ended is called once, by the poller (or nbio's close hook) that closed the socket. If
+// ended is called once, by the engine's goroutine that closed the socket. If
 // a goroutine is working on received bytes (the handshake, or a pump) the close is left
 // to it: it reads what was received, then the wire's io.EOF, and finishes the close when
 // it is done. Otherwise the close is finished here.
@@ -450,7 +446,7 @@ func (t *tlsConn) seal(head []byte, bufs [][]byte) error {
 	return err
 }
 
-// Read gives crypto/tls the ciphertext received: what is in pend, then what the poller
+// Read gives crypto/tls the ciphertext received: what is in pend, then what the reader
 // lends. During the handshake it waits for more; afterwards it says it would block.
 func (w *tlsWire) Read(p []byte) (int, error) {
 	t := (*tlsConn)(w)
@@ -487,8 +483,22 @@ func (w *tlsWire) Read(p []byte) (int, error) {
 	}
 }
 
-// Close closes the connection: crypto/tls calls it from tls.Conn.Close (which nbhttp's
-// WebSocket layer may call, on nbio).
+// Write sends what crypto/tls wrote (a record, or the handshake's flight), under the
+// tls.Conn's write lock, taking c.wmu as every write to the socket does. b is crypto/tls's
+// pooled buffer: writeOwn copies what it keeps.
+func (w *tlsWire) Write(b []byte) (int, error) {
+	c := &w.conn
+	bufs := [1][]byte{b}
+	c.wmu.Lock()
+	err := c.writeOwn(nil, bufs[:])
+	c.wmu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// Close closes the connection: crypto/tls calls it from tls.Conn.Close.
 func (w *tlsWire) Close() error { return w.conn.closeWith(nil) }
 
 func (w *tlsWire) LocalAddr() net.Addr  { return w.conn.LocalAddr() }

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/coder/websocket"
 
@@ -413,7 +414,7 @@ func TestTLSHandshakeTimeout(t *testing.T) {
 	r := newRecorder(t)
 	s := newTestServer(t, r, Options{ConnectTimeout: 300 * time.Millisecond})
 	l := listen(t, s, conf.ListenerTLS)
-	base := s.running.Load() // accept loop, wheel, certificate watcher
+	base := sharedGoroutines(t, s) // accept loop, wheel, certificate watcher
 	hello := clientHello(t)
 
 	silent := dialTCP(t, l)
@@ -441,7 +442,7 @@ func TestTLSHandshakeTimeout(t *testing.T) {
 		}
 	})
 	// The complete ClientHello starts the one handshake goroutine.
-	waitFor(t, "the handshake goroutine", func() bool { return s.running.Load() == base+1 })
+	waitFor(t, "the handshake goroutine", func() bool { return sharedGoroutines(t, s) == base+1 })
 	for _, c := range []net.Conn{silent, half, whole, dribble} {
 		_ = c.SetReadDeadline(time.Now().Add(waitTimeout))
 		if _, err := io.ReadAll(c); err != nil && !errors.Is(err, syscall.ECONNRESET) {
@@ -450,7 +451,7 @@ func TestTLSHandshakeTimeout(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	waitFor(t, "the handshake goroutine to end", func() bool { return s.running.Load() == base })
+	waitFor(t, "the handshake goroutine to end", func() bool { return sharedGoroutines(t, s) == base })
 	waitFor(t, "no close reason kept for connections that never opened", func() bool { return reasonsHeld(s) == 0 })
 	if len(r.opened) != 0 || len(r.closed) != 0 {
 		t.Fatalf("events for connections never opened: %d opens, %d closes", len(r.opened), len(r.closed))
@@ -593,5 +594,13 @@ func TestTLSAlertOnBadRecord(t *testing.T) {
 				t.Errorf("OnClose(%v), want the TLS error", ev.err)
 			}
 		})
+	}
+}
+
+// TestTLSConnLayout guards conn.tls(), which converts a *conn of a tls or wss listener to
+// its *tlsConn: that is only sound while conn is tlsConn's first field.
+func TestTLSConnLayout(t *testing.T) {
+	if off := unsafe.Offsetof(tlsConn{}.conn); off != 0 {
+		t.Fatalf("conn is at offset %d in tlsConn, want 0 (conn.tls() depends on it)", off)
 	}
 }

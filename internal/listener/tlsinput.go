@@ -11,7 +11,7 @@ package listener
 // of the 7.1 KiB an idle TLS connection cost, and a connection that once received a large
 // PUBLISH kept tens of KiB until it closed. crypto/tls has no way to let them go.
 //
-// So the pump lends rawInput the poller's input buffer (pumpBufs.input) for the time it
+// So the pump lends rawInput the reader's input buffer (pumpBufs.input) for the time it
 // reads, and takes it back when it stops; input and hand are emptied then too. An idle
 // connection holds none of them, and a busy one allocates nothing for them. A partial
 // record left at the end (its rest has not come yet) is copied into a buffer of its own
@@ -37,8 +37,8 @@ package listener
 // slides a partial record to the front rather than growing.
 const tlsInputSize = 2 * (5 + 1<<14 + 2048 + 512)
 
-// pumpBufs are the buffers one pump uses: one set per poller (Server.scratch), and a
-// pooled set for each handshake goroutine (Server.tlsBufs).
+// pumpBufs are the buffers one pump uses: one set per poller (epoll engine), and a pooled
+// set (Server.tlsBufs) for each handshake goroutine and each read of the portable engine.
 type pumpBufs struct {
 	plain []byte // plaintext gathered for one OnData (Options.ReadBufferSize)
 	input []byte // lent to crypto/tls as rawInput (tlsInputSize); nil without lending

@@ -26,7 +26,7 @@ import (
 // expiry is late, never early).
 //
 // Alternatives rejected: a time.Timer per connection (~100 B each plus runtime timer-heap
-// work on every refresh, which is what nbio's SetReadDeadline does); a heap keyed by
+// work on every refresh, which is what net.Conn.SetReadDeadline does); a heap keyed by
 // deadline (O(log n) on every refresh); a hierarchical wheel (the lazy re-check already
 // handles long timeouts at one visit per revolution).
 //

@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux && !bifrost_portable
 
 package listener
 
@@ -49,6 +49,3 @@ func writev(fd int, head []byte, bufs [][]byte) (int, error) {
 		}
 	}
 }
-
-// shutdownWrite half-closes the socket fd: the peer reads EOF after what was sent.
-func shutdownWrite(fd int) error { return syscall.Shutdown(fd, syscall.SHUT_WR) }

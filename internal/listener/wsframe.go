@@ -5,15 +5,15 @@ import (
 	"strconv"
 )
 
-// The receiving side of RFC 6455 framing for connections on our own loop (ws on Linux):
-// a decoder that turns the bytes a client sends into the MQTT bytes they carry, without
-// buffering messages. MQTT over WebSocket is a byte stream cut into binary messages
-// anywhere (MQTT 5.0 section 6.0: a message may hold part of a packet or several), so the
-// payload of every binary frame is handed on as it arrives, unmasked in place in the
-// poller's read buffer; message boundaries only matter for checking the sequence of
-// frames. What a connection keeps between reads is a wsStream, and an idle connection,
-// between two complete frames, keeps none (loop_linux.go holds one only while a frame is
-// cut by the end of a read).
+// The receiving side of RFC 6455 framing, for ws and wss on both engines: a decoder that
+// turns the bytes a client sends into the MQTT bytes they carry, without buffering
+// messages. MQTT over WebSocket is a byte stream cut into binary messages anywhere (MQTT
+// 5.0 section 6.0: a message may hold part of a packet or several), so the payload of
+// every binary frame is handed on as it arrives, unmasked in place in the reader's
+// buffer; message boundaries only matter for checking the sequence of frames. What a
+// connection keeps between reads is a wsStream, and an idle connection, between two
+// complete frames, keeps none on the epoll engine (wsown_linux.go holds one only while a
+// frame is cut by the end of a read).
 
 // wsStream is the decoder's state between reads.
 type wsStream struct {

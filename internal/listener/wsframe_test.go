@@ -38,7 +38,7 @@ type wsEvents struct {
 	control []string // "ping:payload", "pong:payload", "close:payload"
 }
 
-// decode runs w over the stream cut at the given points, as the poller does with reads
+// decode runs w over the stream cut at the given points, as the engine's reader does with reads
 // (start, next until wsNeedMore or the end, keep), and stops at the first error.
 func decode(w *wsStream, stream []byte, cuts []int) (wsEvents, error) {
 	var ev wsEvents

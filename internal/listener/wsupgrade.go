@@ -7,11 +7,11 @@ import (
 	"strconv"
 )
 
-// The opening handshake of RFC 6455 section 4.2 for connections on our own loop: the
-// client's GET is read whole (at most wsMaxRequest bytes), checked, and answered with 101
-// or an HTTP error, without net/http: a request line and five headers are all that
-// matter, and parsing them in place costs an idle connection nothing afterwards (net/http
-// or nbhttp leave a request, header maps and a URL per connection as garbage, which for a
+// The opening handshake of RFC 6455 section 4.2, on both engines: the client's GET is
+// read whole (at most wsMaxRequest bytes), checked, and answered with 101 or an HTTP
+// error, without net/http: a request line and five headers are all that matter, and
+// parsing them in place costs an idle connection nothing afterwards (an HTTP server's
+// parser leaves a request, header maps and a URL per connection as garbage, which for a
 // burst of connections ends up as fragmentation under the records that stay).
 
 // wsMaxRequest bounds the request head; a longer one is answered 431 and closed.

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -72,13 +71,13 @@ func TestBrowserWebSocket(t *testing.T) {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	// Chromium starts helper processes of its own: a process group of its own lets the
 	// test end them all, and WaitDelay keeps Wait from hanging on a pipe they hold.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	inGroup(cmd)
 	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // it serves the page until killed
+		killGroup(cmd) // it serves the page until killed
 		_ = cmd.Wait()
 	}()
 

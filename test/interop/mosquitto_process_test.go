@@ -20,8 +20,8 @@ import (
 // deployment runs it, rather than against a broker inside the test process: the test
 // process starts a child for every mosquitto_pub, and a child holds copies of all of its
 // parent's descriptors between fork and exec. A connection the broker closes in that
-// window keeps its socket alive in the child, and nbio v1.6.12 (which does not remove a
-// descriptor from epoll before closing it) may then see that socket's events under a
+// window keeps its socket alive in the child, and an event loop that does not remove a
+// descriptor from epoll before closing it may then see that socket's events under a
 // number the kernel has already given to a new connection. A broker that starts no child
 // processes never meets this; TestMosquittoChildProcessFDs keeps the embedded case covered.
 
@@ -40,7 +40,8 @@ func mqBuild(t testing.TB) string {
 			return
 		}
 		mqBinary = filepath.Join(dir, "bifrost")
-		out, err := exec.Command("go", "build", "-o", mqBinary, "github.com/bifrost-mqtt/bifrost/cmd/bifrost").CombinedOutput()
+		out, err := exec.Command("go", "build", "-tags", brokerTags, "-o", mqBinary,
+			"github.com/bifrost-mqtt/bifrost/cmd/bifrost").CombinedOutput()
 		if err != nil {
 			mqBinaryErr = &buildError{err: err, out: string(out)}
 		}

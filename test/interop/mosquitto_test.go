@@ -21,7 +21,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -535,9 +534,7 @@ func TestMosquittoInflightExpiry(t *testing.T) {
 			args := []string{"-p", port, "-V", mqV5, "-i", "inflight-" + q, "-c", "-x", "3600", "-t", topic, "-q", q}
 			sub := mqSub(t, append(args, "-W", "30")...)
 			sub.waitSubscribed()
-			if err := sub.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-				t.Fatal(err)
-			}
+			pause(t, sub.cmd.Process)
 			// Once mosquitto_pub has its PUBACK (PUBREC), the message is in the stopped
 			// subscriber's window: the broker routes a PUBLISH before acknowledging it.
 			mqPub(t, nil, "-p", port, "-V", mqV5, "-t", topic, "-q", q, "-m", "in flight",
@@ -572,9 +569,7 @@ func TestMosquittoSharedQoS2(t *testing.T) {
 	first := []string{"-p", port, "-V", mqV5, "-i", "member-1", "-c", "-x", "3600", "-t", filter, "-q", "2"}
 	m1 := mqSub(t, append(first, "-W", "30")...)
 	m1.waitSubscribed()
-	if err := m1.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	pause(t, m1.cmd.Process)
 	// The only member gets it; once mosquitto_pub is done, it is in member-1's window.
 	mqPub(t, nil, "-p", port, "-V", mqV5, "-t", topic, "-q", "2", "-m", "exactly once")
 	m2 := mqSub(t, "-p", port, "-V", mqV5, "-i", "member-2", "-t", filter, "-q", "2", "-C", "1", "-W", "20", "-F", "%t %p")
@@ -695,7 +690,7 @@ func TestMosquittoChildProcessFDs(t *testing.T) {
 	}
 	if len(pollers) > 0 {
 		// Harmless to correctness (a child holding them changes nothing the broker sees),
-		// but still descriptors every child keeps open: nbio makes them without CLOEXEC.
+		// but still descriptors every child keeps open.
 		t.Logf("a child process inherits %d epoll/eventfd descriptors:\n%s", len(pollers), strings.Join(pollers, "\n"))
 	}
 }
