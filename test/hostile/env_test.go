@@ -41,18 +41,6 @@ const (
 // down to stay within the suite's minute.
 func ci() bool { return os.Getenv("BIFROST_CI") == "1" }
 
-// knownBug ends a case that found a broker bug: a skip naming it, so CI stays green until
-// the fix lands, or a failure with BIFROST_HOSTILE_BUGS=1. Once the bug is fixed the case
-// passes without reaching this call; then turn the call into t.Fatal.
-func knownBug(t testing.TB, format string, args ...any) {
-	t.Helper()
-	msg := "bug: " + fmt.Sprintf(format, args...) + ", see test/hostile report"
-	if os.Getenv("BIFROST_HOSTILE_BUGS") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-}
-
 // env is one broker under attack.
 type env struct {
 	b    *bifrost.Broker
