@@ -18,6 +18,7 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/listener"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 	"github.com/bifrost-mqtt/bifrost/internal/pubsub"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // FuzzSession drives the broker's real connection handler (OnOpen, OnData, OnClose) with
@@ -178,15 +179,20 @@ func runFuzzProgram(t *testing.T, prog []byte) {
 	// Goroutines of the broker left behind (a timer's callback running is one for a
 	// moment). Others come and go in a fuzzing process: only the count is cheap, so the
 	// stacks are read only when it is up.
-	for deadline := time.Now().Add(time.Second); runtime.NumGoroutine() > g0; time.Sleep(time.Millisecond) {
-		left, stacks := fuzzBrokerGoroutines()
-		if left == 0 {
-			break
+	var stacks string
+	defer func() {
+		if t.Failed() && stacks != "" {
+			t.Logf("the broker's goroutines:\n%s", stacks)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines of the broker left after Close:\n%s", left, stacks)
+	}()
+	testenv.WaitFor(t, "the broker's goroutines to end after Close", func() bool {
+		if runtime.NumGoroutine() <= g0 {
+			return true
 		}
-	}
+		var left int
+		left, stacks = fuzzBrokerGoroutines()
+		return left == 0
+	})
 }
 
 // fuzzBrokerGoroutines counts the goroutines running bifrost code other than the fuzz

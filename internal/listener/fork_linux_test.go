@@ -14,16 +14,14 @@ import (
 	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // startChild starts a process that lives until the test ends, as a broker's process (or a
 // test running mosquitto_pub in it) starts children.
 func startChild(t *testing.T) *exec.Cmd {
 	t.Helper()
-	sleep, err := exec.LookPath("sleep")
-	if err != nil {
-		t.Skip("no sleep binary")
-	}
+	sleep := testenv.Command(t, "sleep", "coreutils")
 	cmd := exec.Command(sleep, "60")
 	if err := cmd.Start(); err != nil { // returns once the exec succeeded
 		t.Fatal(err)
@@ -104,10 +102,7 @@ func (h *pingPong) OnClose(_ Conn, err error) {
 // it, which closes that moment too: 10 runs in a row under -race, none failed, so it runs
 // always.
 func TestForkStorm(t *testing.T) {
-	sleep, err := exec.LookPath("sleep")
-	if err != nil {
-		t.Skip("no sleep binary")
-	}
+	sleep := testenv.Command(t, "sleep", "coreutils")
 	const servers, workers, rounds = 3, 40, 30
 	var ls []*Listener
 	h := &pingPong{}
@@ -154,7 +149,7 @@ func TestForkStorm(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				_ = c.SetDeadline(time.Now().Add(waitTimeout))
+				_ = c.SetDeadline(time.Now().Add(testenv.Timeout))
 				b := make([]byte, 4)
 				_, err = c.Write([]byte("ping"))
 				if err == nil {

@@ -1,6 +1,7 @@
 package listener
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // TestSockOpts: sockets accepted by our loop get what Go gives its own TCP connections:
@@ -56,19 +58,11 @@ func openWriteRefused(error) bool { return false }
 // package (nbio's WebSocket package alone keeps a 1 MiB task pool resident in every
 // process that links it). Asked of the go command: a test binary carries no module list.
 func TestNoNbio(t *testing.T) {
-	gocmd, err := exec.LookPath("go")
-	if err != nil {
-		t.Skipf("no go command: %v", err)
-	}
+	gocmd := testenv.Command(t, "go", "the Go toolchain")
 	cmd := exec.Command(gocmd, "list", "-deps", "github.com/bifrost-mqtt/bifrost/cmd/bifrost")
 	cmd.Env = append(os.Environ(), "GOOS=linux")
 	out, err := cmd.Output()
-	if err != nil {
-		if os.Getenv("BIFROST_CI") == "1" {
-			t.Fatalf("go list: %v", err)
-		}
-		t.Skipf("go list: %v", err)
-	}
+	testenv.Need(t, err == nil, fmt.Sprintf("a working go list of the broker's packages (%v)", err))
 	for _, pkg := range strings.Fields(string(out)) {
 		if strings.HasPrefix(pkg, "github.com/lesismal/") {
 			t.Errorf("%s is linked on Linux", pkg)

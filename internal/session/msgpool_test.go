@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // recycled reports whether a pooled message has gone back to the pools.
@@ -146,17 +146,12 @@ func TestPooledMessagesConcurrent(t *testing.T) {
 		m.Release()
 	}
 	for i := range all {
-		for range 1000 {
-			if all[i].got == msgs {
-				break
-			}
+		// The ack goroutine frees the window; each read takes what it let through.
+		testenv.WaitFor(t, fmt.Sprintf("subscriber %d to get all %d messages", i, msgs), func() bool {
 			read(i)
-			time.Sleep(time.Millisecond) // the ack goroutine frees the window
-		}
+			return all[i].got == msgs
+		})
 		close(all[i].acks)
-		if all[i].got != msgs {
-			t.Errorf("subscriber %d got %d of %d", i, all[i].got, msgs)
-		}
 	}
 	wg.Wait()
 }
