@@ -1,9 +1,12 @@
 package session
 
 import (
+	"fmt"
 	"math/bits"
 	"sync"
 	"sync/atomic"
+
+	"github.com/bifrost-mqtt/bifrost/internal/invariants"
 )
 
 // Pooled messages: the publish path's one copy of a QoS 1/2 message, recycled once every
@@ -24,11 +27,20 @@ import (
 // message's bytes round up by less than 2x (bufpool's classes step by 4x, fine for
 // short-lived I/O buffers but not for what a queue keeps). Larger messages are allocated
 // exactly and not pooled.
+//
+// A reference dropped twice is the one mistake the pools cannot survive: the message is
+// recycled while a holder still queues it, and another publisher's bytes go out in its
+// place. Built with the invariants tag (internal/invariants), a released message is
+// poisoned and kept out of the pools instead of recycled, so a later use reads the poison
+// and a later Release or entryKept panics; a count going below zero panics too.
 const (
 	msgMinShift = 6  // 64 B
 	msgMaxShift = 14 // 16 KiB
 	// pinRefs is added by pin: far more references than can ever be dropped.
 	pinRefs = 1 << 30
+	// freedRefs marks a released message under invariants: far below any count a
+	// stray Release or entryKept can reach from it.
+	freedRefs = -1 << 30
 )
 
 var (
@@ -103,6 +115,13 @@ func (m *Message) OwnPooled() *Message {
 // the last one.
 func (m *Message) Release() {
 	if m.pool.buf == nil || m.pool.refs.Add(-1) != 0 {
+		if invariants.Enabled {
+			m.checkReleased()
+		}
+		return
+	}
+	if invariants.Enabled {
+		m.quarantine()
 		return
 	}
 	putMsgBytes(m.pool.buf)
@@ -111,10 +130,39 @@ func (m *Message) Release() {
 	messagePool.Put(m)
 }
 
+// quarantine is Release's end under invariants: m's bytes are poisoned and neither they
+// nor m go back to the pools, so that a holder that outlives its reference reads the
+// poison, and its Release or entryKept panics.
+func (m *Message) quarantine() {
+	invariants.Poison((*m.pool.buf)[:cap(*m.pool.buf)])
+	m.pool.buf = nil
+	m.pool.refs.Store(freedRefs)
+}
+
+// checkReleased panics if the Release that returned early was one too many (under
+// invariants): of a message its last holder released, or one that took its count below
+// zero.
+func (m *Message) checkReleased() {
+	m.checkLive("Release")
+	if n := m.pool.refs.Load(); m.pool.buf != nil && n < 0 {
+		panic(fmt.Sprintf("session: pooled message %q released once more than it was referenced (count %d)", m.topic, n))
+	}
+}
+
+// checkLive panics if m was released by its last holder (under invariants): what
+// would use it is a holder that should have let go.
+func (m *Message) checkLive(op string) {
+	if m.pool.refs.Load() == freedRefs {
+		panic("session: " + op + " of a pooled message already released by its last holder (its bytes are poisoned)")
+	}
+}
+
 // entryKept takes a reference for a window or queue entry that now holds m.
 func (m *Message) entryKept() {
 	if m.pool.buf != nil {
 		m.pool.refs.Add(1)
+	} else if invariants.Enabled {
+		m.checkLive("entryKept")
 	}
 }
 
@@ -122,6 +170,8 @@ func (m *Message) entryKept() {
 func (m *Message) pin() {
 	if m.pool.buf != nil {
 		m.pool.refs.Add(pinRefs)
+	} else if invariants.Enabled {
+		m.checkLive("pin")
 	}
 }
 

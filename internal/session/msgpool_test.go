@@ -9,8 +9,11 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
-// recycled reports whether a pooled message has gone back to the pools.
-func recycled(m *Message) bool { return m.pool.buf == nil && m.topic == nil }
+// recycled reports whether a pooled message was let go by its last holder: back in the
+// pools, or, built with invariants, poisoned and marked freed (msgpool.go).
+func recycled(m *Message) bool {
+	return m.pool.buf == nil && (m.topic == nil || m.pool.refs.Load() == freedRefs)
+}
 
 // pooled returns a pooled copy of a borrowed p, its one reference the caller's.
 func (p pub) pooled() *Message {
