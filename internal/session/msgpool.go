@@ -114,14 +114,11 @@ func (m *Message) OwnPooled() *Message {
 // Release drops a reference taken by OwnPooled or entryKept, recycling the message with
 // the last one.
 func (m *Message) Release() {
-	if m.pool.buf == nil || m.pool.refs.Add(-1) != 0 {
-		if invariants.Enabled {
-			m.checkReleased()
-		}
+	if invariants.Enabled {
+		m.releaseChecked()
 		return
 	}
-	if invariants.Enabled {
-		m.quarantine()
+	if m.pool.buf == nil || m.pool.refs.Add(-1) != 0 {
 		return
 	}
 	putMsgBytes(m.pool.buf)
@@ -130,23 +127,26 @@ func (m *Message) Release() {
 	messagePool.Put(m)
 }
 
-// quarantine is Release's end under invariants: m's bytes are poisoned and neither they
-// nor m go back to the pools, so that a holder that outlives its reference reads the
-// poison, and its Release or entryKept panics.
-func (m *Message) quarantine() {
+// releaseChecked is Release under invariants. A Release after the last panics, and so
+// does one that takes the count below zero (two holders releasing the last reference at
+// once). The last one poisons m's bytes and keeps them and m out of the pools, so that a
+// holder that outlives its reference reads the poison, and its Release or entryKept
+// panics.
+func (m *Message) releaseChecked() {
+	if m.pool.buf == nil {
+		m.checkLive("Release")
+		return
+	}
+	n := m.pool.refs.Add(-1)
+	if n < 0 {
+		panic(fmt.Sprintf("session: pooled message %q released once more than it was referenced (count %d)", m.topic, n))
+	}
+	if n != 0 {
+		return
+	}
 	invariants.Poison((*m.pool.buf)[:cap(*m.pool.buf)])
 	m.pool.buf = nil
 	m.pool.refs.Store(freedRefs)
-}
-
-// checkReleased panics if the Release that returned early was one too many (under
-// invariants): of a message its last holder released, or one that took its count below
-// zero.
-func (m *Message) checkReleased() {
-	m.checkLive("Release")
-	if n := m.pool.refs.Load(); m.pool.buf != nil && n < 0 {
-		panic(fmt.Sprintf("session: pooled message %q released once more than it was referenced (count %d)", m.topic, n))
-	}
 }
 
 // checkLive panics if m was released by its last holder (under invariants): what
