@@ -17,11 +17,12 @@ import (
 // A pooled message counts its holders. The publish path holds one reference while it
 // delivers (Own → OwnPooled, Release at the end), each window or queue entry one
 // (entryKept), dropped when the client's PUBACK, or PUBREC, ends the entry's need for the
-// message (entryDone). Every other holder, the retained store, the Journal, a will, a
-// copy sharing its bytes (WithRetain), pins it instead: a pinned message is never
-// recycled and the GC frees it as any other. A path that forgets a reference therefore
-// only costs a recycle; recycling needs every holder to have let go, so a message still
-// referenced can never be reused.
+// message (entry.done), and the Journal one while the message is stored (refLocked,
+// unrefLocked). Every other holder, the retained store, a will, a copy sharing its bytes
+// (WithRetain), pins it instead: a pinned message is never recycled and the GC frees it
+// as any other. A path that forgets a reference therefore only costs a recycle;
+// recycling needs every holder to have let go, so a message still referenced can never
+// be reused.
 //
 // The bytes come from size classes of their own, doubling from 64 B to 16 KiB: a queued
 // message's bytes round up by less than 2x (bufpool's classes step by 4x, fine for
@@ -157,7 +158,8 @@ func (m *Message) checkLive(op string) {
 	}
 }
 
-// entryKept takes a reference for a window or queue entry that now holds m.
+// entryKept takes a reference for a window or queue entry (or the Journal) that now
+// holds m.
 func (m *Message) entryKept() {
 	if m.pool.buf != nil {
 		m.pool.refs.Add(1)

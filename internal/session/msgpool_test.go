@@ -158,3 +158,37 @@ func TestPooledMessagesConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestPooledMessageStored: a pooled message that persistent sessions keep is stored while
+// any of them holds it, and the store's reference counts like theirs: the message is
+// recycled with the last, not pinned out of the pools (a QoS 1 stream to persistent
+// sessions would allocate a message per PUBLISH).
+func TestPooledMessageStored(t *testing.T) {
+	st := &stepStore{}
+	lim, j := journalLimits(st)
+	var ss []*Session
+	for i := range 2 {
+		s, _ := online(t, lim, ConnectInfo{Version: packet.V5, Expiry: 60})
+		s.clientID = fmt.Sprint("c", i)
+		ss = append(ss, s)
+	}
+	j.Commit()
+	st.finish(t, nil)
+	m := pub{topic: "t", payload: "kept", qos: 1}.pooled()
+	for _, s := range ss {
+		if _, drop, stored := s.DeliverStored(Delivery{Msg: m, QoS: 1}, at(0)); drop != Delivered || !stored {
+			t.Fatalf("drop %v stored %v", drop, stored)
+		}
+	}
+	m.Release() // the publish path is done
+	j.Commit()
+	st.finish(t, nil)
+	ss[0].Ack(&packet.Ack{PacketType: packet.PUBACK, PacketID: 1}, at(0))
+	if recycled(m) || j.StoredMessages() != 1 || string(m.Payload()) != "kept" {
+		t.Fatalf("after one PUBACK of two: recycled %v, %d stored, payload %q", recycled(m), j.StoredMessages(), m.Payload())
+	}
+	ss[1].Ack(&packet.Ack{PacketType: packet.PUBACK, PacketID: 1}, at(0))
+	if !recycled(m) || j.StoredMessages() != 0 {
+		t.Fatalf("after the last PUBACK: recycled %v (want true), %d stored (want 0)", recycled(m), j.StoredMessages())
+	}
+}
