@@ -169,8 +169,7 @@ type mqProc struct {
 func mqSub(t testing.TB, args ...string) *mqProc {
 	t.Helper()
 	sub := mqTool(t, "mosquitto_sub")
-	stdbuf, err := exec.LookPath("stdbuf")
-	testenv.Need(t, err == nil, "stdbuf (coreutils)")
+	stdbuf := testenv.Command(t, "stdbuf", "coreutils")
 	return mqSpawn(t, stdbuf, append([]string{"-oL", sub, "-d"}, args...)...)
 }
 
