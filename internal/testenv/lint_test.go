@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bufio"
+	"bytes"
 	"go/build/constraint"
 	"io/fs"
 	"os"
@@ -15,6 +16,35 @@ import (
 // by the packages that mention testenv.Race, and runs those packages again without
 // -race; a race build constraint anywhere else would hide such a test from it.
 func TestRaceOnlyThroughTestenv(t *testing.T) {
+	root, files := moduleFiles(t)
+	for _, path := range files {
+		if tagsRace(t, path) {
+			rel, _ := filepath.Rel(root, path)
+			t.Errorf("%s: a race build constraint; ask testenv.Race instead", rel)
+		}
+	}
+}
+
+// TestCIOnlyThroughTestenv keeps CI the one reader of BIFROST_CI, so that "in CI" means
+// one thing to every test.
+func TestCIOnlyThroughTestenv(t *testing.T) {
+	root, files := moduleFiles(t)
+	for _, path := range files {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte(`"BIFROST_CI"`)) {
+			rel, _ := filepath.Rel(root, path)
+			t.Errorf("%s: reads BIFROST_CI; ask testenv.CI instead", rel)
+		}
+	}
+}
+
+// moduleFiles returns the module's root and its Go files outside this package and
+// testdata.
+func moduleFiles(t *testing.T) (root string, files []string) {
+	t.Helper()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
@@ -23,7 +53,6 @@ func TestRaceOnlyThroughTestenv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := 0
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -34,22 +63,18 @@ func TestRaceOnlyThroughTestenv(t *testing.T) {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(path, ".go") {
-			return nil
-		}
-		seen++
-		if tagsRace(t, path) {
-			rel, _ := filepath.Rel(root, path)
-			t.Errorf("%s: a race build constraint; ask testenv.Race instead", rel)
+		if strings.HasSuffix(path, ".go") {
+			files = append(files, path)
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if seen < 100 {
-		t.Fatalf("only %d Go files under %s: not the module's root?", seen, root)
+	if len(files) < 100 {
+		t.Fatalf("only %d Go files under %s: not the module's root?", len(files), root)
 	}
+	return root, files
 }
 
 // tagsRace reports whether the file's build constraint mentions the race tag.
