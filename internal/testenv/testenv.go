@@ -28,7 +28,7 @@ func Need(t testing.TB, ok bool, what string) {
 }
 
 // Command returns the path of the command name, through Need when it is not on the PATH;
-// from says where it comes from ("the Debian package mosquitto").
+// from says how to get it ("apt-get install -y mosquitto").
 func Command(t testing.TB, name, from string) string {
 	t.Helper()
 	path, err := exec.LookPath(name)
