@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -12,9 +13,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/bifrost-mqtt/bifrost"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 	"go.uber.org/goleak"
 )
 
@@ -263,18 +264,10 @@ func TestStoreMetrics(t *testing.T) {
 	if err := b.Publish("kept/topic", []byte("retained"), 1, true); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testenv.WaitFor(t, fmt.Sprintf("the store series to move: commits above %v, 1 message", commits), func() bool {
 		body = scrape()
-		if value(body, "bifrost_store_commits_total") > commits && value(body, "bifrost_store_messages") == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("store series did not move: commits %v (before %v), messages %v",
-				value(body, "bifrost_store_commits_total"), commits, value(body, "bifrost_store_messages"))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return value(body, "bifrost_store_commits_total") > commits && value(body, "bifrost_store_messages") == 1
+	})
 	if value(body, "bifrost_store_written_bytes_total") <= 0 || value(body, "bifrost_store_disk_bytes") <= 0 {
 		t.Errorf("written %v, disk %v: want both above 0", value(body, "bifrost_store_written_bytes_total"),
 			value(body, "bifrost_store_disk_bytes"))

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/bifrost-mqtt/bifrost"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // binary is the bifrost-bench command built once by TestMain; "" when the go tool is missing.
@@ -41,12 +42,7 @@ func buildAndRun(m *testing.M) int {
 // runBinary runs the built binary to completion and returns its exit code and output.
 func runBinary(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	if binary == "" {
-		if os.Getenv("BIFROST_CI") == "1" {
-			t.Fatal("go tool not found: cannot build the binary")
-		}
-		t.Skip("go tool not found: cannot build the binary")
-	}
+	testenv.Need(t, binary != "", "the go tool, to build the binary")
 	var out, errOut bytes.Buffer
 	cmd := exec.Command(binary, args...)
 	cmd.Stdout, cmd.Stderr = &out, &errOut

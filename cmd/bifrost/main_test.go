@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // binary is the bifrost command built once by TestMain; "" when the go tool is missing.
@@ -47,9 +49,7 @@ func buildAndRun(m *testing.M) int {
 // runBinary runs the built binary to completion and returns its exit code and output.
 func runBinary(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	if binary == "" {
-		t.Skip("go tool not found: cannot build the binary")
-	}
+	testenv.Need(t, binary != "", "the go command (it builds the binary under test)")
 	var out, errOut bytes.Buffer
 	cmd := exec.Command(binary, args...)
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -133,9 +133,7 @@ type server struct {
 
 func startServer(t *testing.T, args ...string) *server {
 	t.Helper()
-	if binary == "" {
-		t.Skip("go tool not found: cannot build the binary")
-	}
+	testenv.Need(t, binary != "", "the go command (it builds the binary under test)")
 	if runtime.GOOS == "windows" {
 		t.Skip("the test stops the server with SIGTERM")
 	}

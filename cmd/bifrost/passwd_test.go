@@ -11,14 +11,13 @@ import (
 
 	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // runPasswd runs the built binary's passwd command with stdin.
 func runPasswd(t *testing.T, stdin string, args ...string) (code int, stderr string) {
 	t.Helper()
-	if binary == "" {
-		t.Skip("go tool not found: cannot build the binary")
-	}
+	testenv.Need(t, binary != "", "the go command (it builds the binary under test)")
 	var errOut bytes.Buffer
 	cmd := exec.Command(binary, append([]string{"passwd"}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // mosquittoVector is a line mosquitto_passwd 2.0.11 wrote (mosquitto_passwd -c -b pw pub
@@ -45,13 +46,7 @@ func TestVerifyMosquittoVector(t *testing.T) {
 // TestVerifyMosquittoPasswd has the installed mosquitto_passwd write hashes, for both of
 // its own hash kinds, and checks bifrost verifies $7$ and refuses $6$ with a reason.
 func TestVerifyMosquittoPasswd(t *testing.T) {
-	tool, err := exec.LookPath("mosquitto_passwd")
-	if err != nil {
-		if os.Getenv("BIFROST_CI") != "" {
-			t.Fatal("mosquitto_passwd not installed")
-		}
-		t.Skip("mosquitto_passwd not installed")
-	}
+	tool := testenv.Command(t, "mosquitto_passwd", "apt-get install -y mosquitto")
 	file := filepath.Join(t.TempDir(), "pw")
 	pws := map[string]string{"alice": "correct horse", "bob": "pässwörd", "carol": "x"}
 	first := true

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/listener"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // authTestConn is a listener.Conn that records what the broker writes, safe for the auth
@@ -124,17 +126,12 @@ func (c *authTestConn) packets(t *testing.T, v packet.Version) []packet.Packet {
 // waitPackets polls until the conn has at least n packets.
 func (c *authTestConn) waitPackets(t *testing.T, v packet.Version, n int) []packet.Packet {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		ps := c.packets(t, v)
-		if len(ps) >= n || time.Now().After(deadline) {
-			if len(ps) < n {
-				t.Fatalf("got %d packets %v, want %d", len(ps), types(ps), n)
-			}
-			return ps
-		}
-		time.Sleep(time.Millisecond)
-	}
+	var ps []packet.Packet
+	testenv.WaitFor(t, fmt.Sprintf("%d packets", n), func() bool {
+		ps = c.packets(t, v)
+		return len(ps) >= n
+	})
+	return ps
 }
 
 func types(ps []packet.Packet) []packet.Type {

@@ -1,6 +1,10 @@
 package bufpool
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
+)
 
 func TestGetCapacity(t *testing.T) {
 	for _, n := range []int{0, 1, 255, 256, 257, 4096, 70000, 1 << 20, 1<<20 + 1} {
@@ -22,7 +26,7 @@ func TestPutDropsForeignSizes(t *testing.T) {
 }
 
 func TestReuseAllocatesNothing(t *testing.T) {
-	if raceEnabled {
+	if testenv.Race {
 		t.Skip("sync.Pool drops items at random under the race detector")
 	}
 	Put(Get(1000))
@@ -56,7 +60,7 @@ func TestGrow(t *testing.T) {
 }
 
 func TestGrowReuseAllocatesNothing(t *testing.T) {
-	if raceEnabled {
+	if testenv.Race {
 		t.Skip("sync.Pool drops items at random under the race detector")
 	}
 	batch := func() {

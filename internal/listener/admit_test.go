@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // TestAdmit: a connection the Admit hook refuses is closed before any work is spent on it
@@ -61,7 +62,7 @@ func TestAdmit(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			waitFor(t, "the admitted connection", func() bool { return h.open() == 1 })
+			testenv.WaitFor(t, "the admitted connection", func() bool { return h.open() == 1 })
 			if asked.Load() != 2 {
 				t.Fatalf("Admit asked %d times, want 2", asked.Load())
 			}

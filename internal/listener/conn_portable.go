@@ -96,19 +96,30 @@ func (c *conn) writeLoop() {
 		}
 		c.out = nil
 		c.wmu.Unlock()
-		n, err := c.nc.Write(*b)
+		// In chunks, each accounted as it goes: the queue goes down as the peer reads,
+		// so that a drain notice at Options.DrainedAt comes while bytes still wait, as
+		// on the epoll engine, not only when a whole backlog has gone out.
+		var err error
+		for q := *b; len(q) > 0 && err == nil; {
+			var n int
+			n, err = c.nc.Write(q[:min(len(q), writeChunk)])
+			q = q[n:]
+			c.wmu.Lock()
+			if n > 0 {
+				c.written(n)
+			}
+			if err != nil {
+				_ = c.closeOwnLocked(err)
+				c.dropQueue()
+			}
+			c.wmu.Unlock()
+		}
 		bufpool.Put(b)
-		c.wmu.Lock()
-		if n > 0 {
-			c.written(n)
-		}
-		if err != nil {
-			_ = c.closeOwnLocked(err)
-			c.dropQueue()
-		}
-		c.wmu.Unlock()
 	}
 }
+
+// writeChunk is the most the write goroutine hands the socket at once.
+const writeChunk = 64 << 10
 
 // dropQueue gives the queue's buffer back. c.wmu is held.
 func (c *conn) dropQueue() {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // TestNotifyDrainedAt: with Options.DrainedAt, the notice comes once the queue is down to
@@ -30,7 +31,7 @@ func TestNotifyDrainedAt(t *testing.T) {
 	c := dial(t, l)
 	sc := recv(t, r.opened, "OnOpen")
 	c.send(t, []byte("go"))
-	waitFor(t, "the writes", func() bool { return queued.Load() != 0 })
+	testenv.WaitFor(t, "the writes", func() bool { return queued.Load() != 0 })
 	if queued.Load() <= at {
 		t.Fatalf("test broken: %d bytes queued, not more than DrainedAt", queued.Load())
 	}

@@ -3,6 +3,8 @@ package listener
 import (
 	"sync/atomic"
 	"testing"
+
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // drainRecorder is a recorder that is also a Drainer: it reports each OnDrained with what
@@ -35,7 +37,7 @@ func TestNotifyDrained(t *testing.T) {
 		c := dial(t, l)
 		sc := recv(t, r.opened, "OnOpen")
 		c.send(t, []byte("go"))
-		waitFor(t, "the writes", func() bool { return queued.Load() != 0 })
+		testenv.WaitFor(t, "the writes", func() bool { return queued.Load() != 0 })
 		if queued.Load() <= 0 {
 			t.Fatalf("test broken: nothing queued for a client that does not read")
 		}
@@ -60,7 +62,7 @@ func TestNotifyDrained(t *testing.T) {
 		if b := recv(t, r.drained, "OnDrained"); b != 0 {
 			t.Fatalf("OnDrained with %d bytes queued", b)
 		}
-		waitFor(t, "the delivering goroutine to end", func() bool { return !deliveringDrained(s) })
+		testenv.WaitFor(t, "the delivering goroutine to end", func() bool { return !deliveringDrained(s) })
 	})
 }
 

@@ -7,16 +7,15 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // startChild starts a process that lives until the test ends, as a broker's process (or a
 // test running mosquitto_pub in it) starts children.
 func startChild(t *testing.T) *exec.Cmd {
 	t.Helper()
-	sleep, err := exec.LookPath("sleep")
-	if err != nil {
-		t.Skip("no sleep binary")
-	}
+	sleep := testenv.Command(t, "sleep", "coreutils")
 	cmd := exec.Command(sleep, "60")
 	if err := cmd.Start(); err != nil { // returns once the exec succeeded
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // pingPong answers "ping" with "pong" and counts closes by their error.
@@ -39,10 +40,7 @@ func (h *pingPong) OnClose(_ Conn, err error) {
 // kernel has given to a new connection, and close the new one. The epoll engine takes a
 // descriptor out of epoll before closing it; 10 runs in a row under -race, none failed.
 func TestForkStorm(t *testing.T) {
-	sleep, err := exec.LookPath("sleep")
-	if err != nil {
-		t.Skip("no sleep binary")
-	}
+	sleep := testenv.Command(t, "sleep", "coreutils")
 	const servers, workers, rounds = 3, 40, 30
 	var ls []*Listener
 	h := &pingPong{}
@@ -89,7 +87,7 @@ func TestForkStorm(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				_ = c.SetDeadline(time.Now().Add(waitTimeout))
+				_ = c.SetDeadline(time.Now().Add(testenv.Timeout))
 				b := make([]byte, 4)
 				_, err = c.Write([]byte("ping"))
 				if err == nil {

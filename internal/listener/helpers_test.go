@@ -23,31 +23,16 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
-// waitTimeout bounds every wait in these tests: it only decides how long a failing test
-// takes, never whether a passing one passes.
-const waitTimeout = 15 * time.Second
-
-// waitFor polls cond until it holds, failing the test after waitTimeout.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-// recv receives from ch, failing the test after waitTimeout.
+// recv receives from ch, failing the test after testenv.Timeout.
 func recv[T any](t testing.TB, ch <-chan T, what string) T {
 	t.Helper()
 	select {
 	case v := <-ch:
 		return v
-	case <-time.After(waitTimeout):
+	case <-time.After(testenv.Timeout):
 		t.Fatalf("timed out waiting for %s", what)
 		panic("unreachable")
 	}

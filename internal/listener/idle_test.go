@@ -2,6 +2,7 @@ package listener
 
 import (
 	"crypto/tls"
+	"fmt"
 	"net"
 	"net/http"
 	"runtime"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // dialIdle opens n client connections to l from spread source addresses, with a TLS
@@ -74,29 +76,21 @@ func TestIdleGoroutines(t *testing.T) {
 	s := newTestServer(t, h, Options{ConnectTimeout: time.Hour})
 	lt, lw := listen(t, s, conf.ListenerTCP), listen(t, s, conf.ListenerWS)
 	dialIdle(t, lt, 1) // warm up
-	waitFor(t, "the warm-up connection", func() bool { return h.open() == 1 })
-	settle := func() int { // goroutines once transient ones are gone
-		runtime.GC()
-		time.Sleep(20 * time.Millisecond)
-		return runtime.NumGoroutine()
-	}
-	base := settle()
+	testenv.WaitFor(t, "the warm-up connection", func() bool { return h.open() == 1 })
+	base := runtime.NumGoroutine()
 
 	dialIdle(t, lt, n)
 	dialIdle(t, lw, n)
-	waitFor(t, "every connection open", func() bool { return h.open() == 2*n+1 })
+	testenv.WaitFor(t, "every connection open", func() bool { return h.open() == 2*n+1 })
 	if lt.Conns() != n+1 || lw.Conns() != n {
 		t.Fatalf("Conns() = %d, %d", lt.Conns(), lw.Conns())
 	}
 	perConn := goroutinesPerConn * 2 * n
-	after := settle()
-	for deadline := time.Now().Add(waitTimeout); after > base+perConn+2 && time.Now().Before(deadline); {
-		after = settle()
-	}
-	if after > base+perConn+2 {
-		t.Errorf("goroutines: %d before, %d with %d idle connections, want at most %d more",
-			base, after, 2*n, perConn+2)
-	}
+	var after int
+	testenv.WaitFor(t, fmt.Sprintf("the goroutines to come within %d of the %d before %d idle connections", perConn+2, base, 2*n), func() bool {
+		after = runtime.NumGoroutine() // transient ones may take a moment to end
+		return after <= base+perConn+2
+	})
 	t.Logf("goroutines: %d before, %d with %d idle connections (%.4f per connection); %d of them ours",
 		base, after, 2*n, float64(after-base)/float64(2*n), s.running.Load())
 	want := 3 + engineGoroutines(s, 2*n+1) // two accept loops, the wheel, the engine's
@@ -113,7 +107,7 @@ func TestIdleGoroutinesTLS(t *testing.T) {
 		t.Skip("opens 2,000 TLS connections")
 	}
 	n := 1000
-	if raceEnabled {
+	if testenv.Race {
 		n = 150 // handshakes are slow under the race detector; the count is what matters
 	}
 	h := &counter{}
@@ -124,31 +118,23 @@ func TestIdleGoroutinesTLS(t *testing.T) {
 	}
 	dialIdle(t, lt, 1)
 	dialIdle(t, lw, 1)
-	waitFor(t, "the warm-up connections", func() bool { return h.open() == 2 })
-	waitFor(t, "the warm-up handshake goroutines to end", func() bool { return s.running.Load() == ours(2) })
-	settle := func() int {
-		runtime.GC()
-		time.Sleep(20 * time.Millisecond)
-		return runtime.NumGoroutine()
-	}
-	base := settle()
+	testenv.WaitFor(t, "the warm-up connections", func() bool { return h.open() == 2 })
+	testenv.WaitFor(t, "the warm-up handshake goroutines to end", func() bool { return s.running.Load() == ours(2) })
+	base := runtime.NumGoroutine()
 
 	dialIdle(t, lt, n)
 	dialIdle(t, lw, n)
-	waitFor(t, "every connection open", func() bool { return h.open() == 2*n+2 })
+	testenv.WaitFor(t, "every connection open", func() bool { return h.open() == 2*n+2 })
 	if lt.Conns() != n+1 || lw.Conns() != n+1 {
 		t.Fatalf("Conns() = %d, %d", lt.Conns(), lw.Conns())
 	}
-	waitFor(t, "every handshake goroutine to end", func() bool { return s.running.Load() == ours(2*n+2) })
+	testenv.WaitFor(t, "every handshake goroutine to end", func() bool { return s.running.Load() == ours(2*n+2) })
 	perConn := goroutinesPerConn * 2 * n
-	after := settle()
-	for deadline := time.Now().Add(waitTimeout); after > base+perConn && time.Now().Before(deadline); {
-		after = settle()
-	}
-	if after > base+perConn {
-		t.Errorf("goroutines: %d before, %d with %d idle TLS connections, want at most %d more",
-			base, after, 2*n, perConn)
-	}
+	var after int
+	testenv.WaitFor(t, fmt.Sprintf("the goroutines to come within %d of the %d before %d idle TLS connections", perConn, base, 2*n), func() bool {
+		after = runtime.NumGoroutine() // transient ones may take a moment to end
+		return after <= base+perConn
+	})
 	t.Logf("goroutines: %d before, %d with %d idle TLS connections (%d tls, %d wss); %d of them ours",
 		base, after, 2*n, n, n, s.running.Load())
 }

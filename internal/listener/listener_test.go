@@ -21,6 +21,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // transports runs f once per transport.
@@ -224,7 +225,7 @@ func TestSeveralListeners(t *testing.T) {
 		if ev.c != sc || !errors.Is(ev.err, io.EOF) {
 			t.Errorf("%s: OnClose(%v), want io.EOF", l.Name(), ev.err)
 		}
-		waitFor(t, l.Name()+" Conns() == 0", func() bool { return l.Conns() == 0 })
+		testenv.WaitFor(t, l.Name()+" Conns() == 0", func() bool { return l.Conns() == 0 })
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -246,7 +247,7 @@ func TestDataInOrder(t *testing.T) {
 			c.send(t, rest[:n])
 			rest = rest[n:]
 		}
-		waitFor(t, "all bytes", func() bool { return len(r.received(sc)) >= len(want) })
+		testenv.WaitFor(t, "all bytes", func() bool { return len(r.received(sc)) >= len(want) })
 		if got := r.received(sc); !bytes.Equal(got, want) {
 			t.Fatalf("received %d bytes that differ from the %d sent", len(got), len(want))
 		}
@@ -287,7 +288,7 @@ func testWSFrameSplits(t *testing.T, typ string) {
 	big := randomBytes(70000) // a 64-bit length
 	c.send(t, big)
 	want = append(want, big...)
-	waitFor(t, "all payload", func() bool { return len(r.received(sc)) >= len(want) })
+	testenv.WaitFor(t, "all payload", func() bool { return len(r.received(sc)) >= len(want) })
 	if got := r.received(sc); !bytes.Equal(got, want) {
 		t.Fatalf("received %q..., want %q...", got[:40], want[:40])
 	}
@@ -333,7 +334,7 @@ func TestBuffered(t *testing.T) {
 			t.Fatalf("Buffered() = %d before any write", sc.Buffered())
 		}
 		c.send(t, []byte("go"))
-		waitFor(t, "the writes", func() bool { return queued.Load() != 0 })
+		testenv.WaitFor(t, "the writes", func() bool { return queued.Load() != 0 })
 		if q := queued.Load(); q <= 0 || q > int64(burstSize+burstWrites*wsMaxHeader+recordOverhead(l.kind, burstSize, burstChunk)) {
 			t.Fatalf("Buffered() = %d after writing %d bytes to a client that does not read", q, burstSize)
 		}
@@ -341,7 +342,7 @@ func TestBuffered(t *testing.T) {
 		if len(got) != burstSize {
 			t.Fatalf("read %d bytes", len(got))
 		}
-		waitFor(t, "Buffered() == 0", func() bool { return sc.Buffered() == 0 })
+		testenv.WaitFor(t, "Buffered() == 0", func() bool { return sc.Buffered() == 0 })
 	})
 }
 
@@ -434,7 +435,7 @@ func TestCloseOnce(t *testing.T) {
 				if !p.check(ev.err) {
 					t.Errorf("OnClose(%v)", ev.err)
 				}
-				waitFor(t, "Conns() == 0", func() bool { return l.Conns() == 0 })
+				testenv.WaitFor(t, "Conns() == 0", func() bool { return l.Conns() == 0 })
 				_ = s.Close()
 				r.checkAllClosedOnce(t)
 			})
@@ -465,7 +466,7 @@ func TestCloseOnce(t *testing.T) {
 		}
 		r.checkAllClosedOnce(t)
 		for _, c := range append(cs, &client{Conn: pending}) {
-			_ = c.SetReadDeadline(time.Now().Add(waitTimeout))
+			_ = c.SetReadDeadline(time.Now().Add(testenv.Timeout))
 			if _, err := io.ReadAll(c); err != nil {
 				t.Errorf("client: %v, want EOF", err)
 			}
@@ -540,14 +541,14 @@ func TestCloseNotReading(t *testing.T) {
 			t.Fatalf("OnClose(%v), want nil", ev.err)
 		}
 		// Once the server's socket is gone, the client's writes are answered with a reset.
-		deadline := time.Now().Add(waitTimeout)
+		deadline := time.Now().Add(testenv.Timeout)
 		var err error
 		for err == nil && time.Now().Before(deadline) {
 			_, err = c.raw.Write([]byte{0})
 			time.Sleep(5 * time.Millisecond)
 		}
 		if err == nil {
-			t.Fatalf("the server still holds the socket %v after Close", waitTimeout)
+			t.Fatalf("the server still holds the socket %v after Close", testenv.Timeout)
 		}
 		if !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE) {
 			t.Fatalf("client write: %v, want a reset", err)
@@ -596,7 +597,7 @@ func TestIdleTimeoutRefresh(t *testing.T) {
 			t.Fatalf("OnClose(%v) while receiving", ev.err)
 		default:
 		}
-		waitFor(t, "the last byte", func() bool { return len(r.received(sc)) == 20 })
+		testenv.WaitFor(t, "the last byte", func() bool { return len(r.received(sc)) == 20 })
 		ev := recv(t, r.closed, "OnClose")
 		if elapsed := time.Since(last); !errors.Is(ev.err, ErrIdleTimeout) || elapsed < idle-50*time.Millisecond {
 			t.Fatalf("OnClose(%v) %v after the last byte, want ErrIdleTimeout after %v", ev.err, elapsed, idle)
@@ -715,7 +716,7 @@ func TestHandshakeTimeout(t *testing.T) {
 		t.Fatalf("upgrade on /elsewhere: %v %v", res, err)
 	}
 	for _, c := range []net.Conn{silent, notFound} {
-		_ = c.SetReadDeadline(time.Now().Add(waitTimeout))
+		_ = c.SetReadDeadline(time.Now().Add(testenv.Timeout))
 		if _, err := io.ReadAll(c); err != nil {
 			t.Errorf("client: %v, want EOF", err)
 		}
@@ -780,7 +781,7 @@ func TestWSCoder(t *testing.T) {
 	r.echo = true
 	s := newTestServer(t, r, Options{})
 	l := listen(t, s, conf.ListenerWS)
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
 	defer cancel()
 	url := "ws://" + l.Addr().String() + "/mqtt"
 
@@ -870,7 +871,7 @@ func TestListenerClose(t *testing.T) {
 		t.Fatalf("OnClose(%v) for %s", ev.err, ev.c.Listener().Name())
 	}
 	for _, c := range []net.Conn{cb, pending} {
-		_ = c.SetReadDeadline(time.Now().Add(waitTimeout))
+		_ = c.SetReadDeadline(time.Now().Add(testenv.Timeout))
 		if _, err := io.ReadAll(c); err != nil {
 			t.Errorf("client of the closed listener: %v", err)
 		}
@@ -943,7 +944,7 @@ func TestAcceptBackoff(t *testing.T) {
 		}
 		return err
 	})
-	waitFor(t, "five accepts", func() bool { return f.calls.Load() == 5 })
+	testenv.WaitFor(t, "five accepts", func() bool { return f.calls.Load() == 5 })
 	if d := time.Since(start); d < (5+10+20+40)*time.Millisecond {
 		t.Errorf("four failures retried within %v: no back-off", d)
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // TestIdleMemory measures what an idle connection costs the server: live heap bytes, stack
@@ -49,11 +50,11 @@ func TestIdleMemory(t *testing.T) {
 			l := listen(t, s, typ)
 			fds := make([]int, n) // allocated before the baseline
 			rawDialIdle(t, l, fds[:1])
-			waitFor(t, "the warm-up connection", func() bool { return h.open() == 1 })
+			testenv.WaitFor(t, "the warm-up connection", func() bool { return h.open() == 1 })
 			heap0, stack0, g0 := measure()
 
 			rawDialIdle(t, l, fds[1:])
-			waitFor(t, fmt.Sprintf("%d connections", n), func() bool { return h.open() == n })
+			testenv.WaitFor(t, fmt.Sprintf("%d connections", n), func() bool { return h.open() == n })
 			heap1, stack1, g1 := measure()
 			per := float64(heap1-heap0) / float64(n-1)
 			t.Logf("%s: %d idle connections: %.0f heap bytes, %.0f stack bytes and %.4f goroutines per connection",
@@ -70,7 +71,7 @@ func TestIdleMemory(t *testing.T) {
 				_ = syscall.SetsockoptLinger(fd, syscall.SOL_SOCKET, syscall.SO_LINGER, &syscall.Linger{Onoff: 1})
 				_ = syscall.Close(fd) // a reset: no TIME_WAIT left behind
 			}
-			waitFor(t, "every connection closed", func() bool { return h.open() == 0 && l.Conns() == 0 })
+			testenv.WaitFor(t, "every connection closed", func() bool { return h.open() == 0 && l.Conns() == 0 })
 			_ = s.Close() // its descriptors are gone before the next transport's test
 		})
 	}
@@ -83,8 +84,6 @@ func measure() (heap, stack uint64, goroutines int) {
 	for range 3 {
 		runtime.GC()
 	}
-	time.Sleep(20 * time.Millisecond) // transient goroutines exit
-	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc, ms.StackInuse, runtime.NumGoroutine()
 }
@@ -178,7 +177,7 @@ func TestIdleMemoryTLS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("opens thousands of TLS connections")
 	}
-	if raceEnabled {
+	if testenv.Race {
 		t.Skip("measures memory: the race detector distorts it (TestIdleGoroutinesTLS counts goroutines under it)")
 	}
 	var lim syscall.Rlimit
@@ -196,18 +195,18 @@ func TestIdleMemoryTLS(t *testing.T) {
 			l := listen(t, s, typ)
 			clients := startTLSClients(t, l, n)
 			clients.await("warm")
-			waitFor(t, "the warm-up connection", func() bool { return h.open() == 1 })
+			testenv.WaitFor(t, "the warm-up connection", func() bool { return h.open() == 1 })
 			ours := func(conns int) int32 { // the accept loop, the wheel, the certificate watcher, the engine's
 				return 3 + engineGoroutines(s, conns)
 			}
-			waitFor(t, "its handshake goroutine to end", func() bool { return s.running.Load() == ours(1) })
+			testenv.WaitFor(t, "its handshake goroutine to end", func() bool { return s.running.Load() == ours(1) })
 			heap0, stack0, g0 := measure()
 			rss0 := rss(t)
 
 			clients.send("go")
 			clients.await("ready")
-			waitFor(t, fmt.Sprintf("%d connections", n), func() bool { return h.open() == n })
-			waitFor(t, "the handshake goroutines to end", func() bool { return s.running.Load() == ours(n) })
+			testenv.WaitFor(t, fmt.Sprintf("%d connections", n), func() bool { return h.open() == n })
+			testenv.WaitFor(t, "the handshake goroutines to end", func() bool { return s.running.Load() == ours(n) })
 			heap1, stack1, g1 := measure()
 			rss1 := rss(t)
 			per := float64(heap1-heap0) / float64(n-1)
@@ -221,7 +220,7 @@ func TestIdleMemoryTLS(t *testing.T) {
 				t.Errorf("%s: %d goroutines before, %d with %d idle connections, want %d", typ, g0, g1, n-1, want)
 			}
 			clients.stop()
-			waitFor(t, "every connection closed", func() bool { return h.open() == 0 && l.Conns() == 0 })
+			testenv.WaitFor(t, "every connection closed", func() bool { return h.open() == 0 && l.Conns() == 0 })
 			_ = s.Close()
 		})
 	}
@@ -295,7 +294,7 @@ func (c *tlsClients) send(line string) {
 // await waits for the client process to print line.
 func (c *tlsClients) await(line string) {
 	c.t.Helper()
-	deadline := time.After(2 * waitTimeout)
+	deadline := time.After(2 * testenv.Timeout)
 	for {
 		select {
 		case got, ok := <-c.lines:

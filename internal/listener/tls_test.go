@@ -21,6 +21,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // stepWire is a server transport for crypto/tls that blocks on a pipe during the
@@ -246,7 +247,7 @@ func TestTLSClientCertificates(t *testing.T) {
 				cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return tc.cert, nil }
 				c, err := tlsDial(t, l, cfg)
 				if err == nil { // TLS 1.3: the server's verdict comes after the client's Finished
-					_ = c.SetReadDeadline(time.Now().Add(waitTimeout))
+					_ = c.SetReadDeadline(time.Now().Add(testenv.Timeout))
 					_, err = c.Read(make([]byte, 1))
 				}
 				if err == nil || !strings.Contains(err.Error(), "remote error: tls: "+tc.want) {
@@ -343,7 +344,7 @@ func TestTLSReload(t *testing.T) {
 	cert, key = testPKI().ca.issue("renewed again", true)
 	replaceFile(t, files.KeyFile, key)
 	replaceFile(t, files.CertFile, cert)
-	waitFor(t, "the new certificate", func() bool {
+	testenv.WaitFor(t, "the new certificate", func() bool {
 		ok := serverCN(t, l) == "renewed again"
 		recv(t, r.opened, "OnOpen")
 		return ok
@@ -357,7 +358,7 @@ func TestWSSCoder(t *testing.T) {
 	r.echo = true
 	s := newTestServer(t, r, Options{})
 	l := listen(t, s, conf.ListenerWSS)
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
 	defer cancel()
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: clientTLS()}}
 	url := "wss://localhost:" + strings.Split(l.Addr().String(), ":")[1] + "/mqtt"
@@ -442,17 +443,17 @@ func TestTLSHandshakeTimeout(t *testing.T) {
 		}
 	})
 	// The complete ClientHello starts the one handshake goroutine.
-	waitFor(t, "the handshake goroutine", func() bool { return sharedGoroutines(t, s) == base+1 })
+	testenv.WaitFor(t, "the handshake goroutine", func() bool { return sharedGoroutines(t, s) == base+1 })
 	for _, c := range []net.Conn{silent, half, whole, dribble} {
-		_ = c.SetReadDeadline(time.Now().Add(waitTimeout))
+		_ = c.SetReadDeadline(time.Now().Add(testenv.Timeout))
 		if _, err := io.ReadAll(c); err != nil && !errors.Is(err, syscall.ECONNRESET) {
 			t.Errorf("client: %v, want the connection closed", err)
 		}
 	}
 	close(stop)
 	wg.Wait()
-	waitFor(t, "the handshake goroutine to end", func() bool { return sharedGoroutines(t, s) == base })
-	waitFor(t, "no close reason kept for connections that never opened", func() bool { return reasonsHeld(s) == 0 })
+	testenv.WaitFor(t, "the handshake goroutine to end", func() bool { return sharedGoroutines(t, s) == base })
+	testenv.WaitFor(t, "no close reason kept for connections that never opened", func() bool { return reasonsHeld(s) == 0 })
 	if len(r.opened) != 0 || len(r.closed) != 0 {
 		t.Fatalf("events for connections never opened: %d opens, %d closes", len(r.opened), len(r.closed))
 	}
@@ -493,7 +494,7 @@ func TestTLSInputLent(t *testing.T) {
 				if got := c.recv(t, n); !bytes.Equal(got, msg) {
 					t.Fatalf("echo of %d bytes differs", n)
 				}
-				waitFor(t, "the pump to stop", func() bool {
+				testenv.WaitFor(t, "the pump to stop", func() bool {
 					tc.mu.Lock()
 					defer tc.mu.Unlock()
 					return !tc.pumping
@@ -584,7 +585,7 @@ func TestTLSAlertOnBadRecord(t *testing.T) {
 			if _, err := c.raw.Write(bad); err != nil {
 				t.Fatal(err)
 			}
-			_ = c.SetReadDeadline(time.Now().Add(waitTimeout))
+			_ = c.SetReadDeadline(time.Now().Add(testenv.Timeout))
 			_, err := c.Conn.Read(make([]byte, 64))
 			if err == nil || !strings.Contains(err.Error(), "bad record MAC") {
 				t.Errorf("client read: %v, want the server's bad_record_mac alert", err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // TestTLSHandshakeCap floods a tls listener with connections that say nothing, that send
@@ -71,7 +72,7 @@ func TestTLSHandshakeCap(t *testing.T) {
 	dialN(silent, nil)
 	dialN(halves, hello[:len(hello)/2])
 	first := dialN(slots, hello)
-	waitFor(t, "every slot taken", func() bool { running, _, _ := stats(); return running == slots })
+	testenv.WaitFor(t, "every slot taken", func() bool { running, _, _ := stats(); return running == slots })
 
 	// A healthy client now waits for a slot, first in the queue.
 	type result struct {
@@ -84,10 +85,10 @@ func TestTLSHandshakeCap(t *testing.T) {
 		c := tls.Client(raw, clientTLS())
 		healthy <- result{c, c.Handshake()}
 	}()
-	waitFor(t, "the healthy client to wait", func() bool { _, waiting, _ := stats(); return waiting == 1 })
+	testenv.WaitFor(t, "the healthy client to wait", func() bool { _, waiting, _ := stats(); return waiting == 1 })
 
 	rest := dialN(stalled-slots, hello)
-	waitFor(t, "the queue to fill and the rest to be refused", func() bool {
+	testenv.WaitFor(t, "the queue to fill and the rest to be refused", func() bool {
 		_, waiting, refused := stats()
 		return waiting == queue && refused == stalled-slots-(queue-1)
 	})
@@ -144,7 +145,7 @@ func TestTLSHandshakeCap(t *testing.T) {
 		wg.Go(func() { _ = c.Close() })
 	}
 	wg.Wait()
-	waitFor(t, "the handshake goroutines to end", func() bool {
+	testenv.WaitFor(t, "the handshake goroutines to end", func() bool {
 		running, waiting, _ := stats()
 		return running == 0 && waiting == 0 && sharedGoroutines(t, s) == base
 	})

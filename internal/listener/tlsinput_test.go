@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // TestTLSStreamsKeptApart: many tls and wss clients on one poller send at once, each its
@@ -23,7 +24,7 @@ import (
 // read, a connection would get another's bytes, or fail to decrypt a record.
 func TestTLSStreamsKeptApart(t *testing.T) {
 	perType, size := 48, 160<<10 // 96 clients, 15 MiB
-	if raceEnabled {
+	if testenv.Race {
 		perType, size = 48, 64<<10
 	}
 	for _, read := range []int{3001, DefaultReadBufferSize} {
@@ -45,7 +46,7 @@ func TestTLSStreamsKeptApart(t *testing.T) {
 					}
 				})
 			}
-			waitFor(t, "every stream received, or one failed", func() bool {
+			testenv.WaitFor(t, "every stream received, or one failed", func() bool {
 				return h.done.Load() == int32(len(clients)) || h.failed.Load() != 0
 			})
 			wg.Wait()

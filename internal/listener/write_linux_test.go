@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // writeHoldBack is where the write tests hold back, as the broker does at its
@@ -50,7 +51,7 @@ func writeHeld(tb testing.TB, c *conn, b []byte) {
 // TestWriteAllocs: a write allocates nothing, whether the socket takes it or it is queued
 // behind unsent bytes, in a queue that never empties (sock_linux.go writeOwn).
 func TestWriteAllocs(t *testing.T) {
-	if raceEnabled {
+	if testenv.Race {
 		t.Skip("counts allocations: the race detector adds its own")
 	}
 	for _, queued := range []bool{false, true} {

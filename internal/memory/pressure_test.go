@@ -5,7 +5,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"testing"
-	"time"
+
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 func TestNextLevel(t *testing.T) {
@@ -81,29 +82,16 @@ func TestPressureFollowsGC(t *testing.T) {
 
 	<-used
 	used <- 95 * mib
-	waitFor(t, "a GC to refresh the level", func() bool {
+	testenv.WaitFor(t, "a GC to refresh the level", func() bool {
 		runtime.GC()
 		return p.level() == Hard
 	})
 	<-used
 	used <- 10 * mib
-	waitFor(t, "the level to fall", func() bool {
+	testenv.WaitFor(t, "the level to fall", func() bool {
 		runtime.GC()
 		return p.level() == None
 	})
-}
-
-// waitFor retries cond until it holds, failing the test after a generous deadline: the
-// condition is met as soon as the runtime has run a cleanup, nothing is timed.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		runtime.Gosched()
-	}
 }
 
 func TestReadGCPercent(t *testing.T) {

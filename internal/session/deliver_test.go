@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 var versions = []packet.Version{packet.V311, packet.V5}
@@ -592,7 +593,7 @@ func TestDeliverBorrowed(t *testing.T) {
 // TestDeliverQoS0AllocsNothing: the common path, a borrowed QoS 0 message to an online
 // subscriber and the flush after it, allocates nothing once the buffer pool is warm.
 func TestDeliverQoS0AllocsNothing(t *testing.T) {
-	if raceEnabled {
+	if testenv.Race {
 		t.Skip("sync.Pool drops items at random under the race detector")
 	}
 	for _, tc := range []struct {

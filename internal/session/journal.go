@@ -232,9 +232,14 @@ func (j *Journal) waitLocked(s *Session, d *durable) uint64 {
 
 // refLocked counts a reference to m, writing m into b first if it is not stored, and
 // returns its id. j.mu is held.
+//
+// While m is stored the Journal holds one pooled reference to it (msgpool.go), dropped
+// by unrefLocked with the last stored reference: until then unrefLocked reads m.sid, so m
+// must not be recycled; after it, a QoS 1 stream to persistent sessions recycles its
+// messages as any other.
 func (j *Journal) refLocked(b *store.Batch, m *Message) uint64 {
 	if m.sid == 0 {
-		m.pin() // the store's reference does not count, and its batch writes m's bytes later
+		m.entryKept()
 		j.nextID++
 		m.sid = j.nextID
 		b.PutMessage(m.sid, m.record())
@@ -256,6 +261,7 @@ func (j *Journal) unrefLocked(b *store.Batch, m *Message) {
 	delete(j.refs, m.sid)
 	b.DeleteMessage(m.sid)
 	m.sid = 0
+	m.Release() // the reference refLocked took
 }
 
 // SetRetained stages the change of topic's retained message from old to m (nil: cleared;

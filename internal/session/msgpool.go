@@ -1,9 +1,12 @@
 package session
 
 import (
+	"fmt"
 	"math/bits"
 	"sync"
 	"sync/atomic"
+
+	"github.com/bifrost-mqtt/bifrost/internal/invariants"
 )
 
 // Pooled messages: the publish path's one copy of a QoS 1/2 message, recycled once every
@@ -14,21 +17,31 @@ import (
 // A pooled message counts its holders. The publish path holds one reference while it
 // delivers (Own → OwnPooled, Release at the end), each window or queue entry one
 // (entryKept), dropped when the client's PUBACK, or PUBREC, ends the entry's need for the
-// message (entryDone). Every other holder, the retained store, the Journal, a will, a
-// copy sharing its bytes (WithRetain), pins it instead: a pinned message is never
-// recycled and the GC frees it as any other. A path that forgets a reference therefore
-// only costs a recycle; recycling needs every holder to have let go, so a message still
-// referenced can never be reused.
+// message (entry.done), and the Journal one while the message is stored (refLocked,
+// unrefLocked). Every other holder, the retained store, a will, a copy sharing its bytes
+// (WithRetain), pins it instead: a pinned message is never recycled and the GC frees it
+// as any other. A path that forgets a reference therefore only costs a recycle;
+// recycling needs every holder to have let go, so a message still referenced can never
+// be reused.
 //
 // The bytes come from size classes of their own, doubling from 64 B to 16 KiB: a queued
 // message's bytes round up by less than 2x (bufpool's classes step by 4x, fine for
 // short-lived I/O buffers but not for what a queue keeps). Larger messages are allocated
 // exactly and not pooled.
+//
+// A reference dropped twice is the one mistake the pools cannot survive: the message is
+// recycled while a holder still queues it, and another publisher's bytes go out in its
+// place. Built with the invariants tag (internal/invariants), a released message is
+// poisoned and kept out of the pools instead of recycled, so a later use reads the poison
+// and a later Release or entryKept panics; a count going below zero panics too.
 const (
 	msgMinShift = 6  // 64 B
 	msgMaxShift = 14 // 16 KiB
 	// pinRefs is added by pin: far more references than can ever be dropped.
 	pinRefs = 1 << 30
+	// freedRefs marks a released message under invariants: far below any count a
+	// stray Release or entryKept can reach from it.
+	freedRefs = -1 << 30
 )
 
 var (
@@ -102,6 +115,10 @@ func (m *Message) OwnPooled() *Message {
 // Release drops a reference taken by OwnPooled or entryKept, recycling the message with
 // the last one.
 func (m *Message) Release() {
+	if invariants.Enabled {
+		m.releaseChecked()
+		return
+	}
 	if m.pool.buf == nil || m.pool.refs.Add(-1) != 0 {
 		return
 	}
@@ -111,10 +128,43 @@ func (m *Message) Release() {
 	messagePool.Put(m)
 }
 
-// entryKept takes a reference for a window or queue entry that now holds m.
+// releaseChecked is Release under invariants. A Release after the last panics, and so
+// does one that takes the count below zero (two holders releasing the last reference at
+// once). The last one poisons m's bytes and keeps them and m out of the pools, so that a
+// holder that outlives its reference reads the poison, and its Release or entryKept
+// panics.
+func (m *Message) releaseChecked() {
+	if m.pool.buf == nil {
+		m.checkLive("Release")
+		return
+	}
+	n := m.pool.refs.Add(-1)
+	if n < 0 {
+		panic(fmt.Sprintf("session: pooled message %q released once more than it was referenced (count %d)", m.topic, n))
+	}
+	if n != 0 {
+		return
+	}
+	invariants.Poison((*m.pool.buf)[:cap(*m.pool.buf)])
+	m.pool.buf = nil
+	m.pool.refs.Store(freedRefs)
+}
+
+// checkLive panics if m was released by its last holder (under invariants): what
+// would use it is a holder that should have let go.
+func (m *Message) checkLive(op string) {
+	if m.pool.refs.Load() == freedRefs {
+		panic("session: " + op + " of a pooled message already released by its last holder (its bytes are poisoned)")
+	}
+}
+
+// entryKept takes a reference for a window or queue entry (or the Journal) that now
+// holds m.
 func (m *Message) entryKept() {
 	if m.pool.buf != nil {
 		m.pool.refs.Add(1)
+	} else if invariants.Enabled {
+		m.checkLive("entryKept")
 	}
 }
 
@@ -122,6 +172,8 @@ func (m *Message) entryKept() {
 func (m *Message) pin() {
 	if m.pool.buf != nil {
 		m.pool.refs.Add(pinRefs)
+	} else if invariants.Enabled {
+		m.checkLive("pin")
 	}
 }
 

@@ -4,13 +4,16 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
-// recycled reports whether a pooled message has gone back to the pools.
-func recycled(m *Message) bool { return m.pool.buf == nil && m.topic == nil }
+// recycled reports whether a pooled message was let go by its last holder: back in the
+// pools, or, built with invariants, poisoned and marked freed (msgpool.go).
+func recycled(m *Message) bool {
+	return m.pool.buf == nil && (m.topic == nil || m.pool.refs.Load() == freedRefs)
+}
 
 // pooled returns a pooled copy of a borrowed p, its one reference the caller's.
 func (p pub) pooled() *Message {
@@ -146,17 +149,46 @@ func TestPooledMessagesConcurrent(t *testing.T) {
 		m.Release()
 	}
 	for i := range all {
-		for range 1000 {
-			if all[i].got == msgs {
-				break
-			}
+		// The ack goroutine frees the window; each read takes what it let through.
+		testenv.WaitFor(t, fmt.Sprintf("subscriber %d to get all %d messages", i, msgs), func() bool {
 			read(i)
-			time.Sleep(time.Millisecond) // the ack goroutine frees the window
-		}
+			return all[i].got == msgs
+		})
 		close(all[i].acks)
-		if all[i].got != msgs {
-			t.Errorf("subscriber %d got %d of %d", i, all[i].got, msgs)
-		}
 	}
 	wg.Wait()
+}
+
+// TestPooledMessageStored: a pooled message that persistent sessions keep is stored while
+// any of them holds it, and the store's reference counts like theirs: the message is
+// recycled with the last, not pinned out of the pools (a QoS 1 stream to persistent
+// sessions would allocate a message per PUBLISH).
+func TestPooledMessageStored(t *testing.T) {
+	st := &stepStore{}
+	lim, j := journalLimits(st)
+	var ss []*Session
+	for i := range 2 {
+		s, _ := online(t, lim, ConnectInfo{Version: packet.V5, Expiry: 60})
+		s.clientID = fmt.Sprint("c", i)
+		ss = append(ss, s)
+	}
+	j.Commit()
+	st.finish(t, nil)
+	m := pub{topic: "t", payload: "kept", qos: 1}.pooled()
+	for _, s := range ss {
+		if _, drop, stored := s.DeliverStored(Delivery{Msg: m, QoS: 1}, at(0)); drop != Delivered || !stored {
+			t.Fatalf("drop %v stored %v", drop, stored)
+		}
+	}
+	m.Release() // the publish path is done
+	j.Commit()
+	st.finish(t, nil)
+	ss[0].Ack(&packet.Ack{PacketType: packet.PUBACK, PacketID: 1}, at(0))
+	if recycled(m) || j.StoredMessages() != 1 || string(m.Payload()) != "kept" {
+		t.Fatalf("after one PUBACK of two: recycled %v, %d stored, payload %q", recycled(m), j.StoredMessages(), m.Payload())
+	}
+	ss[1].Ack(&packet.Ack{PacketType: packet.PUBACK, PacketID: 1}, at(0))
+	if !recycled(m) || j.StoredMessages() != 0 {
+		t.Fatalf("after the last PUBACK: recycled %v (want true), %d stored (want 0)", recycled(m), j.StoredMessages())
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // syncCountFS counts the syncs of WAL files.
@@ -125,7 +126,7 @@ func TestSyncPolicies(t *testing.T) {
 				}
 			case conf.SyncInterval:
 				// The syncer fsyncs within the interval (10ms here).
-				waitFor(t, 5*time.Second, func() bool { return s.flushes.Load() > 0 && fs.syncs.Load() > before })
+				testenv.WaitFor(t, "the syncer to fsync", func() bool { return s.flushes.Load() > 0 && fs.syncs.Load() > before })
 				// And not again while nothing is written.
 				n := s.flushes.Load()
 				time.Sleep(50 * time.Millisecond)
@@ -193,7 +194,7 @@ func TestBackpressure(t *testing.T) {
 	results := make(chan error, 4)
 	done := func(err error) { results <- err }
 	s.Commit(big(), done) // taken by the committer, which waits at the gate
-	waitFor(t, 5*time.Second, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return len(s.queue) == 0 })
+	testenv.WaitFor(t, "the committer to take the first group", func() bool { s.mu.Lock(); defer s.mu.Unlock(); return len(s.queue) == 0 })
 	s.Commit(big(), done) // queued: the queue was empty
 	returned := make(chan struct{})
 	go func() {
@@ -218,7 +219,7 @@ func TestBackpressure(t *testing.T) {
 	e2 := &gateEngine{memEngine: newMemEngine(), gate: make(chan struct{})}
 	s2 := newStore(e2, syncAlways, 0, 100, testLogger(t))
 	s2.Commit(big(), done)
-	waitFor(t, 5*time.Second, func() bool { s2.mu.Lock(); defer s2.mu.Unlock(); return len(s2.queue) == 0 })
+	testenv.WaitFor(t, "the committer to take the first group", func() bool { s2.mu.Lock(); defer s2.mu.Unlock(); return len(s2.queue) == 0 })
 	s2.Commit(big(), done)
 	go s2.Commit(big(), done) // blocks, or finds the store closed
 	closed := make(chan error)
@@ -254,18 +255,6 @@ func TestDonePanic(t *testing.T) {
 	var b2 Batch
 	b2.PutInbound("c", 2)
 	commit(t, s, &b2)
-}
-
-// waitFor polls cond until it holds, failing the test after timeout.
-func waitFor(t testing.TB, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in time")
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // TestLargeGroups commits groups larger than a chunk, and a batch larger than Pebble's

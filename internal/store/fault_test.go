@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // fullWAL returns a file system on which, while the toggle is on, writing or syncing a
@@ -52,14 +53,14 @@ func TestDiskFull(t *testing.T) {
 				t.Fatal(err)
 			}
 			if sync == conf.SyncInterval { // let the timer sync it
-				waitFor(t, 10*time.Second, func() bool { return s.flushes.Load() > 0 })
+				testenv.WaitFor(t, "the syncer to flush", func() bool { return s.flushes.Load() > 0 })
 			}
 
 			tog.On()
 			// Under always the first commit fails; under interval and none the write
 			// fails in Pebble's background, and a later commit (or the syncer) sees it.
 			var err error
-			waitFor(t, 10*time.Second, func() bool { err = put(2); return err != nil })
+			testenv.WaitFor(t, "a commit to fail on the full disk", func() bool { err = put(2); return err != nil })
 			t.Logf("disk full: %v", err)
 			if !errors.Is(err, ErrWrite) || !errors.Is(err, ErrNoSpace) || !errors.Is(err, syscall.ENOSPC) {
 				t.Errorf("error %v: want ErrWrite, ErrNoSpace and ENOSPC", err)
@@ -69,7 +70,7 @@ func TestDiskFull(t *testing.T) {
 			}
 
 			tog.Off()
-			waitFor(t, 10*time.Second, func() bool { return put(4) == nil })
+			testenv.WaitFor(t, "a commit to succeed once the disk has room", func() bool { return put(4) == nil })
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}

@@ -8,8 +8,7 @@
 //
 // The broker runs in-process on random loopback ports. BIFROST_CI=1 scales the heavy cases
 // down (5,000 half-open connections instead of 10,000) so the suite stays under a minute
-// under -race. A case that found a broker bug skips with "bug: ..." so CI stays green;
-// BIFROST_HOSTILE_BUGS=1 turns those skips into failures.
+// under -race.
 //
 // The package holds tests only; this file exists to document it.
 package hostile

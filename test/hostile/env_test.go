@@ -17,16 +17,13 @@ import (
 
 	"github.com/bifrost-mqtt/bifrost"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
-// Timing. Tests wait on conditions, never on durations: waitFor only bounds how long a
-// condition may take before the test fails, so it is generous (-race, two shared cores).
-// quiet is the one exception: proving that something does NOT happen needs a window.
-const (
-	waitFor = 15 * time.Second
-	poll    = 20 * time.Millisecond
-	quiet   = 300 * time.Millisecond
-)
+// quiet is the one window this suite waits out: proving that something does NOT happen
+// needs one. Every other wait is on a condition (testenv.WaitFor), bounded by
+// testenv.Timeout.
+const quiet = 300 * time.Millisecond
 
 // Limits every broker of this suite runs with, small so that the cases reach them with
 // little traffic. connectTimeout is the mqtt.connect_timeout under test.
@@ -36,22 +33,6 @@ const (
 	receiveMax     = 8
 	connectTimeout = 2 * time.Second
 )
-
-// ci reports whether the suite runs in CI (.ci/run sets BIFROST_CI=1): heavy cases scale
-// down to stay within the suite's minute.
-func ci() bool { return os.Getenv("BIFROST_CI") == "1" }
-
-// knownBug ends a case that found a broker bug: a skip naming it, so CI stays green until
-// the fix lands, or a failure with BIFROST_HOSTILE_BUGS=1. Once the bug is fixed the case
-// passes without reaching this call; then turn the call into t.Fatal.
-func knownBug(t testing.TB, format string, args ...any) {
-	t.Helper()
-	msg := "bug: " + fmt.Sprintf(format, args...) + ", see test/hostile report"
-	if os.Getenv("BIFROST_HOSTILE_BUGS") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-}
 
 // env is one broker under attack.
 type env struct {
@@ -109,23 +90,11 @@ func testLogger() *slog.Logger {
 
 func ptr[T any](v T) *T { return &v }
 
-// eventually fails the test unless cond becomes true within waitFor.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", waitFor, what)
-		}
-		time.Sleep(poll)
-	}
-}
-
 // metric returns the sum of the samples of the Prometheus series name whose labels
 // contain every one of labels (`reason="slow_consumer"`), from the broker's /metrics.
 func (e *env) metric(t testing.TB, name string, labels ...string) float64 {
 	t.Helper()
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: waitFor}
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: testenv.Timeout}
 	resp, err := client.Get("http://" + e.http + "/metrics")
 	if err != nil {
 		t.Fatalf("GET /metrics: %v", err)

@@ -10,6 +10,7 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 	"github.com/bifrost-mqtt/bifrost/internal/packet/packettest"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // TestSubscribeFlood: one client sends SUBSCRIBE after SUBSCRIBE, each with many filters,
@@ -20,7 +21,7 @@ import (
 // [MQTT-3.8.4-3]: no growth.
 func TestSubscribeFlood(t *testing.T) {
 	packets, filters := 50, 1000
-	if ci() {
+	if testenv.CI() {
 		packets = 10
 	}
 	e := start(t, nil)
@@ -108,10 +109,10 @@ func TestSubscribeFlood(t *testing.T) {
 
 	r.send(&packet.Disconnect{})
 	r.closed()
-	eventually(t, "the flooder's subscriptions removed", func() bool {
+	testenv.WaitFor(t, "the flooder's subscriptions removed", func() bool {
 		return e.metric(t, "bifrost_subscriptions_current") == subs0
 	})
-	eventually(t, "the heap to come back", func() bool { return int64(liveHeap())-int64(heap0) < 4<<20 })
+	testenv.WaitFor(t, "the heap to come back", func() bool { return int64(liveHeap())-int64(heap0) < 4<<20 })
 	h.check(t)
 }
 
@@ -126,7 +127,7 @@ type deaf struct {
 // a socket receive buffer of rcvbuf bytes, subscribes to filter at qos and stops reading.
 func (e *env) dialDeaf(t *testing.T, id, filter string, qos byte, rcvbuf int) *deaf {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", e.addr, waitFor)
+	c, err := net.DialTimeout("tcp", e.addr, testenv.Timeout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +140,7 @@ func (e *env) dialDeaf(t *testing.T, id, filter string, qos byte, rcvbuf int) *d
 	if _, err := c.Write(append(con.AppendTo(nil, packet.V5), sub.AppendTo(nil, packet.V5)...)); err != nil {
 		t.Fatal(err)
 	}
-	_ = c.SetReadDeadline(time.Now().Add(waitFor))
+	_ = c.SetReadDeadline(time.Now().Add(testenv.Timeout))
 	for _, want := range []packet.Type{packet.CONNACK, packet.SUBACK} {
 		p, err := packettest.ReadPacket(br, packet.V5)
 		if err != nil || p.Type() != want {
@@ -160,7 +161,7 @@ func (e *env) dialDeaf(t *testing.T, id, filter string, qos byte, rcvbuf int) *d
 func TestNeverReads(t *testing.T) {
 	const size = 16 << 10
 	total := 64 << 20
-	if ci() {
+	if testenv.CI() {
 		total = 32 << 20
 	}
 	const queueBytes = 4 << 20
@@ -208,7 +209,7 @@ func TestNeverReads(t *testing.T) {
 				t.Errorf("no QoS 1 message found the queue full: %s to a client that never reads went somewhere unbounded", mib(int64(total)))
 			}
 			_ = d.conn.Close()
-			eventually(t, "the heap to come back after the deaf client left", func() bool {
+			testenv.WaitFor(t, "the heap to come back after the deaf client left", func() bool {
 				return int64(liveHeap())-int64(heap0) < 4<<20
 			})
 		})
@@ -240,7 +241,7 @@ func TestLateReader(t *testing.T) {
 	h.check(t)
 
 	var pids []uint16
-	_ = d.conn.SetReadDeadline(time.Now().Add(waitFor))
+	_ = d.conn.SetReadDeadline(time.Now().Add(testenv.Timeout))
 	for i := range n {
 		p, err := packettest.ReadPacket(d.br, packet.V5)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // TestFlows abuses the QoS and topic-alias state machines with packets that are well
@@ -255,7 +256,7 @@ func testResumeWindow(t *testing.T, e *env, v packet.Version, id string) {
 // its session still works, and the healthy client was served throughout.
 func TestTakeoverStorm(t *testing.T) {
 	n := 400
-	if ci() {
+	if testenv.CI() {
 		n = 100
 	}
 	e := start(t, nil)
@@ -282,6 +283,6 @@ func TestTakeoverStorm(t *testing.T) {
 	pub.connect("storm-publisher", nil)
 	pub.publish(1, 1, "storm/t", "still subscribed")
 	prev.receiveTopic("storm/t", "still subscribed")
-	eventually(t, "one connection besides the healthy and the publishing client's", func() bool { return e.conns(t) == 3 })
+	testenv.WaitFor(t, "one connection besides the healthy and the publishing client's", func() bool { return e.conns(t) == 3 })
 	h.check(t)
 }

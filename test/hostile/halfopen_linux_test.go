@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // peerEnv tells a re-executed test binary to act as the half-open peer (TestHalfOpenPeer).
@@ -36,7 +37,7 @@ const peerEnv = "BIFROST_HOSTILE_PEER"
 // beyond the 20,000 a process may hold here.
 func TestHalfOpen(t *testing.T) {
 	n := 10000
-	if ci() {
+	if testenv.CI() {
 		n = 5000
 	}
 	e := start(t, nil)
@@ -99,7 +100,7 @@ func TestHalfOpen(t *testing.T) {
 		if c := e.conns(t) - 1; c > open { // the healthy client's is not the attacker's
 			open, grew = c, time.Now()
 		}
-		time.Sleep(poll)
+		time.Sleep(20 * time.Millisecond)
 	}
 	heap, g := liveHeap(), runtime.NumGoroutine()
 	t.Logf("peer: %s", strings.Join(f, " "))
@@ -132,9 +133,9 @@ func TestHalfOpen(t *testing.T) {
 	if waitErr != nil {
 		t.Errorf("peer process: %v", waitErr)
 	}
-	eventually(t, "the broker to hold only the healthy connection", func() bool { return e.conns(t) == 1 })
+	testenv.WaitFor(t, "the broker to hold only the healthy connection", func() bool { return e.conns(t) == 1 })
 	h.check(t)
-	eventually(t, "the heap to come back", func() bool { return int64(liveHeap())-int64(heap0) < 2<<20 })
+	testenv.WaitFor(t, "the heap to come back", func() bool { return int64(liveHeap())-int64(heap0) < 2<<20 })
 }
 
 // TestHalfOpenPeer is the client side of TestHalfOpen, run in a child process: it dials

@@ -11,6 +11,7 @@ import (
 
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 	"github.com/bifrost-mqtt/bifrost/internal/packet/packettest"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // raw is the attacker: a plain socket that writes exactly the bytes a case builds (well-
@@ -32,7 +33,7 @@ type raw struct {
 // dial connects to the broker, to speak protocol version v.
 func (e *env) dial(t testing.TB, v packet.Version) *raw {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", e.addr, waitFor)
+	c, err := net.DialTimeout("tcp", e.addr, testenv.Timeout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +68,7 @@ func (r *raw) readLoop() {
 // write writes b as it is. The broker may have closed the connection already (that is
 // often the point), so an error is returned, not fatal.
 func (r *raw) write(b []byte) error {
-	_ = r.conn.SetWriteDeadline(time.Now().Add(waitFor))
+	_ = r.conn.SetWriteDeadline(time.Now().Add(testenv.Timeout))
 	_, err := r.conn.Write(b)
 	return err
 }
@@ -105,7 +106,7 @@ func (r *raw) connect(id string, more func(c *packet.Connect)) *packet.Connack {
 }
 
 // next returns the next packet from the broker, failing the test if the connection ends
-// or nothing comes within waitFor.
+// or nothing comes within testenv.Timeout.
 func (r *raw) next() packet.Packet {
 	r.t.Helper()
 	if len(r.backlog) > 0 {
@@ -124,7 +125,7 @@ func (r *raw) next() packet.Packet {
 		}
 		r.checkBad()
 		r.t.Fatalf("connection ended while a packet was expected: %v", r.err)
-	case <-time.After(waitFor):
+	case <-time.After(testenv.Timeout):
 		r.t.Fatal("timed out waiting for a packet")
 	}
 	return nil
@@ -132,7 +133,7 @@ func (r *raw) next() packet.Packet {
 
 // nextOrEnd returns the next packet from the broker, or nil once the connection has
 // ended without one (a packet that came just before the close is returned first); it
-// fails the test if neither happens within waitFor.
+// fails the test if neither happens within testenv.Timeout.
 func (r *raw) nextOrEnd() packet.Packet {
 	r.t.Helper()
 	if len(r.backlog) > 0 {
@@ -152,7 +153,7 @@ func (r *raw) nextOrEnd() packet.Packet {
 			r.t.Fatalf("connection ended with %v, want a close", r.err)
 		}
 		return nil
-	case <-time.After(waitFor):
+	case <-time.After(testenv.Timeout):
 		r.t.Fatal("timed out waiting for a packet or the close")
 	}
 	return nil
@@ -191,7 +192,7 @@ func (r *raw) expectAck(typ packet.Type, pid uint16, rc packet.ReasonCode) *pack
 }
 
 // closed waits for the broker to close the connection, failing the test if a packet
-// comes first or nothing happens within waitFor, and returns why reading ended.
+// comes first or nothing happens within testenv.Timeout, and returns why reading ended.
 func (r *raw) closed() error {
 	r.t.Helper()
 	select {
@@ -208,7 +209,7 @@ func (r *raw) closed() error {
 			r.t.Fatalf("connection ended with %v, want a close", r.err)
 		}
 		return r.err
-	case <-time.After(waitFor):
+	case <-time.After(testenv.Timeout):
 		r.t.Fatal("timed out waiting for the broker to close the connection")
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // publishOfSize is a QoS 1 PUBLISH (packet id 1) on topic of exactly size bytes in all.
@@ -102,7 +103,7 @@ func TestHugePromise(t *testing.T) {
 		e := start(t, func(c *conf.Config) { c.MQTT.MaxPacketSize = packet.MaxPacketSize }) // the protocol maximum
 		h := e.healthy(t)
 		sent := 32 << 20
-		if ci() {
+		if testenv.CI() {
 			sent = 8 << 20
 		}
 		for _, stage := range []string{"before-connect", "after-connect"} {
@@ -142,7 +143,7 @@ func TestHugePromise(t *testing.T) {
 					t.Errorf("heap grew by %s for %s received", mib(big), mib(int64(sent)))
 				}
 				_ = r.conn.Close()
-				eventually(t, "the attacker's buffer released", func() bool {
+				testenv.WaitFor(t, "the attacker's buffer released", func() bool {
 					return int64(liveHeap())-int64(heap0) < 4<<20
 				})
 			})
@@ -156,7 +157,7 @@ func TestHugePromise(t *testing.T) {
 // Other clients only add to the count, so this may return early by their few bytes.
 func (e *env) received(t testing.TB, base float64, n int) {
 	t.Helper()
-	eventually(t, "the broker to read what was sent", func() bool {
+	testenv.WaitFor(t, "the broker to read what was sent", func() bool {
 		return e.metric(t, "bifrost_bytes_received_total") >= base+float64(n)
 	})
 }

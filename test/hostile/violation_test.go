@@ -3,7 +3,6 @@ package hostile
 import (
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 )
@@ -21,9 +20,6 @@ type violation struct {
 	// them), unless mayClose lets the server close without a word.
 	want     []packet.ReasonCode
 	mayClose bool
-	// bug names a known broker bug: the broker accepts this input and goes on serving the
-	// connection. The case checks for that first and skips with the bug while it holds.
-	bug string
 }
 
 // stage is where an input comes in a connection.
@@ -352,20 +348,6 @@ func (vc violation) check(t *testing.T, e *env, v packet.Version) {
 			t.Logf("rule %s", vc.rule)
 		}
 	}()
-	if vc.bug != "" {
-		// Still served: a PINGREQ gets its PINGRESP and nothing else came first.
-		if err := r.write([]byte{0xc0, 0}); err == nil {
-			select {
-			case p := <-r.in:
-				if p.Type() == packet.PINGRESP {
-					knownBug(t, "%s", vc.bug)
-				}
-				r.in <- p // the answer under test: put it back
-			case <-r.done:
-			case <-time.After(waitFor):
-			}
-		}
-	}
 	switch vc.when {
 	case beforeConnect:
 		r.closed()

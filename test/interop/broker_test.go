@@ -11,6 +11,7 @@ import (
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // The broker as a whole: $SYS, the embedding API, graceful shutdown.
@@ -72,7 +73,7 @@ func testSys(t *testing.T, e *env) {
 	}()
 	for _, topic := range []string{"version", "uptime", "clients/connected", "clients/total",
 		"messages/received", "messages/sent", "bytes/received", "bytes/sent", "subscriptions/count"} {
-		eventually(t, "$SYS/broker/"+topic, func() bool { _, ok := w.get(topic); return ok })
+		testenv.WaitFor(t, "$SYS/broker/"+topic, func() bool { _, ok := w.get(topic); return ok })
 	}
 	if v, _ := w.get("version"); !strings.HasPrefix(v, "bifrost ") {
 		t.Errorf("version %q", v)
@@ -83,30 +84,30 @@ func testSys(t *testing.T, e *env) {
 
 	pub := e.connect(t, clean("pub"))
 	pub.sub(t, 1, "sys/a", "sys/b")
-	eventually(t, "2 clients connected", func() bool { return w.number("clients/connected") == 2 })
-	eventually(t, "3 subscriptions", func() bool { return w.number("subscriptions/count") == 3 })
+	testenv.WaitFor(t, "2 clients connected", func() bool { return w.number("clients/connected") == 2 })
+	testenv.WaitFor(t, "3 subscriptions", func() bool { return w.number("subscriptions/count") == 3 })
 	const n = 5
 	for i := range n {
 		pub.pub(t, "sys/a", 1, false, strconv.Itoa(i))
 	}
-	eventually(t, "messages received", func() bool { return w.number("messages/received") >= n })
-	eventually(t, "messages sent", func() bool { return w.number("messages/sent") >= n })
-	eventually(t, "bytes received", func() bool { return w.number("bytes/received") > n*10 })
-	eventually(t, "bytes sent", func() bool { return w.number("bytes/sent") > n*10 })
+	testenv.WaitFor(t, "messages received", func() bool { return w.number("messages/received") >= n })
+	testenv.WaitFor(t, "messages sent", func() bool { return w.number("messages/sent") >= n })
+	testenv.WaitFor(t, "bytes received", func() bool { return w.number("bytes/received") > n*10 })
+	testenv.WaitFor(t, "bytes sent", func() bool { return w.number("bytes/sent") > n*10 })
 
 	// A takeover replaces one connection by another: still three clients.
 	first := e.connect(t, clean("twice"))
-	eventually(t, "3 clients connected", func() bool { return w.number("clients/connected") == 3 })
+	testenv.WaitFor(t, "3 clients connected", func() bool { return w.number("clients/connected") == 3 })
 	e.connect(t, clean("twice"))
 	select {
 	case <-first.lost():
 	case <-timeout():
 		t.Fatal("taken over client still connected")
 	}
-	eventually(t, "3 clients connected after a takeover", func() bool { return w.number("clients/connected") == 3 })
+	testenv.WaitFor(t, "3 clients connected after a takeover", func() bool { return w.number("clients/connected") == 3 })
 	pub.disconnect(t)
-	eventually(t, "2 clients connected", func() bool { return w.number("clients/connected") == 2 })
-	eventually(t, "1 subscription", func() bool { return w.number("subscriptions/count") == 1 })
+	testenv.WaitFor(t, "2 clients connected", func() bool { return w.number("clients/connected") == 2 })
+	testenv.WaitFor(t, "1 subscription", func() bool { return w.number("subscriptions/count") == 1 })
 }
 
 // testEmbedding: the in-process API reaches MQTT clients and sees their messages:
@@ -232,7 +233,7 @@ func testGracefulClose(t *testing.T, e *env) {
 		}
 		r.closed()
 	}
-	eventually(t, "both wills", func() bool {
+	testenv.WaitFor(t, "both wills", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return wills["gc/will/paho"] && wills["gc/will/raw"]

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 //go:embed testdata/browser.html
@@ -33,13 +33,7 @@ func TestBrowserWebSocket(t *testing.T) {
 			break
 		}
 	}
-	if browser == "" {
-		// In CI (.ci/run sets BIFROST_CI=1 and installs it) a missing browser fails.
-		if os.Getenv("BIFROST_CI") == "1" {
-			t.Fatal("chromium-headless-shell is missing, and BIFROST_CI=1 requires it")
-		}
-		t.Skip("no chromium-headless-shell (apt-get install -y chromium-headless-shell): skipped")
-	}
+	testenv.Need(t, browser != "", "chromium-headless-shell (apt-get install -y chromium-headless-shell)")
 
 	e := start(t, mode{conf.ListenerWS, packet.V311}, nil)
 	watcher := e.rawVersion(t, packet.V311)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // CONNECT and CONNACK: return and reason codes, sessions, takeover, expiry, keep alive and
@@ -319,7 +320,7 @@ func testSessionExpiry(t *testing.T, e *env) {
 		r.leave()
 		// While the session lives, a QoS 1 PUBLISH to its filter finds a subscriber; once
 		// it has expired, PUBACK says no matching subscribers (0x10).
-		eventually(t, "the session to expire", func() bool {
+		testenv.WaitFor(t, "the session to expire", func() bool {
 			rp := pub.publish(t, &paho.Publish{Topic: "se/one", QoS: 1, Payload: []byte("probe")})
 			return rp.ReasonCode == byte(packet.NoMatchingSubscribers)
 		})

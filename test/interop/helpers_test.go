@@ -10,48 +10,27 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
-// Timing. Tests wait on conditions, never on durations: waitFor only bounds how long a
-// condition may take before the test fails, so it is generous (the suite runs under -race
-// on small machines). quiet is the one exception: proving that something does NOT happen
-// needs a window, kept short, and used only where no later event can stand in for it.
-const (
-	waitFor = 15 * time.Second
-	poll    = 20 * time.Millisecond
-	quiet   = 300 * time.Millisecond
-)
+// quiet is the one window these tests wait out: proving that something does NOT happen
+// needs one, kept short, and used only where no later event can stand in for it. Every
+// other wait is on a condition (testenv.WaitFor), bounded by testenv.Timeout.
+const quiet = 300 * time.Millisecond
 
-// eventually fails the test unless cond becomes true within waitFor.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", waitFor, what)
-		}
-		time.Sleep(poll)
-	}
-}
-
-// drain calls take until done reports true, pausing between calls while take finds
-// nothing; it fails the test if done is not reached within waitFor.
+// drain calls take until done reports true, waiting while take finds nothing; it fails
+// the test if done is not reached within testenv.Timeout.
 func drain(t testing.TB, take, done func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !done() {
-		if take() {
-			continue
+	testenv.WaitFor(t, "the messages to drain", func() bool {
+		for !done() && take() {
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("timed out draining messages")
-		}
-		time.Sleep(poll)
-	}
+		return done()
+	})
 }
 
-// timeout fires after waitFor.
-func timeout() <-chan time.Time { return time.After(waitFor) }
+// timeout fires after testenv.Timeout.
+func timeout() <-chan time.Time { return time.After(testenv.Timeout) }
 
 // ptr returns a pointer to v, for the optional fields of the client libraries.
 func ptr[T any](v T) *T { return &v }
@@ -76,13 +55,13 @@ func newInbox() *inbox { return &inbox{ch: make(chan msg, 4096)} }
 
 func (in *inbox) put(m msg) { in.ch <- m }
 
-// next returns the next message, failing the test if none comes within waitFor.
+// next returns the next message, failing the test if none comes within testenv.Timeout.
 func (in *inbox) next(t testing.TB) msg {
 	t.Helper()
 	select {
 	case m := <-in.ch:
 		return m
-	case <-time.After(waitFor):
+	case <-time.After(testenv.Timeout):
 		t.Fatal("timed out waiting for a message")
 	}
 	return msg{}
@@ -192,13 +171,13 @@ func (e *env) connect(t testing.TB, o opts) client {
 func (e *env) dial(t testing.TB) net.Conn {
 	t.Helper()
 	if e.transport == conf.ListenerTCP {
-		c, err := net.DialTimeout("tcp", e.tcp, waitFor)
+		c, err := net.DialTimeout("tcp", e.tcp, testenv.Timeout)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return c
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
 	defer cancel()
 	ws, _, err := websocket.Dial(ctx, "ws://"+e.ws+"/mqtt", &websocket.DialOptions{Subprotocols: []string{"mqtt"}})
 	if err != nil {
@@ -209,9 +188,9 @@ func (e *env) dial(t testing.TB) net.Conn {
 	return websocket.NetConn(context.Background(), ws, websocket.MessageBinary)
 }
 
-// ctx returns a context bounded by waitFor for one client call.
+// ctx returns a context bounded by testenv.Timeout for one client call.
 func ctx(t testing.TB) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), waitFor)
+	c, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
 	t.Cleanup(cancel)
 	return c
 }

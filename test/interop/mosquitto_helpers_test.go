@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -25,34 +24,13 @@ import (
 
 	"github.com/bifrost-mqtt/bifrost"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
-// mqWaitTimeout bounds every wait on a condition: it is a safety net for a broken broker,
-// never the thing a test waits for.
-const mqWaitTimeout = 20 * time.Second
-
-// mqCI reports whether the tests run in CI (.ci/run sets BIFROST_CI=1), where a missing
-// peer is a failure instead of a reason to skip.
-func mqCI() bool { return os.Getenv("BIFROST_CI") == "1" }
-
-// mqNeed skips the test (fails it in CI) when a peer is missing.
-func mqNeed(t testing.TB, ok bool, what string) {
-	t.Helper()
-	if ok {
-		return
-	}
-	if mqCI() {
-		t.Fatalf("%s is missing, and BIFROST_CI=1 requires it (.ci/run installs it)", what)
-	}
-	t.Skipf("%s is missing: skipped (install it, or run .ci/run)", what)
-}
-
-// mqTool returns the path of a command-line tool, skipping the test when it is missing.
+// mqTool returns the path of a Mosquitto command-line client (testenv.Command).
 func mqTool(t testing.TB, name string) string {
 	t.Helper()
-	path, err := exec.LookPath(name)
-	mqNeed(t, err == nil, name+" (apt-get install -y mosquitto-clients)")
-	return path
+	return testenv.Command(t, name, "apt-get install -y mosquitto-clients")
 }
 
 // mqLogs is a log sink safe for the broker's goroutines; its content is shown when the
@@ -99,7 +77,7 @@ func mqStart(t testing.TB, edit func(*bifrost.Config)) *mqBroker {
 			t.Logf("broker log:\n%s", logs)
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), mqWaitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
 	defer cancel()
 	if err := b.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -139,7 +117,7 @@ func mqPort(addr string) string {
 // connections returns the number of connected MQTT clients as GET /load reports it.
 func (b *mqBroker) connections(t testing.TB) int64 {
 	t.Helper()
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: mqWaitTimeout}
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: testenv.Timeout}
 	resp, err := client.Get("http://" + b.http + "/load")
 	if err != nil {
 		t.Fatalf("GET /load: %v", err)
@@ -154,25 +132,13 @@ func (b *mqBroker) connections(t testing.TB) int64 {
 	return load.Connections
 }
 
-// mqWaitFor polls cond until it holds, failing the test after mqWaitTimeout.
-func mqWaitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(mqWaitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // mqRecv waits for a value on ch.
 func mqRecv[T any](t testing.TB, ch <-chan T, what string) (T, bool) {
 	t.Helper()
 	select {
 	case v, ok := <-ch:
 		return v, ok
-	case <-time.After(mqWaitTimeout):
+	case <-time.After(testenv.Timeout):
 		t.Fatalf("timed out waiting for %s", what)
 		panic("unreachable")
 	}
@@ -203,14 +169,13 @@ type mqProc struct {
 func mqSub(t testing.TB, args ...string) *mqProc {
 	t.Helper()
 	sub := mqTool(t, "mosquitto_sub")
-	stdbuf, err := exec.LookPath("stdbuf")
-	mqNeed(t, err == nil, "stdbuf (coreutils)")
+	stdbuf := testenv.Command(t, "stdbuf", "coreutils")
 	return mqSpawn(t, stdbuf, append([]string{"-oL", sub, "-d"}, args...)...)
 }
 
 func mqSpawn(t testing.TB, path string, args ...string) *mqProc {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*mqWaitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*testenv.Timeout)
 	cmd := exec.CommandContext(ctx, path, args...)
 	p := &mqProc{
 		t: t, name: strings.Join(append([]string{path}, args...), " "), cmd: cmd, cancel: cancel,
@@ -289,7 +254,7 @@ func (p *mqProc) waitSubscribed() {
 	case <-p.subacked:
 	case <-p.done:
 		p.t.Fatalf("%s exited before its SUBACK: %v\n%s%s", p.name, p.exitErr(), p.output(), p.stderr.String())
-	case <-time.After(mqWaitTimeout):
+	case <-time.After(testenv.Timeout):
 		p.t.Fatalf("%s: no SUBACK\n%s", p.name, p.output())
 	}
 }
@@ -298,7 +263,7 @@ func (p *mqProc) waitSubscribed() {
 // "received UNSUBACK" or "received PINGRESP".
 func (p *mqProc) waitDebug(what string) {
 	p.t.Helper()
-	mqWaitFor(p.t, fmt.Sprintf("%q from %s", what, p.name), func() bool {
+	testenv.WaitFor(p.t, fmt.Sprintf("%q from %s", what, p.name), func() bool {
 		for _, line := range strings.Split(p.output(), "\n") {
 			if strings.HasPrefix(line, "Client ") && strings.Contains(line, what) {
 				return true
@@ -368,7 +333,7 @@ func mqPub(t testing.TB, stdin []byte, args ...string) {
 // standard output.
 func mqExec(t testing.TB, path string, stdin []byte, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), mqWaitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path, args...)
 	if stdin != nil {
@@ -433,7 +398,7 @@ const mqWSRequest = "GET /mqtt HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket
 // successful CONNACK. The server sends nothing unasked, so every read here ends at the
 // end of what is awaited and no byte is left in a buffer.
 func mqHandshake(c net.Conn, ws, v5 bool, id string) error {
-	if err := c.SetDeadline(time.Now().Add(mqWaitTimeout)); err != nil {
+	if err := c.SetDeadline(time.Now().Add(testenv.Timeout)); err != nil {
 		return err
 	}
 	if ws {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bifrost-mqtt/bifrost"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -126,15 +127,15 @@ func mqStartProcess(t testing.TB, edit func(*bifrost.Config)) *mqBroker {
 			if err != nil {
 				t.Errorf("bifrost exited: %v", err)
 			}
-		case <-time.After(mqWaitTimeout):
+		case <-time.After(testenv.Timeout):
 			_ = cmd.Process.Kill()
-			t.Errorf("bifrost did not stop within %s of SIGTERM", mqWaitTimeout)
+			t.Errorf("bifrost did not stop within %s of SIGTERM", testenv.Timeout)
 		}
 		if t.Failed() {
 			t.Logf("broker log:\n%s", logs)
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), mqWaitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
 	defer cancel()
 	select {
 	case <-ready:

@@ -26,6 +26,7 @@ import (
 
 	"github.com/bifrost-mqtt/bifrost"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // The protocol versions as mosquitto_pub/mosquitto_sub -V name them.
@@ -263,7 +264,7 @@ func TestMosquittoWill(t *testing.T) {
 	}
 	// connected waits until the broker counts n clients.
 	connected := func(t *testing.T, n int64) {
-		mqWaitFor(t, fmt.Sprintf("%d connected clients", n), func() bool { return b.connections(t) == n })
+		testenv.WaitFor(t, fmt.Sprintf("%d connected clients", n), func() bool { return b.connections(t) == n })
 	}
 	versions := []string{mqV31, mqV311, mqV5}
 	for _, v := range versions {
@@ -288,7 +289,7 @@ func TestMosquittoWill(t *testing.T) {
 			c.waitSubscribed()
 			c.kill()
 			// The will is retained [MQTT-3.1.2-17]: a subscriber that comes after it gets it.
-			mqWaitFor(t, "the retained will", func() bool {
+			testenv.WaitFor(t, "the retained will", func() bool {
 				out := mqExec(t, mqTool(t, "mosquitto_sub"), nil, "-p", port, "-V", v, "-t", topic,
 					"-C", "1", "-W", "20", "-F", "%r %t %p", "--retained-only")
 				return out == "1 "+topic+" last words\n"
@@ -352,7 +353,7 @@ func TestMosquittoWill(t *testing.T) {
 			mqPub(t, payload, "-p", port, "-V", v, "-t", topic+"/data", "-s",
 				"--will-topic", topic, "--will-payload", "must not be sent")
 			// The publisher is gone (at most 2, as the will, wrongly sent, would end w).
-			mqWaitFor(t, "the publisher to be gone", func() bool { return b.connections(t) <= 2 })
+			testenv.WaitFor(t, "the publisher to be gone", func() bool { return b.connections(t) <= 2 })
 			mqPub(t, nil, "-p", port, "-V", v, "-t", topic, "-m", "marker")
 			w.expect(topic + " marker")
 			w.wait()
@@ -541,7 +542,7 @@ func TestMosquittoInflightExpiry(t *testing.T) {
 				"-D", "publish", "message-expiry-interval", "1")
 			sent := time.Now()
 			sub.kill()
-			mqWaitFor(t, "the subscriber to be gone", func() bool { return b.connections(t) == 0 })
+			testenv.WaitFor(t, "the subscriber to be gone", func() bool { return b.connections(t) == 0 })
 			for time.Since(sent) < 2100*time.Millisecond {
 				time.Sleep(time.Until(sent.Add(2100 * time.Millisecond)))
 			}
@@ -576,7 +577,7 @@ func TestMosquittoSharedQoS2(t *testing.T) {
 	m2.waitSubscribed()
 	m1.kill()
 	// At most 1: member-2 ends after one message, a wrongly redistributed one included.
-	mqWaitFor(t, "member-1 to be gone", func() bool { return b.connections(t) <= 1 })
+	testenv.WaitFor(t, "member-1 to be gone", func() bool { return b.connections(t) <= 1 })
 	// member-2 is the only member online: the marker goes to it, and must be the first
 	// message it gets.
 	mqPub(t, nil, "-p", port, "-V", mqV5, "-t", topic, "-q", "2", "-m", "marker")
@@ -709,7 +710,7 @@ func mqPython(t *testing.T) string {
 			return p
 		}
 	}
-	mqNeed(t, false, "python3 with paho-mqtt (apt-get install -y python3-paho-mqtt)")
+	testenv.Need(t, false, "python3 with paho-mqtt (apt-get install -y python3-paho-mqtt)")
 	return ""
 }
 

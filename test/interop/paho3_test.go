@@ -7,6 +7,7 @@ import (
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // client3 is an MQTT 3.1.1 client: Eclipse paho.mqtt.golang, which dials tcp:// and ws://
@@ -32,7 +33,7 @@ func (e *env) dial3(t testing.TB, o opts) (c3 *client3, code byte, err error) {
 	}
 	co := mqtt.NewClientOptions().AddBroker(url).SetClientID(o.id).SetCleanSession(o.clean).
 		SetProtocolVersion(4).SetKeepAlive(ka).SetAutoReconnect(false).SetConnectRetry(false).
-		SetConnectTimeout(waitFor).SetOrderMatters(true).
+		SetConnectTimeout(testenv.Timeout).SetOrderMatters(true).
 		SetDefaultPublishHandler(func(_ mqtt.Client, m mqtt.Message) {
 			c.in.put(msg{Topic: m.Topic(), Payload: string(m.Payload()), QoS: m.Qos(), Retain: m.Retained(), Dup: m.Duplicate()})
 		}).
@@ -42,7 +43,7 @@ func (e *env) dial3(t testing.TB, o opts) (c3 *client3, code byte, err error) {
 	}
 	c.c = mqtt.NewClient(co)
 	tok := c.c.Connect().(*mqtt.ConnectToken)
-	if !tok.WaitTimeout(waitFor) {
+	if !tok.WaitTimeout(testenv.Timeout) {
 		t.Fatal("connect: timed out")
 	}
 	if err := tok.Error(); err != nil {
@@ -65,7 +66,7 @@ func (e *env) connect3(t testing.TB, o opts) *client3 {
 
 func wait(t testing.TB, what string, tok mqtt.Token) {
 	t.Helper()
-	if !tok.WaitTimeout(waitFor) {
+	if !tok.WaitTimeout(testenv.Timeout) {
 		t.Fatalf("%s: timed out", what)
 	}
 	if err := tok.Error(); err != nil {

@@ -73,7 +73,7 @@ func (r *raw) sendBytes(b []byte) {
 }
 
 // next returns the next packet from the broker, failing the test if the connection ends
-// or nothing comes within waitFor.
+// or nothing comes within testenv.Timeout.
 func (r *raw) next() packet.Packet {
 	r.t.Helper()
 	select {

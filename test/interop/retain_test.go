@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // Retained messages: set, replace, clear, the retain flag on delivery, retain handling,
@@ -147,7 +149,7 @@ func testRetainedExpiry(t *testing.T, e *env) {
 	if len(got) != 1 || got[0].Props.MessageExpiry == nil || *got[0].Props.MessageExpiry > 1 {
 		t.Fatalf("retained rx/short: got %+v, want it with expiry 1", got)
 	}
-	eventually(t, "the retained message to expire", func() bool {
+	testenv.WaitFor(t, "the retained message to expire", func() bool {
 		return len(retainedOf(t, e, "rx/short", "rx/marker")) == 0
 	})
 	if time.Since(published) < time.Second {

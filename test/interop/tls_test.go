@@ -30,6 +30,7 @@ import (
 
 	"github.com/bifrost-mqtt/bifrost"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // tlsPKI is a test CA with a server certificate and client certificates, as PEM files.
@@ -219,13 +220,13 @@ func TestTLSPaho(t *testing.T) {
 		t.Helper()
 		o := mqtt.NewClientOptions().AddBroker(url).SetClientID(id).SetTLSConfig(cfg).
 			SetProtocolVersion(4).SetAutoReconnect(false).SetConnectRetry(false).
-			SetConnectTimeout(mqWaitTimeout).SetOrderMatters(true)
+			SetConnectTimeout(testenv.Timeout).SetOrderMatters(true)
 		if got != nil {
 			o.SetDefaultPublishHandler(func(_ mqtt.Client, m mqtt.Message) { got <- m.Topic() + " " + string(m.Payload()) })
 		}
 		c := mqtt.NewClient(o)
 		tok := c.Connect()
-		if !tok.WaitTimeout(mqWaitTimeout) {
+		if !tok.WaitTimeout(testenv.Timeout) {
 			t.Fatalf("%s: connect timed out", url)
 		}
 		if err := tok.Error(); err != nil {
@@ -236,7 +237,7 @@ func TestTLSPaho(t *testing.T) {
 	}
 	wait := func(t *testing.T, what string, tok mqtt.Token) {
 		t.Helper()
-		if !tok.WaitTimeout(mqWaitTimeout) {
+		if !tok.WaitTimeout(testenv.Timeout) {
 			t.Fatalf("%s: timed out", what)
 		}
 		if err := tok.Error(); err != nil {

@@ -1,5 +1,0 @@
-//go:build !race
-
-package bufpool
-
-const raceEnabled = false

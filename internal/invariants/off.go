@@ -1,0 +1,6 @@
+//go:build !invariants
+
+package invariants
+
+// Enabled: see on.go.
+const Enabled = false

@@ -1,0 +1,6 @@
+//go:build !race
+
+package testenv
+
+// Race: see race.go.
+const Race = false
