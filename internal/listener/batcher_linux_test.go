@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // batcher is a recorder that is a Batcher: it checks the round contract as events come
@@ -74,7 +76,7 @@ func TestBatcherRounds(t *testing.T) {
 		for i := range clients {
 			want[fmt.Sprintf("round 0 from client %d;round 1 from client %d;round 2 from client %d;", i, i, i)] = true
 		}
-		waitFor(t, "every client's bytes", func() bool {
+		testenv.WaitFor(t, "every client's bytes", func() bool {
 			got := 0
 			for _, c := range conns {
 				if want[string(h.received(c))] {
@@ -83,7 +85,7 @@ func TestBatcherRounds(t *testing.T) {
 			}
 			return got == clients
 		})
-		waitFor(t, "every round ended", func() bool {
+		testenv.WaitFor(t, "every round ended", func() bool {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			for _, p := range h.pending {
