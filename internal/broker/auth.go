@@ -231,7 +231,7 @@ func (b *Broker) authDone(cl *client, st *authState, out []byte, done bool, res 
 	}
 	st.working = false
 	bt := b.getBatch()
-	defer b.putBatch(bt)
+	defer b.endBatch(bt)
 	switch {
 	case st.reauth:
 		b.reauthDone(bt, cl, st, out, done, res, err)
@@ -254,7 +254,7 @@ func (b *Broker) authDone(cl *client, st *authState, out []byte, done bool, res 
 		}
 		b.connected(bt, cl, c, st.cid, st.assigned, res, out, st.method)
 	}
-	b.drain(bt, cl)
+	b.handlePackets(bt, cl)
 }
 
 // reauthDone ends a re-authentication: AUTH 0x00 on success, DISCONNECT 0x87 (or the

@@ -95,9 +95,13 @@ func (bt *batch) end() {
 	}
 }
 
+// getBatch takes a batch from the pool for the packets of one callback off the pollers
+// (an OnData, a drain notice, the auth pool, an in-process publish); endBatch ends it.
 func (b *Broker) getBatch() *batch { return b.batches.Get().(*batch) }
 
-func (b *Broker) putBatch(bt *batch) {
+// endBatch ends a callback's batch: the sessions it wrote to are flushed, what it staged
+// for the store is committed, and the batch goes back to the pool.
+func (b *Broker) endBatch(bt *batch) {
 	bt.end()
 	bt.reset()
 	b.batches.Put(bt)
@@ -173,7 +177,7 @@ func (b *Broker) OnOpen(c listener.Conn) {
 func (b *Broker) OnData(c listener.Conn, data []byte) {
 	bt := b.getBatch()
 	b.onData(bt, c, data)
-	b.putBatch(bt)
+	b.endBatch(bt)
 }
 
 var _ listener.Batcher = (*Broker)(nil)
@@ -203,7 +207,7 @@ func (b *Broker) onData(bt *batch, c listener.Conn, data []byte) {
 		return
 	}
 	cl.r.Feed(data)
-	b.drain(bt, cl)
+	b.handlePackets(bt, cl)
 }
 
 var _ listener.Drainer = (*Broker)(nil) // else the listener would never say a connection drained
@@ -229,19 +233,19 @@ func (b *Broker) OnDrained(c listener.Conn) {
 	for _, d := range dropped {
 		b.stats.drop(d)
 	}
-	b.putBatch(bt) // flushes, and commits what the pump staged for the store
+	b.endBatch(bt) // flushes, and commits what the pump staged for the store
 }
 
-// drain handles the packets the reader has, until it runs out or the connection must
+// handlePackets handles the packets the reader has, until it runs out or the connection must
 // wait for an authentication step; then the reader keeps what is left. The caller holds
 // cl.mu.
 //
 // A complete packet is what keeps the connection alive: the server closes one that sends
 // no Control Packet within 1.5 times its keep alive [MQTT-3.1.2-22] ([MQTT-3.1.2-24] in
 // 3.1.1), however many bytes of an unfinished one trickle in. So the listener refreshes
-// nothing by itself and drain touches the connection once per call that completed a
+// nothing by itself and handlePackets touches the connection once per call that completed a
 // packet: the packets of one read arrived together, and one clock read covers them all.
-func (b *Broker) drain(bt *batch, cl *client) {
+func (b *Broker) handlePackets(bt *batch, cl *client) {
 	touched := false
 	for !cl.closing {
 		if cl.auth != nil && cl.auth.working {
@@ -402,7 +406,7 @@ func (b *Broker) OnClose(c listener.Conn, err error) {
 		return
 	}
 	bt := b.getBatch()
-	defer b.putBatch(bt)
+	defer b.endBatch(bt)
 	b.detach(bt, cl)
 }
 

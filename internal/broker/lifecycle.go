@@ -130,7 +130,7 @@ func (b *Broker) endSession(s *session.Session) {
 		if w := s.PendingWill(); w != nil {
 			bt := b.getBatch()
 			b.publishWill(bt, w)
-			b.putBatch(bt)
+			b.endBatch(bt)
 		}
 	}
 	b.commit()
@@ -166,7 +166,7 @@ func (b *Broker) scheduleWill(s *session.Session, will *session.Will, delay time
 		if w := s.PendingWill(); w != nil {
 			bt := b.getBatch()
 			b.publishWill(bt, w)
-			b.putBatch(bt)
+			b.endBatch(bt)
 		}
 	})
 }

@@ -28,7 +28,7 @@ func (b *Broker) Publish(topic string, payload []byte, qos uint8, retain bool) e
 	}
 	bt := b.getBatch()
 	b.routeOwned(bt, session.NewLocalMessage(topic, payload, qos, retain))
-	b.putBatch(bt)
+	b.endBatch(bt)
 	return nil
 }
 

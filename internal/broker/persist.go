@@ -26,7 +26,7 @@ import (
 // QoS 1/2 reaching only non-persistent sessions, never touch the store: their path is the
 // same as without one.
 //
-// Commits. Every event-loop callback that may have staged something ends in putBatch,
+// Commits. Every event-loop callback that may have staged something ends in endBatch,
 // which calls Journal.Commit (an atomic load when nothing is staged); so do the timers
 // (wills, expiry) and Close. Commit hands the batch to the store's group commit, which
 // merges the batches of all connections that arrive while an fsync runs.

@@ -193,7 +193,7 @@ func (r *restorer) apply(now time.Time) {
 				if w := s.PendingWill(); w != nil { // deletes its record
 					bt := b.getBatch()
 					b.publishWill(bt, w)
-					b.putBatch(bt)
+					b.endBatch(bt)
 				}
 			} else {
 				b.scheduleWill(s, w, time.Duration(due-nowNs))

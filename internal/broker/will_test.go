@@ -45,7 +45,7 @@ func TestDollarWill(t *testing.T) {
 		for _, topic := range []string{"$SYS/broker/clients", "$other/t"} {
 			b.publishWill(bt, &session.Will{Msg: session.NewLocalMessage(topic, []byte("spoofed"), 0, true)})
 		}
-		b.putBatch(bt)
+		b.endBatch(bt)
 		if ps := w.packets(t, packet.V5); len(ps) != before {
 			t.Fatalf("$ wills published: %v", types(ps[before:]))
 		}

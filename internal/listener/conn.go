@@ -46,7 +46,7 @@ const (
 	stBusy                   // OnOpen or OnData is running
 	stClosing                // closed while busy: OnClose is owed by the busy goroutine
 	stClosed                 // OnClose delivered (or being delivered)
-	stShutdown               // Shutdown called: writes refused, reads dropped, draining
+	stShutdown               // Shutdown called: writes refused, reads dropped, lingering
 	stHalfClosed             // the write side is shut down
 	stPeerClose              // the peer sent a WebSocket close frame
 	stAdmitting              // epoll: being added to the poller, not yet polled (sock_linux.go)
@@ -189,7 +189,7 @@ func (c *conn) finish() {
 
 // Touch implements Conn: the idle timeout starts over. Not under the connect timeout,
 // which is absolute (a slowloris client dribbling its CONNECT must not keep the
-// connection), and not while draining.
+// connection), and not while lingering after Shutdown.
 func (c *conn) Touch() {
 	if c.state.Load()&(stIdleSet|stShutdown) == stIdleSet {
 		c.l.srv.wheel.touch(c)
@@ -345,7 +345,7 @@ func (c *conn) Shutdown() {
 	c.state.Or(stShutdown)
 	c.halfCloseIfDrained()
 	s := c.l.srv
-	s.wheel.reset(c, s.o.DrainTimeout)
+	s.wheel.reset(c, s.o.LingerTimeout)
 }
 
 // SetIdleTimeout implements Conn. It ends the absolute connect timeout: from now on

@@ -133,7 +133,7 @@ func (c *conn) dropQueue() {
 // records the reason and wakes the reader (a read deadline in the past), which closes the
 // socket and delivers the close (readEnded). What the write goroutine holds is still sent
 // (a refused upgrade's answer, a TLS alert: what the epoll engine's socket would have
-// taken), but for at most Options.DrainTimeout: a peer that does not read cannot keep the
+// taken), but for at most Options.LingerTimeout: a peer that does not read cannot keep the
 // socket. c.wmu is held.
 func (c *conn) closeOwnLocked(err error) error {
 	st := c.state.Load()
@@ -145,7 +145,7 @@ func (c *conn) closeOwnLocked(err error) error {
 	}
 	c.state.Or(stCloseReq)
 	if st&stWriting != 0 {
-		_ = c.nc.SetWriteDeadline(time.Now().Add(c.l.srv.o.DrainTimeout))
+		_ = c.nc.SetWriteDeadline(time.Now().Add(c.l.srv.o.LingerTimeout))
 	}
 	_ = c.nc.SetReadDeadline(pastDeadline)
 	return nil

@@ -31,7 +31,7 @@
 //
 // # Timeouts
 //
-// Idle timeouts, connect timeouts and the Shutdown drain all live in one timing wheel per
+// Idle timeouts, connect timeouts and the Shutdown linger all live in one timing wheel per
 // Server (wheel.go), advanced by one goroutine every Options.Tick. The connect timeout is
 // absolute: it counts from the accept, through the TLS handshake and the WebSocket
 // upgrade, until the handler first calls SetIdleTimeout (when CONNECT is accepted), so a
@@ -107,10 +107,10 @@ type Conn interface {
 	WriteAfter(b []byte, held sync.Locker) (int, error)
 	// Close closes the connection at once; what the socket has not taken is dropped (the
 	// portable engine's write goroutine, if one runs, still sends what was written before
-	// the Close, for at most Options.DrainTimeout).
+	// the Close, for at most Options.LingerTimeout).
 	Close() error
 	// Shutdown closes gracefully: what is queued is sent, the write side is half-closed,
-	// and the connection is closed when the peer closes or after Options.DrainTimeout, so a
+	// and the connection is closed when the peer closes or after Options.LingerTimeout, so a
 	// client reads a final DISCONNECT instead of a reset. For WebSocket a close frame is
 	// sent first; on TLS a close_notify alert last. Later writes fail with net.ErrClosed
 	// and received bytes are dropped.

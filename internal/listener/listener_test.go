@@ -496,7 +496,7 @@ func TestShutdown(t *testing.T) {
 			_, err := c.Write([]byte("late"))
 			afterShutdown.Store(errors.Join(err, errors.New("")))
 		}
-		s := newTestServer(t, r, Options{DrainTimeout: time.Minute})
+		s := newTestServer(t, r, Options{LingerTimeout: time.Minute})
 		l := listen(t, s, typ)
 		c := dial(t, l)
 		c.send(t, []byte("bye"))
@@ -512,7 +512,7 @@ func TestShutdown(t *testing.T) {
 			t.Fatalf("OnClose(%v) before the client closed", ev.err)
 		default:
 		}
-		c.send(t, []byte("dropped")) // received while draining: not delivered
+		c.send(t, []byte("dropped")) // received after Shutdown: not delivered
 		_ = c.Close()
 		if ev := recv(t, r.closed, "OnClose"); ev.err != nil {
 			t.Errorf("OnClose(%v), want nil", ev.err)
@@ -533,7 +533,7 @@ func TestCloseNotReading(t *testing.T) {
 			writeBurst(t, c)
 			_ = c.Close()
 		}
-		s := newTestServer(t, r, Options{DrainTimeout: 100 * time.Millisecond})
+		s := newTestServer(t, r, Options{LingerTimeout: 100 * time.Millisecond})
 		l := listen(t, s, typ)
 		c := dial(t, l)
 		c.send(t, []byte("go"))
@@ -561,7 +561,7 @@ func TestShutdownDrain(t *testing.T) {
 	transports(t, func(t *testing.T, typ string) {
 		r := newRecorder(t)
 		r.data = func(c Conn, _ []byte) { c.Shutdown() }
-		s := newTestServer(t, r, Options{DrainTimeout: 50 * time.Millisecond})
+		s := newTestServer(t, r, Options{LingerTimeout: 50 * time.Millisecond})
 		l := listen(t, s, typ)
 		c := dial(t, l)
 		c.send(t, []byte("bye"))

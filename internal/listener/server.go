@@ -22,9 +22,9 @@ type Options struct {
 	// WebSocket upgrade) until the handler first calls SetIdleTimeout (after CONNECT),
 	// however many bytes the client sends meanwhile. Default 10s.
 	ConnectTimeout time.Duration
-	// DrainTimeout is how long a Shutdown waits for the peer to close before closing.
+	// LingerTimeout is how long a Shutdown waits for the peer to close before closing.
 	// Default 1s.
-	DrainTimeout time.Duration
+	LingerTimeout time.Duration
 	// Tick is the timing wheel's resolution: timeouts fire up to two ticks late.
 	// Default 250ms.
 	Tick time.Duration
@@ -65,7 +65,7 @@ type Options struct {
 // Defaults of Options.
 const (
 	DefaultConnectTimeout = 10 * time.Second
-	DefaultDrainTimeout   = time.Second
+	DefaultLingerTimeout  = time.Second
 	DefaultTick           = 250 * time.Millisecond
 	DefaultReadBufferSize = 32 << 10
 	DefaultCertCheck      = 10 * time.Second
@@ -80,8 +80,8 @@ func (o *Options) ensureDefaults() {
 	if o.ConnectTimeout <= 0 {
 		o.ConnectTimeout = DefaultConnectTimeout
 	}
-	if o.DrainTimeout <= 0 {
-		o.DrainTimeout = DefaultDrainTimeout
+	if o.LingerTimeout <= 0 {
+		o.LingerTimeout = DefaultLingerTimeout
 	}
 	if o.Tick <= 0 {
 		o.Tick = DefaultTick
@@ -333,7 +333,7 @@ func (s *Server) tlsListeners() []*Listener {
 	return ls
 }
 
-// expire is the wheel's verdict on c: its timeout, or its Shutdown drain, has run out.
+// expire is the wheel's verdict on c: its timeout, or its Shutdown linger, has run out.
 func (s *Server) expire(c *conn) {
 	if c.state.Load()&stShutdown != 0 {
 		_ = c.closeWith(nil)

@@ -137,7 +137,7 @@ func (c *conn) tls() *tlsConn { return (*tlsConn)(unsafe.Pointer(c)) }
 // received takes bytes the reader read; bufs are the reader's, for this call.
 func (t *tlsConn) received(data []byte, bufs *pumpBufs) {
 	if t.state.Load()&(stShutdown|stClosing|stClosed) != 0 {
-		return // draining or closed: dropped
+		return // shut down or closed: dropped
 	}
 	t.mu.Lock()
 	switch {
@@ -286,7 +286,7 @@ func (t *tlsConn) handshake() {
 func (t *tlsConn) pump(bufs *pumpBufs) {
 	for {
 		lendInput(t.tc, bufs.input)
-		t.drain(bufs.plain, bufs.loop)
+		t.readPlain(bufs.plain, bufs.loop)
 		if !reclaimInput(t.tc) {
 			bufs.input = make([]byte, 0, tlsInputSize) // the old one stays with t.tc
 		}
@@ -307,9 +307,9 @@ func (t *tlsConn) pump(bufs *pumpBufs) {
 	}
 }
 
-// drain calls tls.Conn.Read until the wire would block, delivering buf whenever it is
+// readPlain calls tls.Conn.Read until the wire would block, delivering buf whenever it is
 // full and at the end; loop is the poller it runs on, or -1 (see conn.onData).
-func (t *tlsConn) drain(buf []byte, loop int) {
+func (t *tlsConn) readPlain(buf []byte, loop int) {
 	n := 0
 	for {
 		k, err := t.tc.Read(buf[n:])

@@ -37,7 +37,7 @@ import (
 //     is the only reference to the lent array, and reclaimInput replaces it.
 //  5. Read reads a record only while input is empty (and the close_notify peek after a
 //     read that emptied it), and returns what input held: after the pump's last Read
-//     (tlsConn.drain, which reads until the wire would block), input is empty.
+//     (tlsConn.readPlain, which reads until the wire would block), input is empty.
 //  6. An error of the transport that is a net.Error with Temporary() (errWouldBlock) is
 //     returned without becoming the connection's error (readRecordOrCCS, after each
 //     readFromUntil), and a partial record stays in rawInput for the next Read

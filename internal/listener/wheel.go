@@ -7,7 +7,7 @@ import (
 )
 
 // A wheel is a hashed timing wheel: the one clock behind every idle timeout, connect timeout
-// and Shutdown drain of a Server, so that no connection owns a time.Timer or a goroutine.
+// and Shutdown linger of a Server, so that no connection owns a time.Timer or a goroutine.
 //
 // Time is counted in ticks of a fixed duration (Options.Tick). An entry's deadline is
 // last+ticks+1, where last is the tick of its last activity; the entry sits in the slot

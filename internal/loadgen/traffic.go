@@ -9,16 +9,16 @@ import (
 )
 
 const (
-	// drainIdle ends the wait for deliveries after the last PUBLISH when none has arrived
-	// for that long; drainMax ends it in any case.
-	drainIdle = 2 * time.Second
-	drainMax  = 30 * time.Second
+	// awaitIdle ends the wait for deliveries after the last PUBLISH when none has arrived
+	// for that long; awaitMax ends it in any case.
+	awaitIdle = 2 * time.Second
+	awaitMax  = 30 * time.Second
 	// closeWait bounds the wait for the broker to close each connection after DISCONNECT.
 	closeWait = 5 * time.Second
 )
 
 // runTraffic runs fanin, fanout or pair: it connects the subscribers, then the
-// publishers, lets them all send at once, waits for the deliveries to drain, and reports.
+// publishers, lets them all send at once, waits for the deliveries still due, and reports.
 func runTraffic(ctx context.Context, o *Options, errs *errorLog) (*Report, error) {
 	d, err := newDialer(o.Addr, o.SrcAddrs, o.WSPath)
 	if err != nil {
@@ -120,7 +120,7 @@ func runTraffic(ctx context.Context, o *Options, errs *errorLog) (*Report, error
 		})
 	}
 	writers.Wait()
-	drain(ctx, pubs, subs, o.QoS > 0)
+	awaitDeliveries(ctx, pubs, subs, o.QoS > 0)
 	usage := probe.stop()
 	if o.Metrics != "" {
 		after, err := gcSample(ctx, o.Metrics)
@@ -212,12 +212,12 @@ func runTraffic(ctx context.Context, o *Options, errs *errorLog) (*Report, error
 	return &Report{Traffic: r, Broker: usage}, nil
 }
 
-// drain waits until every delivery due has arrived (and, with acks, every PUBLISH has
-// been acknowledged), until none has arrived for drainIdle, or drainMax at most.
-func drain(ctx context.Context, pubs []*publisher, subs []*subscriber, acks bool) {
+// awaitDeliveries waits until every delivery due has arrived (and, with acks, every PUBLISH has
+// been acknowledged), until none has arrived for awaitIdle, or awaitMax at most.
+func awaitDeliveries(ctx context.Context, pubs []*publisher, subs []*subscriber, acks bool) {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
-	end := time.Now().Add(drainMax)
+	end := time.Now().Add(awaitMax)
 	var lastProgress int64
 	lastSeen := time.Now()
 	for time.Now().Before(end) {
@@ -239,7 +239,7 @@ func drain(ctx context.Context, pubs []*publisher, subs []*subscriber, acks bool
 		}
 		if progress != lastProgress {
 			lastProgress, lastSeen = progress, time.Now()
-		} else if time.Since(lastSeen) > drainIdle {
+		} else if time.Since(lastSeen) > awaitIdle {
 			return
 		}
 		select {

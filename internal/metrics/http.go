@@ -32,7 +32,7 @@ type Server struct {
 	log      *slog.Logger
 	ln       net.Listener
 	srv      *http.Server
-	draining atomic.Bool // set by SetReady(false): /healthz answers 503
+	notReady atomic.Bool // set by SetReady(false): /healthz answers 503
 }
 
 // Listen binds the endpoint to cfg.Address (port 0 picks a free port; see Addr). When
@@ -78,7 +78,7 @@ func (s *Server) routes() http.Handler {
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	if s.draining.Load() {
+	if s.notReady.Load() {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = w.Write([]byte("shutting down\n"))
 		return
@@ -98,7 +98,7 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
 // SetReady sets what /healthz answers: ready (200, the initial state) or shutting down
 // (503), so that a load balancer stops sending new clients before the broker goes away.
-func (s *Server) SetReady(ready bool) { s.draining.Store(!ready) }
+func (s *Server) SetReady(ready bool) { s.notReady.Store(!ready) }
 
 // Serve accepts requests until Shutdown and returns nil then; any other return is the
 // accept loop failing for good. ctx is the parent of every request's context: cancelling
