@@ -124,16 +124,13 @@ func (b *Broker) connected(bt *batch, cl *client, c *packet.Connect, cid string,
 			b.distrust(s)
 		}
 	}
-	s.Attach(cl.conn, info)
+	connack.SessionPresent = present
+	bt.mark(s, s.Attach(cl.conn, info, connack, now()))
 	b.attached(s)
 	cl.s = s
 	cl.willOnClose = true
 	b.clients.Add(1)
 	b.stats.connects.Add(1)
-
-	connack.SessionPresent = present
-	bt.mark(s, s.Send(connack))
-	bt.mark(s, s.Resume(now()))
 	if keepAlive > 0 {
 		// Close after one and a half keep alive periods of silence [MQTT-3.1.2-22]
 		// (3.1.1: [MQTT-3.1.2-24]).

@@ -574,8 +574,7 @@ func TestDeliverBorrowed(t *testing.T) {
 					s.Detach(c)
 				}
 				c = &fakeConn{}
-				s.Attach(c, ConnectInfo{Version: packet.V5})
-				s.Resume(at(0))
+				s.Attach(c, ConnectInfo{Version: packet.V5}, nil, at(0))
 				s.Flush()
 			}
 			ps := c.packets(t, packet.V5)
@@ -617,7 +616,7 @@ func TestDeliverQoS0AllocsNothing(t *testing.T) {
 			lim.BytesSent = &bytesSent
 			s := New(1, "c", lim)
 			var c discardConn
-			s.Attach(&c, tc.info)
+			s.Attach(&c, tc.info, nil, at(0))
 			m, _ := pub{topic: "sensors/1/temp", payload: "21.5", expiry: 60,
 				props: packet.Properties{ContentType: []byte("text/plain")}}.borrowed()
 			d := tc.d

@@ -277,8 +277,7 @@ func TestResume(t *testing.T) {
 			}
 
 			c = &fakeConn{}
-			s.Attach(c, ConnectInfo{Version: v, ClientRecvMax: 5})
-			if !s.Resume(at(0)) {
+			if !s.Attach(c, ConnectInfo{Version: v, ClientRecvMax: 5}, nil, at(0)) {
 				t.Error("Resume did not dirty the session")
 			}
 			s.Flush()
@@ -384,10 +383,10 @@ func TestResumeExpired(t *testing.T) {
 	}
 }
 
-// TestResumeIdle: Resume of a session without traffic writes nothing.
+// TestResumeIdle: attaching a session without traffic writes nothing but its CONNACK.
 func TestResumeIdle(t *testing.T) {
-	s, c := online(t, nil, ConnectInfo{})
-	if s.Resume(at(0)) {
+	s, c := New(1, "client", testLimits()), &fakeConn{}
+	if s.Attach(c, ConnectInfo{Version: packet.V5}, nil, at(0)) {
 		t.Error("dirtied")
 	}
 	s.Flush()
@@ -431,8 +430,7 @@ func TestDetachShared(t *testing.T) {
 		t.Errorf("shared:\ngot  %+v\nwant %+v", shared, want)
 	}
 	c = &fakeConn{}
-	s.Attach(c, ConnectInfo{Version: packet.V5, ClientRecvMax: 3})
-	s.Resume(at(0))
+	s.Attach(c, ConnectInfo{Version: packet.V5, ClientRecvMax: 3}, nil, at(0))
 	s.Flush()
 	equalLines(t, "resumed", c.lines(t, packet.V5), []string{
 		`PUBLISH "t" q1 id2 dup "x"`,

@@ -45,7 +45,7 @@ func TestFlushWritesWithoutLock(t *testing.T) {
 func testFlushWritesWithoutLock(t *testing.T) {
 	s := New(1, "sub", testLimits())
 	c := &gatedConn{inWrite: make(chan struct{}), gate: make(chan struct{})}
-	s.Attach(c, ConnectInfo{Version: packet.V311})
+	s.Attach(c, ConnectInfo{Version: packet.V311}, nil, at(0))
 
 	s.Send(&packet.Ack{PacketType: packet.PUBACK, PacketID: 1})
 	done := make(chan struct{})
@@ -90,7 +90,7 @@ func TestFlushLockedAfterWriter(t *testing.T) {
 func testFlushLockedAfterWriter(t *testing.T) {
 	s := New(1, "sub", testLimits())
 	c := &gatedConn{inWrite: make(chan struct{}), gate: make(chan struct{})}
-	s.Attach(c, ConnectInfo{Version: packet.V5})
+	s.Attach(c, ConnectInfo{Version: packet.V5}, nil, at(0))
 
 	s.Send(&packet.Ack{PacketType: packet.PUBACK, PacketID: 1})
 	done := make(chan struct{})

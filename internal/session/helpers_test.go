@@ -147,7 +147,7 @@ func online(t testing.TB, lim *Limits, info ConnectInfo) (*Session, *fakeConn) {
 	}
 	s := New(1, "client", lim)
 	c := &fakeConn{}
-	s.Attach(c, info)
+	s.Attach(c, info, nil, at(0))
 	return s, c
 }
 
@@ -162,8 +162,7 @@ func reconnect(t testing.TB, s *Session, c *fakeConn, info ConnectInfo, now int6
 		info.Version = packet.V5
 	}
 	nc := &fakeConn{}
-	s.Attach(nc, info)
-	s.Resume(now)
+	s.Attach(nc, info, nil, now)
 	s.Flush()
 	return nc
 }

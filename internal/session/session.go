@@ -189,9 +189,12 @@ type ConnectInfo struct {
 	Realm uint8
 }
 
-// Attach binds the session to a new connection after CONNECT. The caller then sends
-// CONNACK and calls Resume.
-func (s *Session) Attach(c Conn, info ConnectInfo) {
+// Attach binds the session to a new connection after CONNECT, sends it connack (unless
+// nil), then the inflight window again and what the queue holds, and reports whether the
+// session became dirty. All of it is one step under the session's lock: a message another
+// goroutine delivers to the session once it is online comes after the CONNACK
+// [MQTT-3.2.0-1] and after the resent window [MQTT-4.6.0-2].
+func (s *Session) Attach(c Conn, info ConnectInfo, connack *packet.Connack, now int64) (dirtied bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	was := s.persistentLocked()
@@ -212,14 +215,10 @@ func (s *Session) Attach(c Conn, info ConnectInfo) {
 		s.fl.resetConnectionState()
 	}
 	s.restageLocked(was, true)
-}
-
-// Resume sends the inflight window again after a reconnect (PUBLISH with DUP set, or
-// PUBREL where PUBREC came) and pumps the queue [MQTT-4.4.0-1]; CONNACK must precede it.
-func (s *Session) Resume(now int64) (dirtied bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.resumeLocked(now)
+	if connack != nil {
+		dirtied = s.sendLocked(connack)
+	}
+	return s.resumeLocked(now) || dirtied
 }
 
 // Online reports whether a connection is attached.

@@ -56,7 +56,7 @@ func TestAttach(t *testing.T) {
 		t.Fatal("new session")
 	}
 	c := &fakeConn{}
-	s.Attach(c, ConnectInfo{Version: packet.V311, Username: "u", Expiry: NoExpiry, NoProblemDetails: true})
+	s.Attach(c, ConnectInfo{Version: packet.V311, Username: "u", Expiry: NoExpiry, NoProblemDetails: true}, nil, at(0))
 	if !s.Online() || s.Conn() != c || s.Version() != packet.V311 || s.Username() != "u" ||
 		s.Expiry() != NoExpiry || s.ProblemDetails() {
 		t.Errorf("after Attach: online %v version %v user %q expiry %d problem details %v",
@@ -208,8 +208,7 @@ func TestClear(t *testing.T) {
 	s.Detach(c)
 	s.Clear()
 	c = &fakeConn{}
-	s.Attach(c, ConnectInfo{Version: packet.V5})
-	if s.Resume(at(0)) || s.fl != nil {
+	if s.Attach(c, ConnectInfo{Version: packet.V5}, nil, at(0)) || s.fl != nil {
 		t.Error("Resume after Clear had something to send")
 	}
 }

@@ -55,8 +55,7 @@ func TestSweepOffline(t *testing.T) {
 		}
 	}
 	nc := &fakeConn{}
-	s.Attach(nc, ConnectInfo{Version: packet.V5, Expiry: NoExpiry})
-	s.Resume(at(300 * time.Second))
+	s.Attach(nc, ConnectInfo{Version: packet.V5, Expiry: NoExpiry}, nil, at(300*time.Second))
 	s.Flush()
 	equalLines(t, "after reconnecting", nc.lines(t, packet.V5), []string{`PUBLISH "b" q1 id1 "never"`})
 }
@@ -84,8 +83,7 @@ func TestSweepKeepsInflight(t *testing.T) {
 		t.Fatalf("dropped %d, want 1", n)
 	}
 	nc := &fakeConn{}
-	s.Attach(nc, ConnectInfo{Version: packet.V5, Expiry: NoExpiry})
-	s.Resume(at(time.Minute))
+	s.Attach(nc, ConnectInfo{Version: packet.V5, Expiry: NoExpiry}, nil, at(time.Minute))
 	s.Flush()
 	equalLines(t, "after reconnecting", nc.lines(t, packet.V5), []string{`PUBLISH "a" q1 id1 dup exp=1 "sent"`})
 }
@@ -102,8 +100,7 @@ func TestSweepLeavesOnline(t *testing.T) {
 	deliver(t, s, Delivery{Msg: pub{topic: "a", payload: "1", qos: 1, expiry: 10}.owned(), QoS: 1}, at(0), Delivered)
 	deliver(t, s, Delivery{Msg: pub{topic: "a", payload: "2", qos: 1, expiry: 10}.owned(), QoS: 1}, at(0), Delivered)
 	nc := &fakeConn{}
-	s.Attach(nc, ConnectInfo{Version: packet.V5, Expiry: NoExpiry})
-	s.Resume(at(0)) // "1" sent, "2" queued behind the window of 1
+	s.Attach(nc, ConnectInfo{Version: packet.V5, Expiry: NoExpiry}, nil, at(0)) // "1" sent, "2" queued behind the window of 1
 	if n := lim.Sweeper.Sweep(at(time.Minute)); n != 0 || lim.Sweeper.Len() != 0 {
 		t.Fatalf("online: dropped %d, %d in the set; want 0, 0", n, lim.Sweeper.Len())
 	}
@@ -142,7 +139,7 @@ func TestSweepDeletesRecords(t *testing.T) {
 	b := New(2, "b", lim)
 	for _, s := range []*Session{a, b} {
 		c := &fakeConn{}
-		s.Attach(c, ConnectInfo{Version: packet.V5, Expiry: NoExpiry})
+		s.Attach(c, ConnectInfo{Version: packet.V5, Expiry: NoExpiry}, nil, at(0))
 		s.Detach(c)
 	}
 	// Load, which lists the records, drops what has expired by the clock: the
