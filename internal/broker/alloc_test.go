@@ -31,6 +31,7 @@ func TestPublishPathAllocs(t *testing.T) {
 		name       string
 		pebble     bool // a Pebble store in a temporary directory
 		persistent bool // the subscribers' sessions outlive their connections
+		shared     bool // one subscriber, in a shared subscription group
 	}{
 		{name: "Store=off"},
 		// The store is on but no subscriber is persistent: nothing reaches it, and the
@@ -39,11 +40,14 @@ func TestPublishPathAllocs(t *testing.T) {
 		// QoS 1 messages are stored until every subscriber acknowledged them (QoS 0
 		// never reaches the store).
 		{name: "Store=on/Subs=persistent", pebble: true, persistent: true},
+		// A group member gets the message through deliverShared, which needs the
+		// message's one pooled copy as a direct subscriber does.
+		{name: "Store=off/Subs=shared", shared: true},
 	} {
 		for _, v := range []packet.Version{packet.V311, packet.V5} {
 			for _, qos := range []byte{0, 1} {
 				t.Run(fmt.Sprintf("%s/V=%s/QoS=%d", sc.name, v, qos), func(t *testing.T) {
-					p := newPathHarness(t, sc.pebble, sc.persistent, v, qos)
+					p := newPathHarness(t, sc.pebble, sc.persistent, sc.shared, v, qos)
 					runs := 1000
 					if sc.persistent {
 						runs = 200 // two fsyncs per message
@@ -86,7 +90,7 @@ func allocsPerOp(runs int, op func()) float64 {
 }
 
 // pathHarness is a broker with a publisher and three subscribers to bench/+/data at QoS 1
-// on benchConns.
+// (or one to $share/g/bench/+/data) on benchConns.
 type pathHarness struct {
 	br         *Broker
 	pub        *benchConn
@@ -97,7 +101,7 @@ type pathHarness struct {
 	ack        []byte // a subscriber's PUBACK of packet id 1
 }
 
-func newPathHarness(t *testing.T, pebble, persistent bool, v packet.Version, qos byte) *pathHarness {
+func newPathHarness(t *testing.T, pebble, persistent, shared bool, v packet.Version, qos byte) *pathHarness {
 	var st store.Store
 	if pebble {
 		cfg := conf.Default().Store
@@ -112,7 +116,11 @@ func newPathHarness(t *testing.T, pebble, persistent bool, v packet.Version, qos
 		publish: (&packet.Publish{Topic: []byte("bench/x/data"), QoS: qos, PacketID: 1, Payload: make([]byte, 64)}).AppendTo(nil, v),
 		ack:     (&packet.Ack{PacketType: packet.PUBACK, PacketID: 1}).AppendTo(nil, v)}
 	p.pub = connect(t, p.br, "pub", v)
-	for i := range 3 {
+	subs, filter := 3, "bench/+/data"
+	if shared {
+		subs, filter = 1, "$share/g/bench/+/data"
+	}
+	for i := range subs {
 		c := &benchConn{}
 		p.br.OnOpen(c)
 		cp := &packet.Connect{Version: v, CleanStart: true, ClientID: []byte(fmt.Sprint("sub-", i)),
@@ -122,7 +130,7 @@ func newPathHarness(t *testing.T, pebble, persistent bool, v packet.Version, qos
 		}
 		p.br.OnData(c, cp.AppendTo(nil, v))
 		// A persistent subscription's SUBACK waits for the store.
-		p.br.OnData(c, (&packet.Subscribe{PacketID: 1, Subscriptions: []packet.Subscription{{Filter: []byte("bench/+/data"), QoS: 1}}}).AppendTo(nil, v))
+		p.br.OnData(c, (&packet.Subscribe{PacketID: 1, Subscriptions: []packet.Subscription{{Filter: []byte(filter), QoS: 1}}}).AppendTo(nil, v))
 		p.br.commitWait()
 		if c.written.Load() < 2+5 {
 			t.Fatalf("sub-%d: no CONNACK and SUBACK", i)

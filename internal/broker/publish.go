@@ -216,6 +216,9 @@ func (b *Broker) deliver(bt *batch, m *session.Message) (n int, durable bool) {
 		durable = durable || stored
 	}
 	for _, g := range bt.matches.Groups {
+		if m.QoS > 0 && m.Borrowed() {
+			m, pooled = m.OwnPooled(), true // the member may keep it: the same one copy
+		}
 		took, stored := b.deliverShared(bt, g, m, nowNs, 0)
 		if took {
 			n++
