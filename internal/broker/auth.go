@@ -222,16 +222,20 @@ func (b *Broker) step(cl *client, st *authState, in []byte) {
 }
 
 // authDone takes an authentication decision back to the client, on the auth pool's
-// goroutine, under the client's lock.
+// goroutine: under the client's lock, then the batch's flush and commit without it.
 func (b *Broker) authDone(cl *client, st *authState, out []byte, done bool, res auth.Result, err error) {
+	bt := b.getBatch()
+	b.authDoneLocked(bt, cl, st, out, done, res, err)
+	b.endBatch(bt) // its commit may wait for the store: not under cl.mu
+}
+
+func (b *Broker) authDoneLocked(bt *batch, cl *client, st *authState, out []byte, done bool, res auth.Result, err error) {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	if cl.closing || cl.auth != st {
 		return // the connection ended while the step ran
 	}
 	st.working = false
-	bt := b.getBatch()
-	defer b.endBatch(bt)
 	switch {
 	case st.reauth:
 		b.reauthDone(bt, cl, st, out, done, res, err)

@@ -5,8 +5,11 @@
 // # Goroutines
 //
 // The broker starts no goroutine per connection. Packets are handled on the listener's
-// event-loop goroutine that read them (OnData), and writes they cause are batched per
-// destination session and flushed at the end of that OnData call. Timers exist only for
+// poller goroutine that read them (OnRoundData), and the writes they cause are batched per
+// destination session and flushed, and what they staged for the store committed, when the
+// poller ends its round of events (EndRound); packets that arrive off the pollers (a TLS
+// handshake goroutine, the portable engine, the auth pool) use a batch that ends with
+// their call (OnData, endBatch). Timers exist only for
 // sessions that have no connection: a will waiting for its delay and a session waiting to
 // expire (time.AfterFunc, which parks no goroutine), and one broker-wide timer that sweeps
 // expired messages from offline queues while there are any (sweep.go). One goroutine
@@ -15,13 +18,17 @@
 //
 // # Lock order
 //
-//	Journal.commitMu → Broker.mu (session registry) → session.Session's lock → Journal.mu
+//	client.mu → Broker.mu (session registry) → session.Session's lock → Journal.mu
+//	client.mu → session.Session's lock → the connection's write lock (Session.Flush)
+//	client.mu → pubsub's locks (read) → Broker.idMu (read), session.Session's lock
+//	Journal.commitMu → Broker.mu → session.Session's lock → Journal.mu
 //	session.Session's lock → session.Sweeper's lock → sweep.mu
 //	Broker.retMu → pubsub's locks, Journal.mu
 //
-// No code holds two sessions' locks at once; idMu (the ID → session table) is a leaf
-// taken alone or after Broker.mu. Journal.Commit (commitMu) is called with no lock held:
-// it may block on the store's queue, and the store's callbacks take session locks.
+// No code holds two clients' or two sessions' locks at once; idMu (the ID → session
+// table) is a leaf. Journal.Commit (commitMu) is called with no lock held: it may block
+// on the store's queue, and the store's callbacks take session locks. The whole picture,
+// with the listener's locks: docs/architecture.md.
 package broker
 
 import (
@@ -164,6 +171,9 @@ func New(o Options) (*Broker, error) {
 	}
 	b.initSweep(time.Duration(c.Queue.ExpirySweep))
 	b.batches.New = func() any { return new(batch) }
+	b.authPool.start = func(worker func()) bool {
+		return b.goRoutine("auth", func(context.Context) { worker() })
+	}
 	b.net = listener.New(b, listener.Options{
 		ConnectTimeout:   time.Duration(c.MQTT.ConnectTimeout),
 		MaxTLSHandshakes: c.Limits.MaxTLSHandshakes,
@@ -292,13 +302,14 @@ func (b *Broker) freeID(id uint32) {
 	b.idMu.Unlock()
 }
 
-// goRoutine starts a long-lived goroutine through Options.Go, so the embedder counts it.
-func (b *Broker) goRoutine(name string, f func(ctx context.Context)) {
+// goRoutine starts a goroutine through Options.Go, so the embedder counts it, and
+// reports false if it did not (the embedder is closing).
+func (b *Broker) goRoutine(name string, f func(ctx context.Context)) bool {
 	if b.goFn != nil {
-		b.goFn(name, f)
-		return
+		return b.goFn(name, f)
 	}
 	go f(context.Background())
+	return true
 }
 
 // pressure is the current memory pressure level.

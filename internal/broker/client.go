@@ -16,8 +16,8 @@ import (
 )
 
 // client is one network connection: its packet reader and, after CONNECT, its session.
-// Its fields are used under mu, by the connection's own event-loop calls (OnData,
-// OnClose) and the auth pool, except the atomic ones.
+// Its fields are used under mu, by the connection's own event-loop calls (OnRoundData or
+// OnData, OnClose, OnDrained) and the auth pool, except the atomic ones.
 type client struct {
 	// mu serializes the event loop's calls with the auth pool finishing a CONNECT or an
 	// AUTH step (auth.go); uncontended otherwise.
@@ -39,8 +39,9 @@ type client struct {
 	takenOver atomic.Bool
 }
 
-// batch is the per-OnData scratch space: decode targets, match results and the sessions
-// that have bytes to flush. Pooled, so handling packets allocates nothing.
+// batch is the scratch space of a poller's round (round) or of one call off the pollers:
+// decode targets, match results and the sessions that have bytes to flush. Reused, so
+// handling packets allocates nothing.
 type batch struct {
 	connect     packet.Connect
 	connack     packet.Connack
@@ -396,18 +397,17 @@ func (b *Broker) OnClose(c listener.Conn, err error) {
 		return
 	}
 	b.limits.open.Add(-1)
+	bt := b.getBatch()
 	cl.mu.Lock()
-	defer cl.mu.Unlock()
 	cl.closing = true
 	cl.auth = nil
 	cl.r.Release()
 	b.stats.connection(c.Listener().Name(), -1)
-	if cl.s == nil {
-		return
+	if cl.s != nil {
+		b.detach(bt, cl)
 	}
-	bt := b.getBatch()
-	defer b.endBatch(bt)
-	b.detach(bt, cl)
+	cl.mu.Unlock()
+	b.endBatch(bt) // its commit may wait for the store: not under cl.mu
 }
 
 // detach takes cl's session off its connection: unacknowledged shared-subscription

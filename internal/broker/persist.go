@@ -26,9 +26,10 @@ import (
 // QoS 1/2 reaching only non-persistent sessions, never touch the store: their path is the
 // same as without one.
 //
-// Commits. Every event-loop callback that may have staged something ends in endBatch,
-// which calls Journal.Commit (an atomic load when nothing is staged); so do the timers
-// (wills, expiry) and Close. Commit hands the batch to the store's group commit, which
+// Commits. Every poller's round of events ends in a commit (EndRound), and every callback
+// off the pollers that may have staged something ends in endBatch, which calls
+// Journal.Commit (an atomic load when nothing is staged); so do the timers (wills,
+// expiry) and Close. Commit hands the batch to the store's group commit, which
 // merges the batches of all connections that arrive while an fsync runs.
 //
 // Not stored: $SYS topics (the broker publishes them again), the session a shared

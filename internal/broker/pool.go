@@ -10,6 +10,11 @@ import (
 // none, and a storm of CONNECTs queues up instead of starting a goroutine (and a stack)
 // each. Work runs in the order submitted.
 type pool struct {
+	// start runs a worker on a goroutine of the broker's (counted, labelled, waited for
+	// by Close), and reports false once the broker is closing: then the work is dropped,
+	// as its connections are being closed.
+	start func(worker func()) bool
+
 	mu      sync.Mutex
 	queue   []func()
 	head    int // queue[head:] waits
@@ -25,8 +30,10 @@ func (p *pool) submit(f func()) {
 		p.running++
 	}
 	p.mu.Unlock()
-	if start {
-		go p.work()
+	if start && !p.start(p.work) {
+		p.mu.Lock()
+		p.running--
+		p.mu.Unlock()
 	}
 }
 

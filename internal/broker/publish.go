@@ -25,11 +25,12 @@ import (
 //  4. Each recipient session takes its delivery: QoS 0 is encoded into the session's
 //     pending buffer at once (so a QoS 0 message is never copied), QoS 1 and 2 enter the
 //     session's window or queue, which keep one owned copy shared by all recipients.
-//  5. The batch flushes every session that got bytes, once, when OnData returns.
+//  5. The batch flushes every session that got bytes, once, when the poller's round of
+//     events ends (EndRound; off the pollers, when the call returns: endBatch).
 //
 // With a store (persist.go), step 3 and 4 also stage what persistent sessions and retained
 // topics keep into the Journal's batch, and the PUBACK or PUBREC of a PUBLISH that any of
-// them kept is sent with SendDurable: held until the batch is durable. OnData's end
+// them kept is sent with SendDurable: held until the batch is durable. The round's end
 // commits the batch; the event loop never waits for the disk.
 //
 // The alternatives rejected: a goroutine or channel per subscriber (memory per idle

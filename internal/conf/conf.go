@@ -148,9 +148,15 @@ type MQTT struct {
 // Queue bounds the messages waiting for one session. Every queue is bounded; what
 // overflows is dropped and counted in metrics.
 type Queue struct {
-	OnlineMessages  int      `yaml:"online_messages"`  // per connected session; default 16 (edge 8)
-	OfflineMessages int      `yaml:"offline_messages"` // per disconnected persistent session; default 1000 (edge 100)
-	OfflineBytes    ByteSize `yaml:"offline_bytes"`    // payload bytes per offline session; default 16MiB (edge 1MiB)
+	// OnlineMessages sets how much may wait in a connected client's connection, as that
+	// many 1 KiB messages (at least 64 KiB): past it QoS 0 is shed and QoS 1/2 wait in the
+	// session's queue. Default 16 (edge 8), so 64 KiB.
+	OnlineMessages int `yaml:"online_messages"`
+	// OfflineMessages and OfflineBytes bound a session's QoS 1/2 queue, online (behind its
+	// window, or while its connection is backed up) or offline. Default 1000 and 16MiB
+	// of payload (edge 100 and 1MiB).
+	OfflineMessages int      `yaml:"offline_messages"`
+	OfflineBytes    ByteSize `yaml:"offline_bytes"`
 	// ExpirySweep is how often the messages queued for offline sessions whose Message
 	// Expiry Interval has run out are dropped, from memory and from the store; default 30s.
 	ExpirySweep Duration `yaml:"expiry_sweep"`

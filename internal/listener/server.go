@@ -32,7 +32,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Pollers is the number of event loops (goroutines) serving every connection on the
 	// epoll engine. The portable engine has none: each connection has a goroutine that
-	// reads it. Default runtime.NumCPU().
+	// reads it. Default GOMAXPROCS: the CPUs the process may use (the runtime reads a
+	// container's CPU quota), not the host's.
 	Pollers int
 	// ReadBufferSize is the read buffer of each poller, shared by all its connections: the
 	// most one OnData call delivers. On the portable engine each connection's buffer
@@ -90,7 +91,7 @@ func (o *Options) ensureDefaults() {
 		o.Logger = slog.Default()
 	}
 	if o.Pollers <= 0 {
-		o.Pollers = runtime.NumCPU()
+		o.Pollers = runtime.GOMAXPROCS(0)
 	}
 	if o.ReadBufferSize <= 0 {
 		o.ReadBufferSize = DefaultReadBufferSize

@@ -13,9 +13,11 @@ import (
 //
 // # Slow consumers
 //
-// A connection is backed up when more than Limits.SlowBytes wait to be sent to it: what
-// the connection has queued (Conn.Buffered) and what the session has encoded and not yet
-// flushed. QoS 0 is shed then (counted as slow_consumer). QoS 1 and 2 are not written:
+// A connection is backed up when more than Limits.SlowBytes wait to be sent to it. QoS 0
+// is shed (counted as slow_consumer) when the connection itself holds that much
+// (Conn.Buffered): what the session has encoded and not flushed yet goes out at the end
+// of the round. QoS 1 and 2 count those bytes too (backedUpLocked), and the ones a Flush
+// is writing; when the connection is backed up they are not written:
 // they wait in the session's queue, bounded by Limits.QueueMessages and QueueBytes like
 // an offline session's (beyond, the newest is refused, counted as queue_full), and the
 // session asks the connection to say when it has drained (Conn.NotifyDrained); the

@@ -29,7 +29,8 @@ import (
 // reach the store in either order, and a delete overtaken by its put resurrects the entry.)
 //
 // Generations. The current batch is generation n. Commit, called by the broker at the end
-// of each event-loop callback that may have staged something, hands it to the store and
+// of each poller's round and of each callback that may have staged something, hands it to
+// the store and
 // opens n+1; a second lock (commitMu) makes the hand-overs reach the store in generation
 // order, and the store reports them in that order (store.Store.Commit). Staging never
 // blocks on the disk; only Commit may (the store's backpressure), and it is called with no

@@ -20,8 +20,10 @@
 // # Locking
 //
 // Every method takes the session's own lock; none is held on return. A caller never holds
-// two sessions' locks, and Conn.Write is called under the lock (it only queues), so that
-// bytes reach the socket in the order they were encoded.
+// two sessions' locks. Bytes reach the socket in the order they were encoded: Conn.Write
+// is called under the lock (it only queues), and Flush, which writes without it so that
+// other goroutines go on delivering, takes the connection's write lock first
+// (Conn.WriteAfter).
 //
 // # Persistence
 //
