@@ -71,10 +71,12 @@ go build -o "$work/bifrost-bench" ./cmd/bifrost-bench
 bench="$work/bifrost-bench"
 
 # --- broker configs: the same limits for both ------------------------------------------
-# In flight per client 1024 (bifrost's default receive_maximum), 1000 queued messages per
-# client (bifrost's default queue.offline_messages, which bounds online QoS 1/2 queues too,
-# and Mosquitto's default max_queued_messages), no persistence, anonymous clients,
-# loopback only, TCP_NODELAY on both (Go sets it on every TCP connection).
+# In flight per client 1024 (bifrost's default receive_maximum), 10,000 queued messages per
+# client (bifrost's queue.offline_messages, which bounds online QoS 1/2 queues too, and
+# Mosquitto's max_queued_messages; both default to 1,000, which 100 closed-loop publishers
+# with 32 messages out each overflow, so that both would drop QoS 1 by policy), no
+# persistence, anonymous clients, loopback only, TCP_NODELAY on both (Go sets it on every
+# TCP connection).
 cat >"$work/bifrost.yaml" <<EOF
 listeners:
   - name: mqtt
@@ -89,7 +91,7 @@ log:
 mqtt:
   receive_maximum: 1024
 queue:
-  offline_messages: 1000
+  offline_messages: 10000
 EOF
 cat >"$work/mosquitto.conf" <<EOF
 listener $mosquitto_port 127.0.0.1
@@ -97,7 +99,7 @@ allow_anonymous true
 persistence false
 set_tcp_nodelay true
 max_inflight_messages 1024
-max_queued_messages 1000
+max_queued_messages 10000
 max_connections -1
 log_dest stderr
 log_type error
