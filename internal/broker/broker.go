@@ -89,6 +89,7 @@ type Broker struct {
 	start        time.Time
 	goFn         func(name string, f func(ctx context.Context)) bool
 	press        func() memory.Level
+	cluster      Cluster // nil: a single node
 
 	maxQoS          uint8
 	retainAvailable bool
@@ -144,6 +145,7 @@ func New(o Options) (*Broker, error) {
 		expiryMax:       uint32(c.MQTT.SessionExpiryMax),
 		goFn:            o.Go,
 		press:           o.Pressure,
+		cluster:         o.Cluster,
 		start:           time.Now(),
 		done:            make(chan struct{}),
 	}
