@@ -59,6 +59,17 @@
 // from the WAL when it is restarted. A failure Pebble hits in the background (a flush, a
 // compaction, the MANIFEST) stops the process, as Pebble intends (internal/pebblelog).
 //
+// # Why Pebble
+//
+// Pebble is in the binary already (the broker's store), with its failure handling
+// (internal/pebblelog); hashicorp/raft-wal v0.4.0 calls itself experimental and brings
+// bbolt, etcd v3.3 and armon/go-metrics, and raft-boltdb's B+tree fsyncs twice per append
+// and keeps the pages a compaction frees. Measured with bench/raftlog (ext4, median of
+// 3), one synced StoreLogs of 1 and of 64 entries of 100 B takes 212 and 197 µs here, 111
+// and 221 µs on raft-wal, 319 and 632 µs on raft-boltdb, with 0 and 2 allocations against
+// 8 and 386, 87 and 1,876; GetLog of 100 B takes 0.9 µs against 4.0 and 4.8 µs (of 1 KiB
+// from a 4 MiB log, past the 1 MiB cache below: 11.5 µs against 5.3 and 4.5).
+//
 // # Memory
 //
 // Pebble's block cache is 1 MiB and its memtable up to 4 MiB (it starts at 256 KiB and
