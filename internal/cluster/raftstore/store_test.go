@@ -343,3 +343,44 @@ func TestGetLogOwnsSlices(t *testing.T) {
 		t.Fatalf("appending to Extensions changed Data: %q", a.Data)
 	}
 }
+
+// TestGetLogOwnsSlicesFromTables: an entry read from a table keeps its contents while
+// the block cache it was read through turns over: GetLog copies out of Pebble's block.
+func TestGetLogOwnsSlicesFromTables(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	const count = 4096 // 1 KiB each: 4 MiB of tables through the 1 MiB cache
+	logs := make([]*raft.Log, 0, 64)
+	for i := uint64(1); i <= count; i++ {
+		logs = append(logs, &raft.Log{Index: i, Term: 1, Data: bytes.Repeat([]byte{byte(i)}, 1024)})
+		if len(logs) == cap(logs) {
+			if err := s.StoreLogs(logs); err != nil {
+				t.Fatal(err)
+			}
+			logs = logs[:0]
+		}
+	}
+	if err := s.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var held []raft.Log
+	for i := uint64(1); i <= count; i += 97 {
+		var l raft.Log
+		if err := s.GetLog(i, &l); err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+	}
+	for range 2 { // read every entry, twice: every block in and out of the cache
+		for i := uint64(1); i <= count; i++ {
+			var l raft.Log
+			if err := s.GetLog(i, &l); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, l := range held {
+		if want := bytes.Repeat([]byte{byte(l.Index)}, 1024); !bytes.Equal(l.Data, want) {
+			t.Fatalf("entry %d read before the cache turned over changed: % x...", l.Index, l.Data[:16])
+		}
+	}
+}
