@@ -35,12 +35,12 @@ var ErrForeign = errors.New("raftstore: not a bifrost Raft log")
 // ErrVersion is returned by Open for a Raft log of a newer format than this build reads.
 var ErrVersion = errors.New("raftstore: unsupported format version")
 
-// openPebble opens or creates the database in dir and checks its format record.
-func openPebble(dir string, log *slog.Logger) (*pebble.DB, error) {
-	if err := vfs.Default.MkdirAll(dir, 0o755); err != nil {
+// openPebble opens or creates the database in dir on fs and checks its format record.
+func openPebble(fs vfs.FS, dir string, log *slog.Logger) (*pebble.DB, error) {
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("raftstore: create %s: %w", dir, err)
 	}
-	desc, err := pebble.Peek(dir, vfs.Default)
+	desc, err := pebble.Peek(dir, fs)
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: open %s: %w", dir, err)
 	}
@@ -49,6 +49,7 @@ func openPebble(dir string, log *slog.Logger) (*pebble.DB, error) {
 		MemTableSize:       memTableSize,
 		FormatMajorVersion: pebbleFormat,
 		Logger:             pebblelog.Logger{Log: log},
+		FS:                 fs,
 	}
 	// Pebble's default today, pinned: zstd is never used (internal/store's package doc,
 	// Build).

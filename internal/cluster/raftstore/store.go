@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/raft"
 
 	"github.com/bifrost-mqtt/bifrost/internal/pebblelog"
@@ -52,10 +53,15 @@ var (
 // the cluster gives it a directory of its own under its data directory. log receives
 // Pebble's messages (nil: slog.Default()).
 func Open(dir string, log *slog.Logger) (*Store, error) {
+	return openFS(vfs.Default, dir, log)
+}
+
+// openFS is Open on fs: the tests' file systems fail writes or lose what was not synced.
+func openFS(fs vfs.FS, dir string, log *slog.Logger) (*Store, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	db, err := openPebble(dir, log)
+	db, err := openPebble(fs, dir, log)
 	if err != nil {
 		return nil, err
 	}
