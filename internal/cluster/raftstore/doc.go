@@ -53,11 +53,14 @@
 //
 // Pebble treats a failed WAL write or fsync as fatal for the open database: its commit
 // pipeline cannot be trusted after it (after a failed fsync the page cache cannot be
-// either). The write that hit it returns the error, and every later write returns
-// ErrBroken without entering Pebble; reads go on. Raft treats failed writes as it
-// should (the entry is not acknowledged, a leader steps down), and the node recovers
-// from the WAL when it is restarted. A failure Pebble hits in the background (a flush, a
-// compaction, the MANIFEST) stops the process, as Pebble intends (internal/pebblelog).
+// either). The write that hit it returns ErrBroken wrapping Pebble's error, and every
+// later write ErrBroken without entering Pebble; reads go on. What the failed write held
+// may be visible to GetLog (Pebble applies a batch before its sync returns), never to
+// LastIndex, and may or may not be there after a restart, like any write that was not
+// acknowledged. Raft treats failed writes as it should (the entry is not acknowledged, a
+// leader steps down), and the node recovers from the WAL when it is restarted. A failure
+// Pebble hits in the background (a flush, a compaction, the MANIFEST) stops the process,
+// as Pebble intends (internal/pebblelog).
 //
 // # Why Pebble
 //
