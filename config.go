@@ -34,6 +34,9 @@ type (
 	Queue = conf.Queue
 	// Limits bound what clients may take from the broker (limits).
 	Limits = conf.Limits
+	// Cluster makes the broker one node of several acting as one (cluster); nil, the
+	// default, is a single node.
+	Cluster = conf.Cluster
 	// Duration is a time.Duration that YAML writes as "10s".
 	Duration = conf.Duration
 	// ByteSize is a size in bytes that YAML writes as 64MiB.

@@ -61,6 +61,18 @@ func TestCheckConfigBad(t *testing.T) {
 	}
 }
 
+// TestCheckConfigCluster: the cluster block's problems are printed like the others'.
+func TestCheckConfigCluster(t *testing.T) {
+	path := writeFile(t, "cluster.yaml", "store:\n  dir: \"off\"\ncluster:\n  node_name: n1\n  seeds: [n2]\n")
+	code, _, stderr := runBinary(t, "check-config", "-c", path)
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	if code != 1 || len(lines) != 2 ||
+		!strings.HasPrefix(lines[0], path+":3: cluster.dir: required when store.dir is off") ||
+		!strings.HasPrefix(lines[1], path+":5: cluster.seeds[0]: ") {
+		t.Fatalf("exit %d; stderr does not name each cluster field on its own line:\n%s", code, stderr)
+	}
+}
+
 func TestCheckConfigOK(t *testing.T) {
 	path := writeFile(t, "ok.yaml", "log:\n  level: debug\n")
 	code, stdout, stderr := runBinary(t, "check-config", "-c", path)

@@ -10,6 +10,7 @@ import (
 func TestCloneDeep(t *testing.T) {
 	c := Default()
 	c.Listeners = append(c.Listeners, Listener{Name: "s", Type: "tls", Address: ":8883", TLS: &TLS{CertFile: "c"}})
+	c.Cluster = &Cluster{NodeName: "n1", Seeds: []string{"127.0.0.1:7946"}}
 	n := c.Clone()
 	if !reflect.DeepEqual(c, n) {
 		t.Fatal("clone differs from its original")

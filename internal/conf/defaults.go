@@ -223,6 +223,10 @@ func (c *Config) EnsureDefaults() {
 	orDefault(&c.Queue.ExpirySweep, d.Queue.ExpirySweep)
 
 	nilDefault(&c.SysInterval, d.SysInterval)
+
+	if c.Cluster != nil { // absent stays absent: no cluster
+		c.Cluster.ensureDefaults(c.Store.Dir)
+	}
 }
 
 // ensureDefaults names an unnamed listener type@address (tcp@127.0.0.1:1883), which is

@@ -93,7 +93,7 @@ func TestParseErrors(t *testing.T) {
 			"bifrost.yaml:3: mqtt.max_qso: unknown key; expected one of max_keepalive, receive_maximum, " +
 				"max_packet_size, topic_alias_maximum, max_qos, retain_available, session_expiry_max, connect_timeout"},
 		{"unknown top-level key", "log:\n  level: info\nlogging: {}\n",
-			"bifrost.yaml:3: logging: unknown key; expected one of listeners, http, store, memory, auth, log, mqtt, queue, limits, sys_interval"},
+			"bifrost.yaml:3: logging: unknown key; expected one of listeners, http, store, memory, auth, log, mqtt, queue, limits, sys_interval, cluster"},
 		{"unknown listener key", "listeners:\n  - type: tcp\n    address: :1\n  - type: tcp\n    address: :2\n    port: 2\n",
 			"bifrost.yaml:6: listeners[1].port: unknown key; expected one of name, type, address, path, tls"},
 		{"unknown tls key", "listeners:\n  - type: tls\n    address: :1\n    tls: {cert: c, cert_file: c, key_file: k}\n",

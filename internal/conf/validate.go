@@ -85,11 +85,15 @@ func (c *Config) validate() errorList {
 	nonNegative(&errs, "sys_interval", c.SysInterval)
 
 	c.validateAuth(&errs)
+	if c.Cluster != nil {
+		c.Cluster.validate(&errs, c.Store.Dir)
+	}
 	return errs
 }
 
 // validateListeners checks each listener and that no two share a name or an address.
-// http.address takes part in the address check: it binds a socket too.
+// http.address, cluster.bind and cluster.rpc take part in the address check: they bind
+// sockets too.
 func (c *Config) validateListeners(errs *errorList) {
 	type bound struct {
 		owner      string // listeners[i] or http
@@ -160,6 +164,11 @@ func (c *Config) validateListeners(errs *errorList) {
 		if _, _, err := splitAddress(c.HTTP.Address); err == "" {
 			use("http", "http.address", c.HTTP.Address)
 		}
+	}
+	if k := c.Cluster; k != nil {
+		// Gossip binds UDP as well, but a TCP clash is what matters in practice.
+		use("cluster.bind", "cluster.bind", k.Bind)
+		use("cluster.rpc", "cluster.rpc", k.RPC)
 	}
 }
 

@@ -1,0 +1,38 @@
+// Package cluster makes several bifrost nodes act as one broker. It is built on engines,
+// not home-made protocols:
+//
+//   - membership, failure detection and node metadata: hashicorp/memberlist (SWIM gossip)
+//     on cluster.bind (membership.go, meta.go);
+//   - what must be consistent: hashicorp/raft (raft.go), whose state machine (fsm.go) is
+//     pure and holds the cluster's identity (identity.go) and, in later phases, client-id
+//     ownership and retained messages;
+//   - node-to-node calls: gRPC (rpc.go, clusterpb/), on cluster.rpc, a port Raft shares: an
+//     accept mux reads each connection's first byte, 'R' for Raft (transport.go), anything
+//     else for gRPC (mux.go).
+//
+// What is consistent (the Raft log, applied by every node in the same order): the cluster
+// id, and later client-id ownership and retained messages. What is eventual (gossip and
+// gRPC): liveness, node metadata such as the load figure, and later routes and forwarded
+// messages.
+//
+// Forming a cluster (bootstrap.go): a node without Raft state never forms one alone
+// unless bootstrap_expect is 1. Once it sees bootstrap_expect members without state or
+// cluster id, and each of them sees the same set, every one of them bootstraps Raft with
+// the identical configuration (raft accepts identical ones; Consul does the same), and the
+// first leader writes a random cluster id. A node with state never bootstraps. Later the
+// leader adds nodes that join (voters up to 5, non-voters beyond) and removes those that
+// leave gracefully (Close); a node that fails stays in the configuration, since it may
+// come back (reconcile.go).
+//
+// Every node advertises the cluster id in its metadata (and keeps it in its data
+// directory, so it knows it from its start); a node advertising another id is refused by
+// memberlist's alive and merge delegates: two clusters never merge. With cluster.secret,
+// gossip is encrypted with a key derived from it, and the rpc port speaks TLS with an
+// authority derived from it, so a node without the secret is refused on every path
+// (secret.go).
+//
+// The Cluster type (cluster.go) is what the broker holds: Start, Close, Apply (on the
+// leader, or forwarded to it), the leader, the members, Wait for the cluster to be formed,
+// and the Prometheus metrics (metrics.go). The design for all phases is the issue's
+// (issue 13) and the shared cluster-design notes.
+package cluster

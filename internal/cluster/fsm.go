@@ -1,0 +1,221 @@
+package cluster
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/hashicorp/raft"
+)
+
+// What every node applies from the Raft log, in the same order: the cluster's consistent
+// state. The state machine is pure (no network, no clock, no randomness: a command carries
+// whatever it needs, such as the new cluster id), so fsm_test.go tests it alone.
+//
+// A log entry is [entryVersion][kind][body]. Adding a command is a local change: a kind
+// below (never reusing a value), a type implementing command in a file of its own, and
+// its decoder in commands. A leader may only write a command every member can apply:
+// nodes tell their protocolVersion in their metadata, and a command that needs a newer
+// one waits until every member has it.
+
+// entryVersion is the first byte of every command this build writes.
+const entryVersion = 1
+
+// A kind is a command's type, the second byte of its log entry.
+type kind byte
+
+const (
+	kindIdentity kind = 1 // identity.go: the cluster id, chosen once
+)
+
+// A command is one change of the replicated state.
+type command interface {
+	kind() kind
+	// appendBody appends the command's encoding, without version and kind.
+	appendBody(b []byte) []byte
+	// apply changes s as the command says, at log index index, and returns what the node
+	// that applied it is told (the result's encoding is the command's business). It runs
+	// under the FSM's lock on Raft's FSM goroutine: it must not block. An error leaves s
+	// unchanged and is returned to that node instead.
+	apply(s *state, index uint64) ([]byte, error)
+}
+
+// commands decodes each kind's body; the reader's error reports a malformed one.
+var commands = map[kind]func(r *reader) command{
+	kindIdentity: decodeIdentity,
+}
+
+// state is the replicated state: every field is changed by commands only.
+type state struct {
+	clusterID string // identity.go; "" until the first identity entry
+}
+
+// A part is one piece of state with its own section in a snapshot. Adding state for a new
+// command adds a part.
+type part struct {
+	section byte // never reused
+	// capture runs in FSM.Snapshot, on Raft's FSM goroutine while no Apply runs, and
+	// returns what writes the part as it is then; that function runs in Persist,
+	// concurrently with later Applies, so capture copies or freezes what it refers to.
+	capture func(s *state) func(b []byte) []byte
+	// restore reads the section back into s, which holds the parts restored before it.
+	restore func(s *state, r *reader)
+}
+
+var parts = []part{
+	{section: 1, capture: captureIdentity, restore: restoreIdentity},
+}
+
+// snapshotVersion is the first byte of every snapshot this build writes.
+const snapshotVersion = 1
+
+// encodeCommand returns c's log entry.
+func encodeCommand(c command) []byte {
+	return c.appendBody([]byte{entryVersion, byte(c.kind())})
+}
+
+// decodeCommand reads a log entry.
+func decodeCommand(data []byte) (command, error) {
+	if len(data) < 2 {
+		return nil, fmt.Errorf("cluster: a log entry of %d bytes", len(data))
+	}
+	if data[0] != entryVersion {
+		return nil, fmt.Errorf("cluster: log entry version %d; this build reads %d", data[0], entryVersion)
+	}
+	dec, ok := commands[kind(data[1])]
+	if !ok {
+		return nil, fmt.Errorf("cluster: unknown command kind %d (written by a newer node?)", data[1])
+	}
+	r := &reader{b: data[2:]}
+	c := dec(r)
+	if err := r.end(); err != nil {
+		return nil, fmt.Errorf("cluster: command kind %d: %w", data[1], err)
+	}
+	return c, nil
+}
+
+// An applied is what FSM.Apply returns for a command, through raft's ApplyFuture.
+type applied struct {
+	data []byte
+	err  error
+}
+
+// FSM is the Raft state machine (raft.FSM). Raft calls Apply, Snapshot and Restore from
+// one goroutine, never concurrently with each other; FSMSnapshot.Persist runs
+// concurrently with later Applies. Other goroutines read the state through FSM's methods,
+// under its lock.
+type FSM struct {
+	mu sync.RWMutex // guards s
+	s  state
+	// changed, when set, runs after each applied command and after a Restore, on Raft's
+	// FSM goroutine without the lock: it must return quickly.
+	changed func()
+}
+
+var _ raft.FSM = (*FSM)(nil)
+
+// Apply applies one committed log entry of type LogCommand.
+func (f *FSM) Apply(l *raft.Log) any {
+	c, err := decodeCommand(l.Data)
+	if err != nil {
+		// Every node fails the same entry the same way, so the states stay equal; the
+		// node that wrote it is told.
+		return applied{err: err}
+	}
+	f.mu.Lock()
+	data, err := c.apply(&f.s, l.Index)
+	f.mu.Unlock()
+	if f.changed != nil {
+		f.changed()
+	}
+	return applied{data: data, err: err}
+}
+
+// Snapshot captures the state for Persist.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	writers := make([]func([]byte) []byte, len(parts))
+	for i, p := range parts {
+		writers[i] = p.capture(&f.s)
+	}
+	return &snapshot{writers: writers}, nil
+}
+
+// Restore replaces the state with a snapshot's.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	data, err := io.ReadAll(rc)
+	if cerr := rc.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("cluster: read snapshot: %w", err)
+	}
+	s, err := decodeSnapshot(data)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.s = s
+	f.mu.Unlock()
+	if f.changed != nil {
+		f.changed()
+	}
+	return nil
+}
+
+// decodeSnapshot reads what snapshot.Persist wrote into a new state.
+func decodeSnapshot(data []byte) (state, error) {
+	var s state
+	if len(data) == 0 || data[0] != snapshotVersion {
+		return s, fmt.Errorf("cluster: not a snapshot this build reads (version byte %v)", data[:min(len(data), 1)])
+	}
+	r := &reader{b: data[1:]}
+	for len(r.b) > 0 && r.err == nil {
+		section := r.byte()
+		body := r.string()
+		i := -1
+		for j, p := range parts {
+			if p.section == section {
+				i = j
+			}
+		}
+		if i < 0 {
+			return s, fmt.Errorf("cluster: snapshot section %d unknown (written by a newer node?)", section)
+		}
+		pr := &reader{b: []byte(body)}
+		parts[i].restore(&s, pr)
+		if err := pr.end(); err != nil {
+			return s, fmt.Errorf("cluster: snapshot section %d: %w", section, err)
+		}
+	}
+	if r.err != nil {
+		return s, fmt.Errorf("cluster: snapshot: %w", r.err)
+	}
+	return s, nil
+}
+
+// snapshot is a captured state (raft.FSMSnapshot).
+type snapshot struct {
+	writers []func([]byte) []byte
+}
+
+// Persist writes [snapshotVersion] then each part as [section][length][body].
+func (s *snapshot) Persist(sink raft.SnapshotSink) error {
+	out := []byte{snapshotVersion}
+	for i, w := range s.writers {
+		body := w(nil)
+		out = append(out, parts[i].section)
+		out = appendUvarint(out, uint64(len(body)))
+		out = append(out, body...)
+	}
+	if _, err := io.Copy(sink, bytes.NewReader(out)); err != nil {
+		return errors.Join(fmt.Errorf("cluster: write snapshot: %w", err), sink.Cancel())
+	}
+	return sink.Close()
+}
+
+// Release frees nothing: the captured parts are garbage once Persist is done.
+func (s *snapshot) Release() {}
