@@ -235,6 +235,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		}
 		c.ms.join(ctx, k.Seeds, &c.joinTried)
 	})
+	c.spawn("cluster rejoin", func(ctx context.Context) { c.ms.rejoin(ctx, rejoinInterval) })
 	c.spawn("cluster control", c.control)
 	c.log.Info("cluster: started", "node", k.NodeName, "gossip", c.ms.addr(), "rpc", c.rpcAddr, "dir", k.Dir,
 		"raft_state", c.hadState, "cluster_id", id, "secret", k.Secret != "")

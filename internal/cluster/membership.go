@@ -90,6 +90,9 @@ type membership struct {
 	changed chan struct{}
 	// onGone runs when a member fails or leaves (the rpc clients close theirs).
 	onGone func(name string)
+	// tune, set by tests only, changes memberlist's configuration before it starts (a
+	// transport that cuts links, shorter timeouts).
+	tune func(*memberlist.Config)
 
 	// live and gone are this node's copy of memberlist's view, kept by the event
 	// delegate: the *Node values memberlist.Members returns are rewritten under a lock
@@ -154,6 +157,9 @@ func (m *membership) start(k *conf.Cluster) error {
 	c, err := m.memberlistConfig(k)
 	if err != nil {
 		return err
+	}
+	if m.tune != nil {
+		m.tune(c)
 	}
 	ml, err := memberlist.Create(c)
 	if err != nil {

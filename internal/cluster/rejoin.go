@@ -1,0 +1,66 @@
+package cluster
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// Rejoining failed members. memberlist stops gossiping to a member GossipToTheDeadTime
+// (30s) after declaring it dead and then forgets it: it never contacts it again. The join
+// loop joins the seeds again only when a node is alone, so after a partition that lasted
+// longer, two sides that each have company would stay apart forever (a split that never
+// heals). So every rejoinInterval a node joins the members it knows failed (dead, not
+// left: a member that left said goodbye): a TCP push-pull with each that answers, which
+// merges the two sides' member lists; gossip does the rest. A failed member that is
+// really gone costs a refused or timed-out dial per interval.
+
+const (
+	// rejoinInterval is how often a node tries its failed members; a healed partition
+	// is whole again within about this long after memberlist gave up on it.
+	rejoinInterval = 10 * time.Second
+	// rejoinBatch bounds the members tried at once (concurrently: a dial to a silent
+	// address takes memberlist's TCP timeout); more failed members are picked at random
+	// from round to round.
+	rejoinBatch = 8
+)
+
+// failed returns the gossip addresses of the members this node knows failed.
+func (m *membership) failed() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for name, g := range m.gone {
+		if _, back := m.live[name]; !back && g.State == "dead" {
+			out = append(out, g.Addr)
+		}
+	}
+	return out
+}
+
+// rejoin joins the failed members every interval until ctx ends.
+func (m *membership) rejoin(ctx context.Context, every time.Duration) {
+	for {
+		select {
+		case <-time.After(every):
+		case <-ctx.Done():
+			return
+		}
+		addrs := m.failed()
+		rand.Shuffle(len(addrs), func(i, j int) { addrs[i], addrs[j] = addrs[j], addrs[i] })
+		var wg sync.WaitGroup
+		for _, addr := range addrs[:min(len(addrs), rejoinBatch)] {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if n, err := m.ml.Join([]string{addr}); n > 0 {
+					m.log.Info("cluster: rejoined a failed member", "addr", addr, "members", m.ml.NumMembers())
+				} else {
+					m.log.Debug("cluster: failed member still unreachable", "addr", addr, "err", err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+}
