@@ -67,7 +67,7 @@ func newNetLab(t testing.TB) *netLab {
 	l := &netLab{t: t, name: fmt.Sprintf("bft%d-%d", os.Getpid(), labSeq.Add(1)), ips: map[*node]string{}, cuts: map[[2]*node]bool{}}
 	l.hub = l.name + "-hub"
 	out, err := exec.Command("ip", "netns", "add", l.hub).CombinedOutput()
-	testenv.Need(t, err == nil, fmt.Sprintf("network namespaces (root with CAP_NET_ADMIN): ip netns add: %v %s", err, strings.TrimSpace(string(out))))
+	testenv.Need(t, err == nil, fmt.Sprintf("the right to make network namespaces (root, CAP_NET_ADMIN; ip netns add: %v: %s)", err, strings.TrimSpace(string(out))))
 	t.Cleanup(l.remove)
 	l.ip("-n", l.hub, "link", "set", "lo", "up")
 	l.ip("-n", l.hub, "link", "add", "br0", "type", "bridge")
