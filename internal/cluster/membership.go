@@ -93,6 +93,9 @@ type membership struct {
 	// tune, set by tests only, changes memberlist's configuration before it starts (a
 	// transport that cuts links, shorter timeouts).
 	tune func(*memberlist.Config)
+	// answers tells whether a failed member's gossip address answers (rejoin.go); tests
+	// on memberlist's mock network replace it.
+	answers func(ctx context.Context, addr string) bool
 
 	// live and gone are this node's copy of memberlist's view, kept by the event
 	// delegate: the *Node values memberlist.Members returns are rewritten under a lock
@@ -106,7 +109,7 @@ type membership struct {
 }
 
 func newMembership(self string, log *slog.Logger, local func() Meta, ours func() string, onGone func(string)) *membership {
-	return &membership{self: self, log: log, local: local, ours: ours, onGone: onGone,
+	return &membership{self: self, log: log, local: local, ours: ours, onGone: onGone, answers: answers,
 		changed: make(chan struct{}, 1), live: map[string]Member{}, suspect: map[string]bool{}, gone: map[string]Member{}, refused: map[string]time.Time{}}
 }
 

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"math/rand/v2"
+	"net"
 	"sync"
 	"time"
 )
@@ -15,6 +16,10 @@ import (
 // left: a member that left said goodbye): a TCP push-pull with each that answers, which
 // merges the two sides' member lists; gossip does the rest. A failed member that is
 // really gone costs a refused or timed-out dial per interval.
+//
+// Each member is first dialled (TCP, on its gossip port) with a dial that Close cancels,
+// and joined only if that answers: memberlist's own dial cannot be cancelled and waits
+// out its TCP timeout (10s) on an address that drops packets, which would hold up Close.
 
 const (
 	// rejoinInterval is how often a node tries its failed members; a healed partition
@@ -24,7 +29,22 @@ const (
 	// address takes memberlist's TCP timeout); more failed members are picked at random
 	// from round to round.
 	rejoinBatch = 8
+	// rejoinDialTimeout bounds the dial that checks a failed member answers.
+	rejoinDialTimeout = 2 * time.Second
 )
+
+// answers reports whether something listens at the gossip address addr: a TCP dial
+// that ctx cancels. (memberlist reads the closed connection as an empty stream and
+// drops it without a word.)
+func answers(ctx context.Context, addr string) bool {
+	d := net.Dialer{Timeout: rejoinDialTimeout}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	_ = conn.Close()
+	return true
+}
 
 // failed returns the gossip addresses of the members this node knows failed.
 func (m *membership) failed() []string {
@@ -54,6 +74,9 @@ func (m *membership) rejoin(ctx context.Context, every time.Duration) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				if !m.answers(ctx, addr) {
+					return
+				}
 				if n, err := m.ml.Join([]string{addr}); n > 0 {
 					m.log.Info("cluster: rejoined a failed member", "addr", addr, "members", m.ml.NumMembers())
 				} else {

@@ -126,6 +126,7 @@ func startMember(t *testing.T, n *cuttable, name string, rejoinEvery time.Durati
 		c.Transport = tr
 		quickGossip(c)
 	}
+	m.answers = func(_ context.Context, addr string) bool { return !n.isCut(tr.self, addr) && !n.isCut(addr, tr.self) }
 	if err := m.start(&conf.Cluster{NodeName: name, Bind: "127.0.0.1:0"}); err != nil {
 		t.Fatal(err)
 	}
