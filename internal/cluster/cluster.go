@@ -205,7 +205,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	c.ms = newMembership(k.NodeName, c.log, c.localMeta, c.ClusterID, c.peers.drop)
 
 	c.fsm = &FSM{changed: c.stateChanged}
-	c.trans = newTransport(c.mux, c.rpcAddr, clientTLS, c.raftAddress, newHCLogger(c.log, "raft"))
+	c.trans = newTransport(c.ctx, c.mux, c.rpcAddr, clientTLS, c.raftAddress, newHCLogger(c.log, "raft"))
 	if c.raft, err = raft.NewRaft(raftConfig(k.NodeName, newHCLogger(c.log, "raft")), c.fsm,
 		c.stores.logs, c.stores.stable, c.stores.snaps, c.trans); err != nil {
 		return fmt.Errorf("cluster: raft: %w", err)

@@ -192,7 +192,10 @@ func (m *membership) join(ctx context.Context, seeds []string, tried *atomic.Boo
 		}
 		wait := aloneRecheck
 		if m.ml.NumMembers() <= 1 {
-			n, err := m.ml.Join(others)
+			n, err := 0, errNoSeed
+			if live := m.answering(ctx, others); len(live) > 0 {
+				n, err = m.ml.Join(live)
+			}
 			switch {
 			case n > 0:
 				m.log.Info("cluster: joined", "seeds", others, "members", m.ml.NumMembers())
@@ -205,6 +208,8 @@ func (m *membership) join(ctx context.Context, seeds []string, tried *atomic.Boo
 				wait, backoff = backoff, min(2*backoff, joinBackoffMax)
 			}
 			tried.Store(true)
+		} else {
+			backoff = joinBackoffMin // in company (others joined it): alone again is news
 		}
 		select {
 		case <-time.After(wait):
@@ -307,6 +312,9 @@ func (m *membership) signal() {
 	default:
 	}
 }
+
+// errNoSeed is a join attempt's outcome when no seed accepts a connection.
+var errNoSeed = errors.New("no seed accepts connections")
 
 // errForeign refuses a node of another cluster.
 var errForeign = errors.New("a node of another cluster")

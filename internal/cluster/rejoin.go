@@ -20,13 +20,14 @@ import (
 // Each member is first dialled (TCP, on its gossip port) with a dial that Close cancels,
 // and joined only if that answers: memberlist's own dial cannot be cancelled and waits
 // out its TCP timeout (10s) on an address that drops packets, which would hold up Close.
+// The join loop asks its seeds the same way.
 
 const (
 	// rejoinInterval is how often a node tries its failed members; a healed partition
 	// is whole again within about this long after memberlist gave up on it.
 	rejoinInterval = 10 * time.Second
-	// rejoinBatch bounds the members tried at once (concurrently: a dial to a silent
-	// address takes memberlist's TCP timeout); more failed members are picked at random
+	// rejoinBatch bounds the members tried at once (dialled concurrently: a dial to a
+	// silent address takes rejoinDialTimeout); more failed members are picked at random
 	// from round to round.
 	rejoinBatch = 8
 	// rejoinDialTimeout bounds the dial that checks a failed member answers.
@@ -69,21 +70,31 @@ func (m *membership) rejoin(ctx context.Context, every time.Duration) {
 		}
 		addrs := m.failed()
 		rand.Shuffle(len(addrs), func(i, j int) { addrs[i], addrs[j] = addrs[j], addrs[i] })
-		var wg sync.WaitGroup
-		for _, addr := range addrs[:min(len(addrs), rejoinBatch)] {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if !m.answers(ctx, addr) {
-					return
-				}
-				if n, err := m.ml.Join([]string{addr}); n > 0 {
-					m.log.Info("cluster: rejoined a failed member", "addr", addr, "members", m.ml.NumMembers())
-				} else {
-					m.log.Debug("cluster: failed member still unreachable", "addr", addr, "err", err)
-				}
-			}()
+		live := m.answering(ctx, addrs[:min(len(addrs), rejoinBatch)])
+		if len(live) == 0 {
+			continue
 		}
-		wg.Wait()
+		if n, err := m.ml.Join(live); n > 0 {
+			m.log.Info("cluster: rejoined failed members", "addrs", live, "members", m.ml.NumMembers())
+		} else {
+			m.log.Debug("cluster: failed members answer but do not join", "addrs", live, "err", err)
+		}
 	}
+}
+
+// answering returns those of addrs that answer (m.answers), asked all at once.
+func (m *membership) answering(ctx context.Context, addrs []string) []string {
+	ok := make([]bool, len(addrs))
+	var wg sync.WaitGroup
+	for i, addr := range addrs {
+		wg.Go(func() { ok[i] = m.answers(ctx, addr) })
+	}
+	wg.Wait()
+	var out []string
+	for i, addr := range addrs {
+		if ok[i] {
+			out = append(out, addr)
+		}
+	}
+	return out
 }

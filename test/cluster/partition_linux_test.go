@@ -253,3 +253,45 @@ func mustServe(t *testing.T, nd *node, when string) {
 	}
 	_ = conn.Close()
 }
+
+// TestPartitionStop: a follower cut off from the others, once it knows no leader and
+// sees them dead (so it is alone, and tries its seeds again and again), stops gracefully
+// (SIGTERM) with nobody to take it out of Raft's configuration: it exits 0 within its
+// leave bounds, held up by no dial to the other side (Raft's votes, the seeds); and
+// restarted on its data directory while still cut off, it is a member of the cluster
+// again once healed.
+func TestPartitionStop(t *testing.T) {
+	lab := newNetLab(t)
+	c := newNetCluster(t, lab, 3, nil)
+	c.start()
+	id, leader := c.waitFormed()
+	var cut *node
+	var others []*node
+	for _, nd := range c.nodes {
+		if nd.name != leader && cut == nil {
+			cut = nd
+		} else {
+			others = append(others, nd)
+		}
+	}
+	lab.partition(others, []*node{cut})
+	const retry = "no seed answered yet"
+	tries := strings.Count(cut.logs(), retry)
+	testenv.WaitFor(t, cut.name+" knows no leader, sees the others dead and has tried its seeds", func() bool {
+		s, err := cut.status()
+		return err == nil && s.Leader == "" && len(s.alive()) == 1 && strings.Count(cut.logs(), retry) > tries
+	})
+	stop := time.Now()
+	cut.term() // fails the test unless it exits 0 within startTimeout
+	took := time.Since(stop)
+	t.Logf("%s stopped in %v", cut.name, took.Round(time.Millisecond))
+	if budget := 10 * time.Second; took > budget {
+		t.Errorf("%s took %v to stop, cut off; want at most %v (its wait for a leader to remove it, 5s, and the leave broadcast, 1s)", cut.name, took, budget)
+	}
+	cut.start()
+	lab.heal()
+	if id2, _ := c.waitFormed(); id2 != id {
+		t.Errorf("healed, the cluster is %s; want %s", id2, id)
+	}
+	checkWhole(t, c)
+}
