@@ -64,6 +64,8 @@ type Options struct {
 	Go func(name string, f func(ctx context.Context)) bool
 	// Pressure reports the memory pressure (memory.Policy.Pressure); nil: never any.
 	Pressure func() memory.Level
+	// Cluster is the cluster this node belongs to; nil for a single node.
+	Cluster Cluster
 }
 
 // A Broker is a running MQTT broker. Its methods are safe for concurrent use.
@@ -107,6 +109,9 @@ type Broker struct {
 	byID  []target // SubscriberID → recipient; 0 unused
 	freeI []uint32
 
+	cluster Cluster    // nil for a single node
+	own     ownerState // cluster_owner.go; b.mu
+
 	authPool pool
 	batches  sync.Pool
 	rounds   []round       // by poller: the batch of its round (listener.Batcher)
@@ -144,6 +149,7 @@ func New(o Options) (*Broker, error) {
 		press:           o.Pressure,
 		start:           time.Now(),
 		done:            make(chan struct{}),
+		cluster:         o.Cluster,
 	}
 	if b.log == nil {
 		b.log = slog.Default()
