@@ -1,9 +1,13 @@
 package broker
 
-// Cluster is what the broker needs of the cluster its node belongs to (internal/cluster
-// implements it; the server connects the two). Options.Cluster is nil for a single node,
-// which costs one nil test on the paths that ask. The methods are grouped by concern in
-// the files cluster_*.go.
+// Cluster is what the broker asks of the cluster this node is part of. Package cluster
+// implements it and the server (package bifrost) connects the two, so that this package
+// imports nothing of the cluster's: a single node (Options.Cluster nil) costs one nil
+// test on each path that asks, and links no cluster code into the broker's.
+//
+// Each part of the cluster declares what it needs from the broker's side in an
+// interface of its own file (cluster_routes.go, cluster_owner.go, ...) and embeds it
+// here. Methods are called from the pollers and must not block unless they say so.
 type Cluster interface {
 	ClusterOwner // cluster_owner.go: one client id, one live connection
 }

@@ -152,7 +152,7 @@ func (b *Broker) ownedAttached(bt *batch, s *session.Session, epoch uint64) {
 			delete(b.own.epochs, cid)
 		}
 		b.mu.Unlock()
-		b.takeOver(bt, s)
+		b.takeOver(bt, s, false)
 		b.sessionOffline(bt, s, nil)
 	}
 }
@@ -170,7 +170,7 @@ func (b *Broker) adopt(cid string, epoch uint64, image []byte) {
 	b.mu.Unlock()
 	if stale != nil {
 		bt := b.getBatch()
-		b.takeOver(bt, stale)
+		b.takeOver(bt, stale, false)
 		b.endBatch(bt)
 		b.removeSubs(stale, stale.End())
 		b.freeID(stale.ID())
@@ -278,7 +278,7 @@ func (b *Broker) Fence(epoch uint64, ids []string) {
 	bt := b.getBatch()
 	for _, s := range fenced {
 		if s.Online() {
-			b.takeOver(bt, s)
+			b.takeOver(bt, s, false)
 			b.sessionOffline(bt, s, nil) // until the new owner asks for it, or it expires
 		}
 	}
@@ -308,7 +308,7 @@ func (b *Broker) HandOver(cid string, epoch uint64, discard bool) (image []byte,
 	b.forgetLocked(s)
 	b.mu.Unlock()
 	bt := b.getBatch()
-	b.takeOver(bt, s)
+	b.takeOver(bt, s, discard)
 	b.endBatch(bt)
 	if !discard {
 		var im store.Image

@@ -144,7 +144,7 @@ func (b *Broker) admit(bt *batch, cl *client, a *admission, connack *packet.Conn
 		return
 	}
 	if old != nil {
-		b.takeOver(bt, old)
+		b.takeOver(bt, old, a.clean)
 	}
 	if present {
 		if user, realm := s.Identity(); (user != a.info.Username || realm != cl.realm) && b.realms[cl.realm].Authorizer != nil {

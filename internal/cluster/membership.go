@@ -63,6 +63,11 @@ type membership struct {
 	ml   *memberlist.Memberlist
 	log  *slog.Logger
 	self string
+	// selfIP and selfPort are this node's gossip address, read once after Create:
+	// memberlist.LocalNode's fields change under memberlist's lock, which it does not
+	// export (UpdateNode rewrites them).
+	selfIP   net.IP
+	selfPort int
 
 	local func() Meta   // this node's metadata now
 	ours  func() string // our cluster id now; "" until known
@@ -73,7 +78,11 @@ type membership struct {
 	// onGone runs when a member fails or leaves (the rpc clients close theirs).
 	onGone func(name string)
 
+	// live and gone are this node's copy of memberlist's view, kept by the event
+	// delegate: the *Node values memberlist.Members returns are rewritten under a lock
+	// of memberlist's own, so reading them later races with gossip.
 	mu           sync.Mutex
+	live         map[string]Member    // alive (or suspect) members, this node included
 	gone         map[string]Member    // failed or left members, until they come back
 	refused      map[string]time.Time // foreign nodes, when their refusal was last logged
 	refusedCount uint64
@@ -81,7 +90,7 @@ type membership struct {
 
 func newMembership(self string, log *slog.Logger, local func() Meta, ours func() string, onGone func(string)) *membership {
 	return &membership{self: self, log: log, local: local, ours: ours, onGone: onGone,
-		changed: make(chan struct{}, 1), gone: map[string]Member{}, refused: map[string]time.Time{}}
+		changed: make(chan struct{}, 1), live: map[string]Member{}, gone: map[string]Member{}, refused: map[string]time.Time{}}
 }
 
 // memberlistConfig is memberlist's LAN configuration on k's addresses: probes every
@@ -135,11 +144,15 @@ func (m *membership) start(k *conf.Cluster) error {
 		return fmt.Errorf("cluster: gossip on %s: %w", k.Bind, err)
 	}
 	m.ml = ml
+	self := ml.LocalNode() // no update can run yet: the control goroutine starts later
+	m.selfIP, m.selfPort = slices.Clone(self.Addr), int(self.Port)
 	return nil
 }
 
 // addr is this node's gossip address as peers see it.
-func (m *membership) addr() string { return m.ml.LocalNode().Address() }
+func (m *membership) addr() string {
+	return net.JoinHostPort(m.selfIP.String(), strconv.Itoa(m.selfPort))
+}
 
 // join joins the seeds until one answers, and again whenever this node finds itself
 // alone. A seed that is down does not hold up the node's start: this runs on its own
@@ -178,18 +191,17 @@ func (m *membership) join(ctx context.Context, seeds []string, tried *atomic.Boo
 
 // otherSeeds returns seeds without this node's own gossip address.
 func (m *membership) otherSeeds(ctx context.Context, seeds []string) []string {
-	self := m.ml.LocalNode()
 	var out []string
 	for _, s := range seeds {
 		host, port, err := net.SplitHostPort(s)
 		if err != nil {
 			continue
 		}
-		if port == strconv.Itoa(int(self.Port)) {
+		if port == strconv.Itoa(m.selfPort) {
 			lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			ips, _ := net.DefaultResolver.LookupIPAddr(lctx, host)
 			cancel()
-			if slices.ContainsFunc(ips, func(ip net.IPAddr) bool { return ip.IP.Equal(self.Addr) || ip.IP.IsUnspecified() }) {
+			if slices.ContainsFunc(ips, func(ip net.IPAddr) bool { return ip.IP.Equal(m.selfIP) || ip.IP.IsUnspecified() }) {
 				continue
 			}
 		}
@@ -201,15 +213,13 @@ func (m *membership) otherSeeds(ctx context.Context, seeds []string) []string {
 // members returns every member this node knows: the live ones (alive or suspect) and
 // those that failed or left, which the leader's reconciliation tells apart.
 func (m *membership) members() []Member {
-	var out []Member
-	seen := map[string]bool{}
-	for _, n := range m.ml.Members() {
-		out = append(out, member(n))
-		seen[n.Name] = true
-	}
 	m.mu.Lock()
+	out := make([]Member, 0, len(m.live)+len(m.gone))
+	for _, l := range m.live {
+		out = append(out, l)
+	}
 	for name, g := range m.gone {
-		if !seen[name] {
+		if _, ok := m.live[name]; !ok {
 			out = append(out, g)
 		}
 	}
@@ -228,7 +238,8 @@ func cmpString(a, b string) int {
 	return 0
 }
 
-// member is a live member.
+// member is a live member, copied from n: the caller holds memberlist's lock (an event
+// delegate's call), under which memberlist changes n's fields.
 func member(n *memberlist.Node) Member {
 	mb := Member{Name: n.Name, Addr: n.Address(), State: "alive"}
 	mb.Meta, mb.MetaErr = decodeMeta(n.Meta)
@@ -237,12 +248,10 @@ func member(n *memberlist.Node) Member {
 
 // lookup returns the live member named name.
 func (m *membership) lookup(name string) (Member, bool) {
-	for _, n := range m.ml.Members() {
-		if n.Name == name {
-			return member(n), true
-		}
-	}
-	return Member{}, false
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mb, ok := m.live[name]
+	return mb, ok
 }
 
 // update broadcasts this node's metadata after a change, waiting up to timeout for it to
@@ -350,9 +359,12 @@ func (m *membership) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 func (m *membership) LocalState(join bool) []byte                { return nil }
 func (m *membership) MergeRemoteState(buf []byte, join bool)     {}
 
-// NotifyJoin is the event delegate's: a member joined (or came back).
+// NotifyJoin is the event delegate's: a member joined (or came back). Like every event
+// delegate method it runs under memberlist's lock.
 func (m *membership) NotifyJoin(n *memberlist.Node) {
+	mb := member(n)
 	m.mu.Lock()
+	m.live[n.Name] = mb
 	delete(m.gone, n.Name)
 	m.mu.Unlock()
 	m.log.Debug("cluster: member joined", "node", n.Name, "addr", n.Address())
@@ -370,6 +382,7 @@ func (m *membership) NotifyLeave(n *memberlist.Node) {
 		g.State = "left"
 	}
 	m.mu.Lock()
+	delete(m.live, n.Name)
 	m.gone[n.Name] = g
 	m.mu.Unlock()
 	m.log.Info("cluster: member gone", "node", n.Name, "state", g.State)
@@ -380,4 +393,10 @@ func (m *membership) NotifyLeave(n *memberlist.Node) {
 }
 
 // NotifyUpdate is the event delegate's: a member's metadata changed.
-func (m *membership) NotifyUpdate(n *memberlist.Node) { m.signal() }
+func (m *membership) NotifyUpdate(n *memberlist.Node) {
+	mb := member(n)
+	m.mu.Lock()
+	m.live[n.Name] = mb
+	m.mu.Unlock()
+	m.signal()
+}
