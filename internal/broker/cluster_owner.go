@@ -48,6 +48,10 @@ type ClusterOwner interface {
 	// Serving reports whether this node may serve clients (in contact with the Raft
 	// leader and caught up); if not, ref is another node's MQTT address, or "".
 	Serving() (ok bool, ref string)
+	// ServingAt is Serving at now (Unix ns) without the reference: an atomic load, asked
+	// on every read of a connected client's bytes, so that a node waking from a pause
+	// serves no packet before it knows it may.
+	ServingAt(now int64) bool
 }
 
 // ownerState is the broker's record of its claims; guarded by Broker.mu.
@@ -336,6 +340,17 @@ func (b *Broker) SelfFence() {
 		s.Disconnect(packet.UseAnotherServer)
 	}
 	b.log.Warn("cluster: lost the raft leader; disconnected every client", "clients", len(online))
+}
+
+// unserved closes a connected client whose bytes arrive while this node may not serve
+// (v5 DISCONNECT 0x9C): the lease watch closes every client too, but a node waking from
+// a pause reads its sockets before the watch has run. The caller holds cl.mu.
+func (b *Broker) unserved(bt *batch, cl *client) {
+	cl.closing = true
+	cl.r.Release()
+	bt.flush()
+	cl.s.Disconnect(packet.UseAnotherServer)
+	b.detach(bt, cl)
 }
 
 // refuseUnserved refuses a CONNECT while this node may not serve clients: v5 0x9C with a

@@ -115,6 +115,11 @@ func (n *fakeNode) Owner(cid string) (string, uint64) {
 
 func (n *fakeNode) NodeName() string { return n.name }
 
+func (n *fakeNode) ServingAt(int64) bool {
+	ok, _ := n.Serving()
+	return ok
+}
+
 func (n *fakeNode) Serving() (bool, string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -328,9 +333,13 @@ func TestClusterUnserved(t *testing.T) {
 	fc := newFakeCluster()
 	a, node, _ := clusterBroker(t, fc, "a")
 	x, _ := dialC(t, a, packet.V5, "x", nil)
+	z, _ := dialC(t, a, packet.V5, "z", nil)
 	node.mu.Lock()
 	node.serving, node.ref = false, "127.0.0.1:1884"
 	node.mu.Unlock()
+	// A client's packet before the lease watch has closed it is not served.
+	z.send(packet.Pingreq{})
+	equalLines(t, "a packet on a node that may not serve", z.lines(), []string{"DISCONNECT rc=0x9c"})
 	a.SelfFence()
 	equalLines(t, "connected client", x.lines(), []string{"DISCONNECT rc=0x9c"})
 

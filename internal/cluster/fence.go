@@ -25,18 +25,25 @@ const fenceAt = 0.8
 
 // fenceState is the lease watch's.
 type fenceState struct {
-	serving atomic.Bool
+	// until is when this node's right to serve ends, Unix ns; 0: fenced. The watch moves
+	// it on while the leader is in contact; a node paused past it (SIGSTOP, a stalled VM)
+	// finds it expired on waking, before the watch has run again.
+	until atomic.Int64
 }
 
 // Serving reports whether this node serves clients: it is in contact with the leader and
 // caught up. When it is not, ref is the MQTT address of another node to try (the least
 // loaded live member), "" when it knows none.
 func (c *Cluster) Serving() (ok bool, ref string) {
-	if c.own.fence.serving.Load() {
+	if c.ServingAt(time.Now().UnixNano()) {
 		return true, ""
 	}
 	return false, c.otherMQTT()
 }
+
+// ServingAt reports whether this node may serve clients at now (Unix ns): an atomic load,
+// for the packet path.
+func (c *Cluster) ServingAt(now int64) bool { return now < c.own.fence.until.Load() }
 
 // otherMQTT returns the MQTT address of the least loaded other live member of this
 // cluster; "" when there is none.
@@ -58,30 +65,37 @@ func (c *Cluster) otherMQTT() string {
 	return best
 }
 
-// leaseLoop watches the contact with the leader: it fences this node when it is lost and
-// lifts the fence once contact is back and the log caught up.
+// leaseLoop watches the contact with the leader: it moves the lease on while there is
+// contact, fences this node when it runs out and lifts the fence once contact is back and
+// the log caught up.
 func (c *Cluster) leaseLoop(ctx context.Context) {
 	lease := time.Duration(c.cfg.Lease)
+	hold := time.Duration(float64(lease) * fenceAt)
 	tick := time.NewTicker(lease / 10)
 	defer tick.Stop()
 	st := &c.own.fence
+	fenced := true // a node starts fenced
 	for {
-		in := c.inContact(time.Duration(float64(lease) * fenceAt))
-		switch serving := st.serving.Load(); {
-		case serving && !in:
-			st.serving.Store(false)
+		now := time.Now()
+		until, in := c.leaseUntil(now, hold, lease/5)
+		switch {
+		case !fenced && (!in || now.UnixNano() >= st.until.Load()):
+			fenced = true
+			st.until.Store(0)
 			leader, _ := c.Leader()
 			c.log.Warn("cluster: no contact with the raft leader for the lease: closing every client connection",
 				"lease", lease, "leader", leader, "last_contact", c.raft.LastContact())
 			if h := c.host(); h != nil {
 				h.SelfFence()
 			}
-		case !serving && in:
-			if c.caughtUp(ctx, lease) {
-				st.serving.Store(true)
-				c.log.Info("cluster: in contact with the raft leader and caught up: serving clients",
-					"applied", c.raft.AppliedIndex())
-			}
+		case !fenced:
+			st.until.Store(until.UnixNano())
+		case in && c.caughtUp(ctx, lease):
+			fenced = false
+			until, _ = c.leaseUntil(time.Now(), hold, lease/5)
+			st.until.Store(until.UnixNano())
+			c.log.Info("cluster: in contact with the raft leader and caught up: serving clients",
+				"applied", c.raft.AppliedIndex())
 		}
 		select {
 		case <-ctx.Done():
@@ -91,20 +105,24 @@ func (c *Cluster) leaseLoop(ctx context.Context) {
 	}
 }
 
-// inContact reports whether this node leads, or follows a leader it heard from within d.
-// A leader that loses its quorum steps down within Raft's leader lease, shorter than d.
-func (c *Cluster) inContact(d time.Duration) bool {
+// leaseUntil is how long this node may serve from now: a follower until hold after the
+// leader's last contact, the leader for step (its watch renews it; Raft's leader lease
+// steps it down sooner without a quorum). in is false without a leader.
+func (c *Cluster) leaseUntil(now time.Time, hold, step time.Duration) (until time.Time, in bool) {
 	if !c.isFormed() {
-		return false
+		return time.Time{}, false
 	}
 	switch c.raft.State() {
 	case raft.Leader:
-		return true
+		return now.Add(step), true
 	case raft.Follower:
-		_, id := c.raft.LeaderWithID()
-		return id != "" && time.Since(c.raft.LastContact()) < d
+		if _, id := c.raft.LeaderWithID(); id == "" {
+			return time.Time{}, false
+		}
+		until = c.raft.LastContact().Add(hold)
+		return until, now.Before(until)
 	}
-	return false
+	return time.Time{}, false
 }
 
 // caughtUp reports whether this node has applied the log up to the leader's commit index

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
@@ -180,6 +181,12 @@ func TestClaimsBatch(t *testing.T) {
 func TestLeaseSelfFence(t *testing.T) {
 	nodes, hosts := threeWithHosts(t)
 	alone, host := nodes[0], hosts[0]
+	// The right to serve runs out by itself: a node paused for a lease (SIGSTOP) wakes
+	// without it, before its lease watch runs again.
+	now := time.Now()
+	if !alone.ServingAt(now.UnixNano()) || alone.ServingAt(now.Add(time.Duration(alone.cfg.Lease)).UnixNano()) {
+		t.Fatal("the lease does not end a lease from now")
+	}
 	for _, n := range nodes[1:] {
 		if err := n.raft.Shutdown().Error(); err != nil { // a failure, not a leave
 			t.Fatal(err)
