@@ -233,12 +233,18 @@ func TestOwnerSessionResumes(t *testing.T) {
 	}
 }
 
-// TestOwnerPausedNode: a node holding a client is paused (SIGSTOP) past failure
-// detection and the lease; the client connects to another node, which takes the client
-// id (the session that lived on the paused node is lost: session present 0). Resumed
-// (SIGCONT), the paused node serves the old connection nothing (it is closed), and
-// rejoins: it accepts clients again.
+// TestOwnerPausedNode: a node holding a client, a follower or the leader, is paused
+// (SIGSTOP) past failure detection and the lease; the client connects to another node,
+// which takes the client id (the session that lived on the paused node is lost: session
+// present 0). Resumed (SIGCONT), the paused node serves the old connection nothing (it
+// is closed), and rejoins: it accepts clients again.
 func TestOwnerPausedNode(t *testing.T) {
+	for _, which := range []string{"follower", "leader"} {
+		t.Run(which, func(t *testing.T) { testPausedNode(t, which == "leader") })
+	}
+}
+
+func testPausedNode(t *testing.T, pauseLeader bool) {
 	c := newCluster(t, 3, nil)
 	c.start()
 	_, leader := c.waitFormed()
@@ -246,7 +252,7 @@ func TestOwnerPausedNode(t *testing.T) {
 	var others []*node
 	for _, nd := range c.nodes {
 		waitServing(t, nd)
-		if nd.name != leader && paused == nil {
+		if (nd.name == leader) == pauseLeader && paused == nil {
 			paused = nd
 		} else {
 			others = append(others, nd)
