@@ -314,6 +314,7 @@ func (b *Broker) HandOver(cid string, epoch uint64, discard bool) (image []byte,
 	bt := b.getBatch()
 	b.takeOver(bt, s, discard)
 	b.endBatch(bt)
+	b.removeSubs(s, s.Subs()) // nothing more is queued here once it is exported
 	if !discard {
 		var im store.Image
 		s.Export(&im)

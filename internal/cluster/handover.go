@@ -83,9 +83,20 @@ func (c *Cluster) handover(pc pendingClaim, epoch uint64, prev string) {
 // afterLease finishes pc's claim without a session, once the lease has passed: by then a
 // previous owner that could not be asked has closed its connections if it lost the
 // leader, or closed this client's when it applied the claim.
+// It waits on a goroutine of the cluster's, so that Close waits for the answer.
 func (c *Cluster) afterLease(pc pendingClaim, epoch uint64, prev, why string) {
 	c.log.Info("cluster: session not handed over; it is lost", "client", pc.cid, "previous_owner", prev, "why", why)
-	time.AfterFunc(time.Duration(c.cfg.Lease), func() { pc.done(Claim{Epoch: epoch, Moved: true}) })
+	ok := c.spawn("cluster lease wait", func(ctx context.Context) {
+		select {
+		case <-ctx.Done():
+			pc.done(Claim{Err: errClosed})
+		case <-time.After(time.Duration(c.cfg.Lease)):
+			pc.done(Claim{Epoch: epoch, Moved: true})
+		}
+	})
+	if !ok {
+		pc.done(Claim{Err: errClosed})
+	}
 }
 
 // busyMessage marks the Unavailable answer of a node whose CONNECT of the id is between
