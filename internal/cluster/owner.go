@@ -59,7 +59,7 @@ type Claim struct {
 	Moved bool
 	// Session is the session the previous owner handed over (a store image); nil when
 	// it had none, started clean, or could not be asked (a node that failed: its sessions
-	// are lost, documented in docs/cluster.md).
+	// are lost, docs/cluster-owner.md).
 	Session []byte
 	// Err: the claim was not applied (no leader in time, closing); refuse the CONNECT.
 	Err error
