@@ -84,6 +84,12 @@ func (c *mqttClient) connect(p *packet.Connect) (*packet.Connack, error) {
 	return nil, fmt.Errorf("%v, not CONNACK", pk.Type())
 }
 
+// takenOver reports whether p, err is DISCONNECT 0x8E.
+func takenOver(p packet.Packet, err error) bool {
+	d, ok := p.(*packet.Disconnect)
+	return err == nil && ok && d.Code == packet.SessionTakenOver
+}
+
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
@@ -308,4 +314,65 @@ func testPausedNode(t *testing.T, pauseLeader bool) {
 	}
 	c.waitFormed()
 	waitServing(t, paused)
+}
+
+// TestOwnerKilledNodeStorm: a node holding 30 clients is killed (SIGKILL); every one of
+// them reconnects to the other two nodes at once. Each is accepted once its claim has
+// waited out the lease (session present 0: its session died with the node), and each is
+// live exactly once: a second CONNECT of the same id on the other node takes it over.
+func TestOwnerKilledNodeStorm(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	c.start()
+	_, leader := c.waitFormed()
+	var victim *node
+	var others []*node
+	for _, nd := range c.nodes {
+		waitServing(t, nd)
+		if nd.name != leader && victim == nil {
+			victim = nd
+		} else {
+			others = append(others, nd)
+		}
+	}
+	const clients = 30
+	for i := range clients {
+		cl := dialMQTT(t, victim.mqttAddr())
+		if ack, err := cl.connect(persistent(fmt.Sprint("storm-", i))); err != nil || ack.Code != packet.Success {
+			t.Fatalf("client %d on %s: %+v %v", i, victim.name, ack, err)
+		}
+	}
+	victim.kill()
+	moved := make([]*mqttClient, clients)
+	errs := make([]error, clients)
+	var wg sync.WaitGroup
+	for i := range clients {
+		moved[i] = dialMQTT(t, others[i%2].mqttAddr())
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ack, err := moved[i].connect(persistent(fmt.Sprint("storm-", i)))
+			switch {
+			case err != nil:
+				errs[i] = err
+			case ack.Code != packet.Success || ack.SessionPresent:
+				errs[i] = fmt.Errorf("CONNACK %#x, session present %v", byte(ack.Code), ack.SessionPresent)
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("client %d reconnecting to %s: %v", i, others[i%2].name, err)
+		}
+	}
+	// One live connection per id: connecting each on the other survivor closes the first.
+	for i := range clients {
+		again := dialMQTT(t, others[(i+1)%2].mqttAddr())
+		if ack, err := again.connect(persistent(fmt.Sprint("storm-", i))); err != nil || !ack.SessionPresent {
+			t.Fatalf("client %d again on %s: %+v %v; want session present", i, others[(i+1)%2].name, ack, err)
+		}
+		if p, err := moved[i].read(10 * time.Second); !takenOver(p, err) {
+			t.Fatalf("client %d on %s: %v %v; want DISCONNECT 0x8e", i, others[i%2].name, p, err)
+		}
+	}
 }
