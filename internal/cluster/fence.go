@@ -82,6 +82,7 @@ func (c *Cluster) leaseLoop(ctx context.Context) {
 		case !fenced && (!in || now.UnixNano() >= st.until.Load()):
 			fenced = true
 			st.until.Store(0)
+			c.own.counts.selfFenced.Add(1)
 			leader, _ := c.Leader()
 			c.log.Warn("cluster: no contact with the raft leader for the lease: closing every client connection",
 				"lease", lease, "leader", leader, "last_contact", c.raft.LastContact())

@@ -50,12 +50,16 @@ func (c *Cluster) handover(pc pendingClaim, epoch uint64, prev string) {
 				claim := Claim{Epoch: epoch, Moved: true}
 				if reply.Found && !pc.clean {
 					claim.Session = reply.Session
+					c.own.counts.handed.Add(1)
+				} else {
+					c.own.counts.handedNone.Add(1)
 				}
 				pc.done(claim)
 				return
 			case codes.Aborted:
 				// prev claimed the id again after us: our connection is fenced once
 				// this node applies that claim. Nothing to take over.
+				c.own.counts.handedNone.Add(1)
 				pc.done(Claim{Epoch: epoch, Moved: true})
 				return
 			case codes.Unavailable:
@@ -85,6 +89,7 @@ func (c *Cluster) handover(pc pendingClaim, epoch uint64, prev string) {
 // leader, or closed this client's when it applied the claim.
 // It waits on a goroutine of the cluster's, so that Close waits for the answer.
 func (c *Cluster) afterLease(pc pendingClaim, epoch uint64, prev, why string) {
+	c.own.counts.lost.Add(1)
 	c.log.Info("cluster: session not handed over; it is lost", "client", pc.cid, "previous_owner", prev, "why", why)
 	ok := c.spawn("cluster lease wait", func(ctx context.Context) {
 		select {

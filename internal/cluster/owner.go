@@ -84,7 +84,8 @@ type ownership struct {
 	claimWake   chan struct{}
 	releaseWake chan struct{}
 
-	fence fenceState // fence.go
+	fence  fenceState  // fence.go
+	counts ownerCounts // owner_metrics.go
 }
 
 func (o *ownership) init() {
@@ -102,8 +103,14 @@ func (c *Cluster) host() Host {
 	return nil
 }
 
-// startOwnership starts the claim and release workers and the lease watch (fence.go).
+// startOwnership starts the claim and release workers and the lease watch (fence.go),
+// and registers ownership's metrics.
 func (c *Cluster) startOwnership() {
+	if c.metrics != nil {
+		if err := registerOwnerMetrics(c.metrics, c); err != nil {
+			c.log.Warn("cluster: ownership metrics not registered", "err", err)
+		}
+	}
 	for range claimWorkers {
 		c.spawn("cluster claims", c.claimLoop)
 	}
@@ -183,6 +190,8 @@ func (c *Cluster) applyClaims(ctx context.Context, batch []pendingClaim) {
 		}
 		return
 	}
+	c.own.counts.claims.Add(uint64(len(batch)))
+	c.own.counts.entries.Add(1)
 	for i, pc := range batch {
 		prev := out[i].prev
 		if prev == "" || prev == self {
@@ -251,6 +260,7 @@ func (c *Cluster) applied(cmd command, index uint64) {
 	if !ok || cl.node == c.cfg.NodeName {
 		return
 	}
+	c.own.counts.fenced.Add(uint64(len(cl.ids)))
 	if h := c.host(); h != nil {
 		h.Fence(index, cl.ids)
 	}

@@ -365,6 +365,9 @@ func TestOwnerKilledNodeStorm(t *testing.T) {
 			t.Fatalf("client %d reconnecting to %s: %v", i, others[i%2].name, err)
 		}
 	}
+	if n := handovers(t, others, "lost"); n != clients {
+		t.Errorf("hand-overs counted lost: %v; want %d", n, clients)
+	}
 	// One live connection per id: connecting each on the other survivor closes the first.
 	for i := range clients {
 		again := dialMQTT(t, others[(i+1)%2].mqttAddr())
@@ -375,4 +378,21 @@ func TestOwnerKilledNodeStorm(t *testing.T) {
 			t.Fatalf("client %d on %s: %v %v; want DISCONNECT 0x8e", i, others[i%2].name, p, err)
 		}
 	}
+	if n := handovers(t, others, "session"); n != clients {
+		t.Errorf("hand-overs that brought a session: %v; want %d", n, clients)
+	}
+}
+
+// handovers sums bifrost_cluster_handovers_total{outcome} over nodes.
+func handovers(t *testing.T, nodes []*node, outcome string) float64 {
+	t.Helper()
+	sum := 0.0
+	for _, nd := range nodes {
+		v, ok := nd.metric(`bifrost_cluster_handovers_total{outcome="` + outcome + `"}`)
+		if !ok {
+			t.Fatalf("%s has no bifrost_cluster_handovers_total{outcome=%q}", nd.name, outcome)
+		}
+		sum += v
+	}
+	return sum
 }
