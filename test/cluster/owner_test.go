@@ -185,6 +185,14 @@ func TestOwnerRacingConnects(t *testing.T) {
 			_ = cl.send(&packet.Disconnect{})
 		}
 	}
+	// Every session was clean and has ended: the ownership table is empty again on
+	// every node (the releases are batched, and applied a moment later).
+	for _, nd := range c.nodes {
+		testenv.WaitFor(t, nd.name+"'s ownership table empty", func() bool {
+			v, ok := nd.metric("bifrost_cluster_owned_client_ids")
+			return ok && v == 0
+		})
+	}
 }
 
 // TestOwnerSessionResumes: a persistent session with QoS 1 messages queued while its
