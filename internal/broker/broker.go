@@ -157,6 +157,9 @@ func New(o Options) (*Broker, error) {
 	if err := b.initRealms(&o); err != nil {
 		return nil, err
 	}
+	if c.Cluster != nil {
+		b.own.staleAfter = staleAfter(time.Duration(c.Cluster.Lease))
+	}
 	b.limits = newLimits(c)
 	b.certIdentity = make(map[string]bool)
 	for _, l := range c.Listeners {

@@ -56,6 +56,8 @@ type ClusterOwner interface {
 
 // ownerState is the broker's record of its claims; guarded by Broker.mu.
 type ownerState struct {
+	staleAfter time.Duration // see staleAfter; set by New
+
 	// epochs holds the epoch of this node's claim of each client id it has a session of
 	// since a CONNECT here: what Fence compares and Release names.
 	epochs map[string]uint64
@@ -249,31 +251,45 @@ func (b *Broker) forgetLocked(s *session.Session) {
 }
 
 // releaseLocked is endSession's: the ended session's claim, to release once b.mu is let
-// go. b.mu is held.
+// go. A session restored from the store has no claim of this run: the applied table's
+// entry is released if this node owns it, unless a CONNECT of the id is claiming it now.
+// b.mu is held.
 func (b *Broker) releaseLocked(cid string) (epoch uint64, ok bool) {
 	if b.cluster == nil {
 		return 0, false
 	}
-	epoch, ok = b.own.epochs[cid]
-	delete(b.own.epochs, cid)
-	return epoch, ok
+	if epoch, ok = b.own.epochs[cid]; ok {
+		delete(b.own.epochs, cid)
+		return epoch, true
+	}
+	if _, claiming := b.own.claiming[cid]; claiming {
+		return 0, false
+	}
+	node, epoch := b.cluster.Owner(cid)
+	return epoch, node == b.cluster.NodeName()
 }
 
 // Fence implements the cluster's Host: client ids claimed by another node at epoch; this
-// node's connections of them under older claims are closed (v5 0x8E). It runs on Raft's
-// FSM goroutine.
+// node's connections of them under older claims are closed (v5 0x8E). Their sessions stay
+// for the new owner's hand-over; one it never asks for (it could not reach this node) is
+// dropped after staleAfter (dropStale). It runs on Raft's FSM goroutine.
 func (b *Broker) Fence(epoch uint64, ids []string) {
 	var fenced []*session.Session
 	b.mu.Lock()
 	for _, cid := range ids {
-		e, ok := b.own.epochs[cid]
-		if !ok || e >= epoch {
-			continue
+		s := b.sessions[cid]
+		if s == nil || b.claims[s] > 0 {
+			continue // none, or a CONNECT here about to attach: its own claim decides
 		}
-		delete(b.own.epochs, cid)
-		if s := b.sessions[cid]; s != nil {
-			fenced = append(fenced, s)
+		if e, ok := b.own.epochs[cid]; ok {
+			if e >= epoch {
+				continue
+			}
+			delete(b.own.epochs, cid)
+		} else if s.Online() {
+			continue // attached, its claim not yet recorded: ownedAttached decides
 		}
+		fenced = append(fenced, s)
 	}
 	b.mu.Unlock()
 	if len(fenced) == 0 {
@@ -285,8 +301,36 @@ func (b *Broker) Fence(epoch uint64, ids []string) {
 			b.takeOver(bt, s, false)
 			b.sessionOffline(bt, s, nil) // until the new owner asks for it, or it expires
 		}
+		time.AfterFunc(b.own.staleAfter, func() { b.dropStale(s) })
 	}
 	b.endBatch(bt)
+}
+
+// staleAfter is how long a fenced session waits for the new owner's hand-over before it
+// is dropped: the hand-over's own bound (10s) and a lease wait, with room to spare.
+func staleAfter(lease time.Duration) time.Duration { return max(30*time.Second, 3*lease) }
+
+// dropStale drops a fenced session that no hand-over took: offline, not claimed here
+// again, owned by another node. Its will goes with it: the session lives on (or was lost)
+// with its new owner.
+func (b *Broker) dropStale(s *session.Session) {
+	cid := s.ClientID()
+	b.mu.Lock()
+	_, claiming := b.own.claiming[cid]
+	_, ours := b.own.epochs[cid]
+	if b.closed || b.sessions[cid] != s || s.Online() || b.claims[s] > 0 || claiming || ours {
+		b.mu.Unlock()
+		return
+	}
+	if node, _ := b.cluster.Owner(cid); node == b.cluster.NodeName() || node == "" {
+		b.mu.Unlock()
+		return
+	}
+	b.forgetLocked(s)
+	b.mu.Unlock()
+	b.removeSubs(s, s.End())
+	b.freeID(s.ID())
+	b.commit()
 }
 
 // HandOver implements the cluster's Host: cid's session leaves this node for the node

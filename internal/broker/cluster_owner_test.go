@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
@@ -129,6 +130,13 @@ func (n *fakeNode) Serving() (bool, string) {
 // clusterBroker is a broker on its own memory store, a node of c named name.
 func clusterBroker(t *testing.T, c *fakeCluster, name string) (*Broker, *fakeNode, store.Store) {
 	t.Helper()
+	return clusterBrokerOn(t, c, name, store.NewMemory())
+}
+
+// clusterBrokerOn is clusterBroker restored from st. Fenced sessions wait an hour for
+// their hand-over: the fake calls it at once.
+func clusterBrokerOn(t *testing.T, c *fakeCluster, name string, st store.Store) (*Broker, *fakeNode, store.Store) {
+	t.Helper()
 	cfg := conf.Default()
 	cfg.Listeners = nil
 	cfg.SysInterval = new(conf.Duration)
@@ -138,7 +146,7 @@ func clusterBroker(t *testing.T, c *fakeCluster, name string) (*Broker, *fakeNod
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := store.NewMemory()
+	b.own.staleAfter = time.Hour
 	if err := b.Restore(st); err != nil {
 		t.Fatal(err)
 	}
@@ -356,5 +364,59 @@ func TestClusterUnserved(t *testing.T) {
 	node.mu.Unlock()
 	if _, ack = dialC(t, a, packet.V5, "y", nil); ack.Code != packet.ServerUnavailable {
 		t.Fatalf("v5 CONNACK without a reference: %+v", ack)
+	}
+}
+
+// TestClusterStaleDropped: a session fenced here that no hand-over takes (the new owner
+// could not reach this node) is dropped after staleAfter, memory and store; one whose id
+// this node claimed back meanwhile stays.
+func TestClusterStaleDropped(t *testing.T) {
+	fc := newFakeCluster()
+	a, _, stA := clusterBroker(t, fc, "a")
+	clusterBroker(t, fc, "b")
+	y, _ := dialC(t, a, packet.V5, "y", persist(300))
+	y.drop()
+	x, _ := dialC(t, a, packet.V5, "x", persist(300))
+	x.drop()
+	a.mu.Lock()
+	a.own.staleAfter = 10 * time.Millisecond
+	a.mu.Unlock()
+	fc.apply("b", "y")
+	fc.apply("a", "y") // y came back here before its fenced session was dropped
+	fc.apply("b", "x")
+	testenv.WaitFor(t, "x's stale session dropped", func() bool { return !a.hasSession("x") })
+	if d := loadDump(t, stA); len(d.sessions) != 1 {
+		t.Fatalf("a's store keeps %v; want y's session only", d.sessions)
+	}
+	if !a.hasSession("y") {
+		t.Fatal("y's session, claimed back, was dropped")
+	}
+}
+
+// TestClusterRestoredRelease: a session restored from the store ends (its expiry ran
+// out) and releases the claim the table holds for this node.
+func TestClusterRestoredRelease(t *testing.T) {
+	fc := newFakeCluster()
+	st := store.NewMemory()
+	a1, _, _ := clusterBrokerOn(t, fc, "a", st)
+	x, _ := dialC(t, a1, packet.V5, "x", persist(1))
+	x.drop()
+	a1.Close() // a restart: the expiry timer goes with it
+	fc.mu.Lock()
+	fc.released = nil
+	fc.mu.Unlock()
+	a2, _, _ := clusterBrokerOn(t, fc, "a", st)
+	testenv.WaitFor(t, "the restored session's claim released", func() bool {
+		fc.mu.Lock()
+		defer fc.mu.Unlock()
+		return len(fc.owners) == 0
+	})
+	if a2.hasSession("x") {
+		t.Fatal("the expired session is still there")
+	}
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	if fmt.Sprint(fc.released) != "[a x@1]" {
+		t.Fatalf("released %v; want [a x@1]", fc.released)
 	}
 }
