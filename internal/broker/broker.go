@@ -89,6 +89,7 @@ type Broker struct {
 	start        time.Time
 	goFn         func(name string, f func(ctx context.Context)) bool
 	press        func() memory.Level
+	cluster      Cluster // nil: a single node
 
 	maxQoS          uint8
 	retainAvailable bool
@@ -109,8 +110,7 @@ type Broker struct {
 	byID  []target // SubscriberID → recipient; 0 unused
 	freeI []uint32
 
-	cluster Cluster    // nil for a single node
-	own     ownerState // cluster_owner.go; b.mu
+	own ownerState // cluster_owner.go; b.mu
 
 	authPool pool
 	batches  sync.Pool
@@ -147,9 +147,9 @@ func New(o Options) (*Broker, error) {
 		expiryMax:       uint32(c.MQTT.SessionExpiryMax),
 		goFn:            o.Go,
 		press:           o.Pressure,
+		cluster:         o.Cluster,
 		start:           time.Now(),
 		done:            make(chan struct{}),
-		cluster:         o.Cluster,
 	}
 	if b.log == nil {
 		b.log = slog.Default()

@@ -409,11 +409,6 @@ func (b *Broker) refuseUnserved(cl *client, v packet.Version) bool {
 		b.refuse(cl, v, packet.ServerUnavailable)
 		return true
 	}
-	b.stats.refusedCode(packet.UseAnotherServer)
-	ack := packet.Connack{Code: packet.UseAnotherServer}
-	ack.Props.ServerReference = []byte(ref)
-	_, _ = cl.conn.Write(ack.AppendTo(make([]byte, 0, 16+len(ref)), v))
-	cl.closing = true
-	cl.conn.Shutdown()
+	b.redirect(cl, ref)
 	return true
 }

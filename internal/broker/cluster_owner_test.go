@@ -116,6 +116,8 @@ func (n *fakeNode) Owner(cid string) (string, uint64) {
 
 func (n *fakeNode) NodeName() string { return n.name }
 
+func (n *fakeNode) Redirect() string { return "" }
+
 func (n *fakeNode) ServingAt(int64) bool {
 	ok, _ := n.Serving()
 	return ok

@@ -323,7 +323,7 @@ func (nd *node) running() bool {
 	}
 }
 
-func (nd *node) signal(sig syscall.Signal) {
+func (nd *node) signal(sig os.Signal) {
 	nd.mu.Lock()
 	cmd := nd.cmd
 	nd.mu.Unlock()
@@ -366,10 +366,6 @@ func (nd *node) term() {
 		nd.t.Errorf("%s still running %v after SIGTERM", nd.name, startTimeout)
 	}
 }
-
-// stop pauses the process (SIGSTOP); cont resumes it (SIGCONT).
-func (nd *node) stop() { nd.signal(syscall.SIGSTOP) }
-func (nd *node) cont() { nd.signal(syscall.SIGCONT) }
 
 func (nd *node) logs() string {
 	nd.mu.Lock()
