@@ -123,8 +123,12 @@ func (b *Broker) connected(bt *batch, cl *client, c *packet.Connect, cid string,
 	}
 	a := admission{cid: cid, clean: c.CleanStart, keepAlive: keepAlive, info: info}
 	if b.cluster != nil {
-		a.connack = *connack
-		b.claimInCluster(cl, &a) // admits once the cluster has given this node the client id
+		// Kept beyond this call: a copy on the heap, so that a single node's admission
+		// stays on the stack.
+		pa := new(admission)
+		*pa = a
+		pa.connack = *connack
+		b.claimInCluster(cl, pa) // admits once the cluster has given this node the client id
 		return
 	}
 	b.admit(bt, cl, &a, connack)
