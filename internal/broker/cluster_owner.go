@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
-	"github.com/bifrost-mqtt/bifrost/internal/pubsub"
 	"github.com/bifrost-mqtt/bifrost/internal/session"
 	"github.com/bifrost-mqtt/bifrost/internal/store"
 )
@@ -215,21 +214,6 @@ func (b *Broker) adopt(cid string, epoch uint64, image []byte) {
 		b.scheduleExpiry(s, time.Duration(e)*time.Second)
 	}
 	b.commit()
-}
-
-// indexSub enters a restored or handed-over subscription of s in the index.
-func (b *Broker) indexSub(s *session.Session, sub session.Sub) {
-	var flags uint8
-	if sub.Opts.NoLocal {
-		flags |= pubsub.NoLocal
-	}
-	if sub.Opts.RetainAsPublished {
-		flags |= pubsub.RetainAsPublished
-	}
-	if !b.index.Subscribe([]byte(sub.Filter), pubsub.Sub{Subscriber: pubsub.SubscriberID(s.ID()), ID: sub.ID,
-		QoS: sub.Opts.QoS, Flags: flags}) {
-		b.stats.subscriptions(1)
-	}
 }
 
 // forgetLocked takes s out of the registry with its timers, without ending it. b.mu is
