@@ -19,29 +19,29 @@ import (
 // node, and a node paused (SIGSTOP) past failure detection and the lease whose client
 // reconnects elsewhere.
 
-// mqttClient is a raw MQTT 5 client reading one packet at a time.
-type mqttClient struct {
+// rawClient is a raw MQTT 5 client reading one packet at a time.
+type rawClient struct {
 	conn net.Conn
 	r    *bufio.Reader
 }
 
-func dialMQTT(t testing.TB, addr string) *mqttClient {
+func dialRaw(t testing.TB, addr string) *rawClient {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	return &mqttClient{conn: c, r: bufio.NewReader(c)}
+	return &rawClient{conn: c, r: bufio.NewReader(c)}
 }
 
-func (c *mqttClient) send(p packet.Packet) error {
+func (c *rawClient) send(p packet.Packet) error {
 	_, err := c.conn.Write(p.AppendTo(nil, packet.V5))
 	return err
 }
 
 // read returns the next packet, waiting up to d.
-func (c *mqttClient) read(d time.Duration) (packet.Packet, error) {
+func (c *rawClient) read(d time.Duration) (packet.Packet, error) {
 	_ = c.conn.SetReadDeadline(time.Now().Add(d))
 	var hdr []byte
 	for len(hdr) < 5 {
@@ -66,7 +66,7 @@ func (c *mqttClient) read(d time.Duration) (packet.Packet, error) {
 }
 
 // connect sends p and returns the CONNACK.
-func (c *mqttClient) connect(p *packet.Connect) (*packet.Connack, error) {
+func (c *rawClient) connect(p *packet.Connect) (*packet.Connack, error) {
 	p.Version = packet.V5
 	if p.KeepAlive == 0 {
 		p.KeepAlive = 60
@@ -104,7 +104,7 @@ func waitServing(t testing.TB, nd *node) {
 			return false
 		}
 		defer c.Close()
-		mc := &mqttClient{conn: c, r: bufio.NewReader(c)}
+		mc := &rawClient{conn: c, r: bufio.NewReader(c)}
 		ack, err := mc.connect(&packet.Connect{CleanStart: true, ClientID: []byte("probe-" + nd.name)})
 		return err == nil && ack.Code == packet.Success
 	})
@@ -129,11 +129,11 @@ func TestOwnerRacingConnects(t *testing.T) {
 	const rounds = 20
 	for r := range rounds {
 		cid := fmt.Sprintf("racer-%d", r)
-		clients := make([]*mqttClient, len(c.nodes))
+		clients := make([]*rawClient, len(c.nodes))
 		errs := make([]error, len(c.nodes))
 		var wg sync.WaitGroup
 		for i, nd := range c.nodes {
-			clients[i] = dialMQTT(t, nd.mqttAddr())
+			clients[i] = dialRaw(t, nd.mqttAddr())
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -205,7 +205,7 @@ func TestOwnerSessionResumes(t *testing.T) {
 		waitServing(t, nd)
 	}
 	home, away := c.nodes[0], c.nodes[2]
-	x := dialMQTT(t, home.mqttAddr())
+	x := dialRaw(t, home.mqttAddr())
 	if ack, err := x.connect(persistent("keeper")); err != nil || ack.Code != packet.Success || ack.SessionPresent {
 		t.Fatalf("first CONNACK %+v %v", ack, err)
 	}
@@ -219,7 +219,7 @@ func TestOwnerSessionResumes(t *testing.T) {
 
 	// Published on the node that holds the offline session: forwarding between nodes
 	// is the routes' part of the cluster.
-	pub := dialMQTT(t, home.mqttAddr())
+	pub := dialRaw(t, home.mqttAddr())
 	if ack, err := pub.connect(&packet.Connect{CleanStart: true, ClientID: []byte("pub")}); err != nil || ack.Code != packet.Success {
 		t.Fatalf("publisher CONNACK %+v %v", ack, err)
 	}
@@ -233,7 +233,7 @@ func TestOwnerSessionResumes(t *testing.T) {
 		}
 	}
 
-	y := dialMQTT(t, away.mqttAddr())
+	y := dialRaw(t, away.mqttAddr())
 	if ack, err := y.connect(persistent("keeper")); err != nil || ack.Code != packet.Success || !ack.SessionPresent {
 		t.Fatalf("CONNACK on %s: %+v %v; want session present", away.name, ack, err)
 	}
@@ -272,7 +272,7 @@ func testPausedNode(t *testing.T, pauseLeader bool) {
 			others = append(others, nd)
 		}
 	}
-	old := dialMQTT(t, paused.mqttAddr())
+	old := dialRaw(t, paused.mqttAddr())
 	if ack, err := old.connect(persistent("sleeper")); err != nil || ack.Code != packet.Success {
 		t.Fatalf("CONNACK on %s: %+v %v", paused.name, ack, err)
 	}
@@ -285,7 +285,7 @@ func testPausedNode(t *testing.T, pauseLeader bool) {
 		m, ok := s.member(paused.name)
 		return ok && m.State == "dead"
 	})
-	moved := dialMQTT(t, others[0].mqttAddr())
+	moved := dialRaw(t, others[0].mqttAddr())
 	ack, err := moved.connect(persistent("sleeper"))
 	if err != nil || ack.Code != packet.Success {
 		t.Fatalf("CONNACK on %s: %+v %v", others[0].name, ack, err)
@@ -344,17 +344,17 @@ func TestOwnerKilledNodeStorm(t *testing.T) {
 	}
 	const clients = 30
 	for i := range clients {
-		cl := dialMQTT(t, victim.mqttAddr())
+		cl := dialRaw(t, victim.mqttAddr())
 		if ack, err := cl.connect(persistent(fmt.Sprint("storm-", i))); err != nil || ack.Code != packet.Success {
 			t.Fatalf("client %d on %s: %+v %v", i, victim.name, ack, err)
 		}
 	}
 	victim.kill()
-	moved := make([]*mqttClient, clients)
+	moved := make([]*rawClient, clients)
 	errs := make([]error, clients)
 	var wg sync.WaitGroup
 	for i := range clients {
-		moved[i] = dialMQTT(t, others[i%2].mqttAddr())
+		moved[i] = dialRaw(t, others[i%2].mqttAddr())
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -378,7 +378,7 @@ func TestOwnerKilledNodeStorm(t *testing.T) {
 	}
 	// One live connection per id: connecting each on the other survivor closes the first.
 	for i := range clients {
-		again := dialMQTT(t, others[(i+1)%2].mqttAddr())
+		again := dialRaw(t, others[(i+1)%2].mqttAddr())
 		if ack, err := again.connect(persistent(fmt.Sprint("storm-", i))); err != nil || !ack.SessionPresent {
 			t.Fatalf("client %d again on %s: %+v %v; want session present", i, others[(i+1)%2].name, ack, err)
 		}
