@@ -44,10 +44,13 @@ const (
 	refusalLogEvery = 30 * time.Second
 	// pushPullInterval is how often a node exchanges its whole member list (with the
 	// metadata) with a random peer; memberlist's default is 30s. Metadata changes go out
-	// as gossip first, but in test/cluster a node's new metadata (its cluster id) at
-	// times never reached its peers by gossip (cause not found); the exchange bounds how
-	// long a peer can miss it. Its cost is the member list, every 2s per node, and
-	// memberlist stretches the interval beyond 32 members.
+	// as gossip first, but memberlist v0.7.0's broadcast queue can drop one: when a
+	// broadcast invalidates the queue's last item, the id it was given is handed out
+	// again, and a later broadcast of the same length replaces it in the queue's B-tree
+	// (hashicorp/memberlist PRs #263 and #322, open; seen here as a node's cluster id
+	// that never reached its peers). The exchange bounds how long a peer can miss a
+	// change. Its cost is the member list every 2s per node, and memberlist stretches
+	// the interval beyond 32 members.
 	pushPullInterval = 2 * time.Second
 	// updateWait bounds the control goroutine's wait for a metadata broadcast to go out.
 	// memberlist queues the broadcast and sends it whatever the wait; waiting until it
