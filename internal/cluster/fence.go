@@ -106,20 +106,22 @@ func (c *Cluster) leaseLoop(ctx context.Context) {
 	}
 }
 
-// leaseUntil is how long this node may serve from now: a follower until hold after the
-// leader's last contact, the leader for step (its watch renews it; Raft's leader lease
-// steps it down sooner without a quorum). in is false without a leader.
+// leaseUntil is how long this node may serve from now: the leader for step (its watch
+// renews it; Raft's leader lease steps it down sooner without a quorum), any other node
+// until hold after its last contact with a leader (an AppendEntries, or a vote it
+// granted), so that an election shorter than the lease fences no one. in reports whether
+// that is still ahead.
 func (c *Cluster) leaseUntil(now time.Time, hold, step time.Duration) (until time.Time, in bool) {
-	if !c.isFormed() {
+	if c.ClusterID() == "" {
+		return time.Time{}, false
+	}
+	if _, member := c.suffrage()[c.cfg.NodeName]; !member {
 		return time.Time{}, false
 	}
 	switch c.raft.State() {
 	case raft.Leader:
 		return now.Add(step), true
-	case raft.Follower:
-		if _, id := c.raft.LeaderWithID(); id == "" {
-			return time.Time{}, false
-		}
+	case raft.Follower, raft.Candidate:
 		until = c.raft.LastContact().Add(hold)
 		return until, now.Before(until)
 	}

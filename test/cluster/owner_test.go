@@ -404,3 +404,42 @@ func handovers(t *testing.T, nodes []*node, outcome string) float64 {
 	}
 	return sum
 }
+
+// TestOwnerElectionKeepsLease: the leader is killed and the others elect a new one well
+// within the lease (6s here): neither survivor fences itself, so their clients stay
+// connected through the failover; only a node cut off for the lease stops serving.
+func TestOwnerElectionKeepsLease(t *testing.T) {
+	c := newCluster(t, 3, func(_ int, k *nodeConfig) { k.ClusterYAML = "    lease: 6s\n" })
+	c.start()
+	_, leader := c.waitFormed()
+	var others []*node
+	for _, nd := range c.nodes {
+		if nd.name != leader {
+			others = append(others, nd)
+		}
+	}
+	held := dialRaw(t, others[0].mqttAddr())
+	if ack, err := held.connect(&packet.Connect{CleanStart: true, ClientID: []byte("through")}); err != nil || ack.Code != packet.Success {
+		t.Fatalf("CONNACK %+v %v", ack, err)
+	}
+	c.node(leader).kill()
+	testenv.WaitFor(t, "a new leader", func() bool {
+		s, err := others[0].status()
+		return err == nil && s.Leader != "" && s.Leader != leader
+	})
+	for _, nd := range others {
+		testenv.WaitFor(t, nd.name+" serving", func() bool {
+			v, ok := nd.metric("bifrost_cluster_serving")
+			return ok && v == 1
+		})
+		if v, ok := nd.metric("bifrost_cluster_self_fenced_total"); !ok || v != 0 {
+			t.Errorf("%s fenced itself %v times during an election shorter than the lease", nd.name, v)
+		}
+	}
+	if err := held.send(packet.Pingreq{}); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := held.read(5 * time.Second); err != nil || p.Type() != packet.PINGRESP {
+		t.Fatalf("the client on %s after the failover: %v %v", others[0].name, p, err)
+	}
+}
