@@ -74,6 +74,7 @@ type membership struct {
 	onGone func(name string)
 
 	mu           sync.Mutex
+	live         map[string]Member    // alive or suspect members, this node included (below)
 	gone         map[string]Member    // failed or left members, until they come back
 	refused      map[string]time.Time // foreign nodes, when their refusal was last logged
 	refusedCount uint64
@@ -81,7 +82,7 @@ type membership struct {
 
 func newMembership(self string, log *slog.Logger, local func() Meta, ours func() string, onGone func(string)) *membership {
 	return &membership{self: self, log: log, local: local, ours: ours, onGone: onGone,
-		changed: make(chan struct{}, 1), gone: map[string]Member{}, refused: map[string]time.Time{}}
+		changed: make(chan struct{}, 1), live: map[string]Member{}, gone: map[string]Member{}, refused: map[string]time.Time{}}
 }
 
 // memberlistConfig is memberlist's LAN configuration on k's addresses: probes every
@@ -200,21 +201,34 @@ func (m *membership) otherSeeds(ctx context.Context, seeds []string) []string {
 
 // members returns every member this node knows: the live ones (alive or suspect) and
 // those that failed or left, which the leader's reconciliation tells apart.
+//
+// The live members are the copies the event delegate took (NotifyJoin, NotifyUpdate):
+// memberlist's Members returns pointers to nodes it rewrites under its own lock when
+// their metadata or address changes, which nothing outside it may read safely.
 func (m *membership) members() []Member {
-	var out []Member
-	seen := map[string]bool{}
-	for _, n := range m.ml.Members() {
-		out = append(out, member(n))
-		seen[n.Name] = true
-	}
 	m.mu.Lock()
+	out := make([]Member, 0, len(m.live)+len(m.gone))
+	for _, l := range m.live {
+		out = append(out, l)
+	}
 	for name, g := range m.gone {
-		if !seen[name] {
+		if _, ok := m.live[name]; !ok {
 			out = append(out, g)
 		}
 	}
 	m.mu.Unlock()
 	slices.SortFunc(out, func(a, b Member) int { return cmpString(a.Name, b.Name) })
+	return out
+}
+
+// liveMembers returns the live members (alive or suspect), this node included.
+func (m *membership) liveMembers() []Member {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Member, 0, len(m.live))
+	for _, l := range m.live {
+		out = append(out, l)
+	}
 	return out
 }
 
@@ -237,12 +251,10 @@ func member(n *memberlist.Node) Member {
 
 // lookup returns the live member named name.
 func (m *membership) lookup(name string) (Member, bool) {
-	for _, n := range m.ml.Members() {
-		if n.Name == name {
-			return member(n), true
-		}
-	}
-	return Member{}, false
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.live[name]
+	return l, ok
 }
 
 // update broadcasts this node's metadata after a change, waiting up to timeout for it to
@@ -354,6 +366,7 @@ func (m *membership) MergeRemoteState(buf []byte, join bool)     {}
 func (m *membership) NotifyJoin(n *memberlist.Node) {
 	m.mu.Lock()
 	delete(m.gone, n.Name)
+	m.live[n.Name] = member(n) // memberlist's lock is held: n is safe to read
 	m.mu.Unlock()
 	m.log.Debug("cluster: member joined", "node", n.Name, "addr", n.Address())
 	m.signal()
@@ -371,6 +384,7 @@ func (m *membership) NotifyLeave(n *memberlist.Node) {
 	}
 	m.mu.Lock()
 	m.gone[n.Name] = g
+	delete(m.live, n.Name)
 	m.mu.Unlock()
 	m.log.Info("cluster: member gone", "node", n.Name, "state", g.State)
 	if m.onGone != nil {
@@ -380,4 +394,11 @@ func (m *membership) NotifyLeave(n *memberlist.Node) {
 }
 
 // NotifyUpdate is the event delegate's: a member's metadata changed.
-func (m *membership) NotifyUpdate(n *memberlist.Node) { m.signal() }
+func (m *membership) NotifyUpdate(n *memberlist.Node) {
+	m.mu.Lock()
+	if _, ok := m.live[n.Name]; ok {
+		m.live[n.Name] = member(n)
+	}
+	m.mu.Unlock()
+	m.signal()
+}
