@@ -64,6 +64,8 @@ type Options struct {
 	Go func(name string, f func(ctx context.Context)) bool
 	// Pressure reports the memory pressure (memory.Policy.Pressure); nil: never any.
 	Pressure func() memory.Level
+	// Cluster is the cluster this broker is a node of; nil: a single node (cluster.go).
+	Cluster Cluster
 }
 
 // A Broker is a running MQTT broker. Its methods are safe for concurrent use.
@@ -87,6 +89,7 @@ type Broker struct {
 	start        time.Time
 	goFn         func(name string, f func(ctx context.Context)) bool
 	press        func() memory.Level
+	cluster      Cluster // nil: a single node
 
 	maxQoS          uint8
 	retainAvailable bool
@@ -142,6 +145,7 @@ func New(o Options) (*Broker, error) {
 		expiryMax:       uint32(c.MQTT.SessionExpiryMax),
 		goFn:            o.Go,
 		press:           o.Pressure,
+		cluster:         o.Cluster,
 		start:           time.Now(),
 		done:            make(chan struct{}),
 	}

@@ -97,6 +97,9 @@ func (r *restorer) Session(rec store.SessionRecord) error {
 		if !b.index.Subscribe([]byte(sub.Filter), pubsub.Sub{Subscriber: pubsub.SubscriberID(id), ID: sub.ID,
 			QoS: sub.Opts.QoS, Flags: flags}) {
 			b.stats.subscriptions(1)
+			if b.cluster != nil {
+				b.addRoute([]byte(sub.Filter), nil)
+			}
 		}
 	}
 	r.sessions = append(r.sessions, restored{s: s, disconnectedAt: rec.DisconnectedAt})

@@ -1,0 +1,176 @@
+package broker
+
+import (
+	"sync/atomic"
+
+	"github.com/bifrost-mqtt/bifrost/internal/pubsub"
+	"github.com/bifrost-mqtt/bifrost/internal/session"
+)
+
+// Publish anywhere, receive anywhere: the broker's side.
+//
+// Routes. Every filter a local session subscribes to ("$share/{group}/{filter}" for a
+// shared one) is a route of this node, which the cluster refcounts and streams to the
+// peers: AddRoute for each new subscription of a session, RemoveRoute for each one gone
+// (UNSUBSCRIBE, a clean start, the session's end). SUBACK means routed: the SUBACK is
+// encoded behind a session.Gate that opens once every live peer has acknowledged the
+// routes of the SUBSCRIBE, as a PUBACK waits for the store (persist.go): the poller goes
+// on, the output waits.
+//
+// Forwarding. After local delivery, deliver hands the message to the cluster (Forward),
+// which matches it against the peers' routes and queues it once per matching node. A
+// QoS 1/2 PUBLISH from a client takes a Gate on the publisher before its PUBACK or PUBREC
+// is encoded: it opens once every peer that got the message acknowledged it.
+//
+// Shared subscriptions. A group with an online local member is served here (deliver); one
+// without is left to the cluster, which gives the message to one node that has members
+// (round robin; a node whose members are all offline answers none online and the next is
+// tried), and when no peer has the group, its offline local member queues it now.
+//
+// Forwarded messages come back in through DeliverForwarded: delivered to the local
+// subscribers with the publisher's properties, never stored as retained here and never
+// forwarded again.
+
+// ClusterRoutes is the routing part of Cluster. Its methods may be called from any
+// goroutine, the pollers' included: none blocks.
+type ClusterRoutes interface {
+	// AddRoute counts one more local subscription to filter. It reports wait when done
+	// is to be called once every live peer has acknowledged the route (bounded by
+	// failure detection); false when they have already, and done is not called.
+	AddRoute(filter string, done func()) (wait bool)
+	// RemoveRoute counts one local subscription to filter less.
+	RemoveRoute(filter string)
+	// RemoteGroup reports whether a peer has members of shared group share
+	// ("$share/{group}/{filter}").
+	RemoteGroup(share string) bool
+	// Forward queues o.Msg for every peer whose routes match its topic, and returns how
+	// many nodes it goes to. The message may be borrowed: Forward copies what it keeps.
+	Forward(o *Outbound) (nodes int)
+}
+
+// An Outbound is a message handed to the cluster after local delivery.
+type Outbound struct {
+	Msg *session.Message
+	// From is the publishing client's session for a QoS 1/2 PUBLISH: the cluster takes a
+	// Gate on it (before its PUBACK or PUBREC is encoded) for the peers' acknowledgements.
+	// nil: nothing waits (wills, $SYS, in-process publishes, QoS 0).
+	From *session.Session
+	// Served names the shared groups ("$share/{group}/{filter}") a local online member
+	// took: the cluster does not give the message to those groups again.
+	Served []string
+}
+
+// clusterScratch is the batch's part for the cluster, reused from message to message.
+type clusterScratch struct {
+	out       Outbound
+	forwarded bool             // the batch delivers a message another node forwarded
+	from      *session.Session // the PUBLISH's session for QoS 1/2, for Outbound.From
+	unserved  []pubsub.Group   // local groups without an online member
+}
+
+// subscribeGate holds a SUBACK until every route its SUBSCRIBE added is acknowledged.
+// left starts at one for the SUBSCRIBE itself, so the gate opens no earlier than the
+// SUBACK is encoded.
+type subscribeGate struct {
+	left atomic.Int32
+	gate session.Gate
+}
+
+func (g *subscribeGate) done() {
+	if g.left.Add(-1) == 0 {
+		g.gate.Open()
+	}
+}
+
+// addRoute tells the cluster of a new local subscription to filter; with g, the SUBACK
+// being built waits for its acknowledgement.
+func (b *Broker) addRoute(filter []byte, g *subscribeGate) {
+	if g == nil {
+		b.cluster.AddRoute(string(filter), nil)
+		return
+	}
+	g.left.Add(1)
+	if !b.cluster.AddRoute(string(filter), g.done) {
+		g.left.Add(-1)
+	}
+}
+
+// removeRoute tells the cluster a local subscription to filter is gone.
+func (b *Broker) removeRoute(filter string) {
+	if b.cluster != nil {
+		b.cluster.RemoveRoute(filter)
+	}
+}
+
+// forward is deliver's last step on a node of a cluster: the message goes to the peers
+// that route it, and the local shared groups without an online member go to a peer that
+// has members, else to an offline member here.
+func (b *Broker) forward(bt *batch, m *session.Message, nowNs int64) (n int, durable bool) {
+	cs := &bt.cluster
+	o := &cs.out
+	o.Msg, o.From = m, nil
+	if m.QoS > 0 {
+		o.From = cs.from
+	}
+	n = b.cluster.Forward(o)
+	for _, g := range cs.unserved {
+		if name := b.index.GroupName(g); name != "" && b.cluster.RemoteGroup(name) {
+			continue // the cluster gave it to a peer's member
+		}
+		took, stored := b.deliverShared(bt, g, m, nowNs, 0)
+		if took {
+			n++
+		}
+		durable = durable || stored
+	}
+	clear(o.Served)
+	o.Served, o.Msg, o.From = o.Served[:0], nil, nil
+	cs.unserved = cs.unserved[:0]
+	return n, durable
+}
+
+// deliverSharedOnline gives m to an online member of g, and reports whether one took it.
+func (b *Broker) deliverSharedOnline(bt *batch, g pubsub.Group, m *session.Message, nowNs int64) (took, stored bool) {
+	online := func(s pubsub.Sub) bool {
+		b.idMu.RLock()
+		t := b.lookup(s.Subscriber)
+		b.idMu.RUnlock()
+		return t.local != nil || (t.s != nil && t.s.Online())
+	}
+	sub, ok := b.index.Pick(g, online)
+	if !ok {
+		return false, false
+	}
+	return b.deliverMember(bt, g, sub, m, nowNs)
+}
+
+// DeliverForwarded delivers a message another node forwarded to this node's subscribers,
+// and reports whether any took it. m may be borrowed (valid during the call). With share
+// ("$share/{group}/{filter}"), only one member of that group gets it: an online one, or
+// with offlineOK one whose persistent session queues it. The cluster calls it from its
+// receiving goroutine; nothing here forwards it again or keeps it as retained.
+func (b *Broker) DeliverForwarded(m *session.Message, share string, offlineOK bool) bool {
+	bt := b.getBatch()
+	bt.cluster.forwarded = true
+	took := false
+	if share == "" {
+		n, _ := b.deliver(bt, m)
+		took = n > 0
+	} else if g, ok := b.index.GroupOf([]byte(share)); ok {
+		nowNs := now()
+		pooled := false
+		if m.QoS > 0 && m.Borrowed() {
+			m, pooled = m.OwnPooled(), true
+		}
+		took, _ = b.deliverSharedOnline(bt, g, m, nowNs)
+		if !took && offlineOK {
+			took, _ = b.deliverShared(bt, g, m, nowNs, 0)
+		}
+		if pooled {
+			m.Release()
+		}
+	}
+	bt.cluster.forwarded = false
+	b.endBatch(bt)
+	return took
+}
