@@ -97,6 +97,8 @@ type Cluster struct {
 	rpcAddr  string // advertised
 	hadState bool   // Raft state existed at Start
 	mets     *clusterMetrics
+	routes   *routes    // routes.go
+	fwd      *forwarder // forward.go
 
 	mqttAddr     atomic.Pointer[string]
 	fileID       atomic.Pointer[string] // the id kept in the data directory
@@ -132,6 +134,7 @@ func New(o Options) (*Cluster, error) {
 		c.load = func() float64 { return 0 }
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.routes, c.fwd = newRoutes(c), newForwarder(c)
 	empty := ""
 	c.mqttAddr.Store(&empty)
 	c.fileID.Store(&empty)
@@ -200,7 +203,10 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	c.mux = newMux(ln, serverTLS, c.log, c.spawn)
 	c.peers = newPeers(clientTLS)
-	c.ms = newMembership(k.NodeName, c.log, c.localMeta, c.ClusterID, c.peers.drop)
+	c.ms = newMembership(k.NodeName, c.log, c.localMeta, c.ClusterID, func(name string) {
+		c.peers.drop(name)
+		c.routes.gone(name) // its routes leave at once
+	})
 
 	c.fsm = &FSM{changed: c.stateChanged}
 	c.trans = newTransport(c.mux, c.rpcAddr, clientTLS, c.raftAddress, newHCLogger(c.log, "raft"))
@@ -212,6 +218,9 @@ func (c *Cluster) start(ctx context.Context) error {
 	clusterpb.RegisterClusterServer(c.grpc, rpcServer{c: c})
 	if c.metrics != nil {
 		if c.mets, err = registerMetrics(c.metrics, c); err != nil {
+			return err
+		}
+		if err := c.metrics.Register(routesCollector{c}); err != nil {
 			return err
 		}
 	}
@@ -234,6 +243,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		c.ms.join(ctx, k.Seeds, &c.joinTried)
 	})
 	c.spawn("cluster control", c.control)
+	c.spawn("cluster routes", func(ctx context.Context) { c.routes.run(ctx.Done()) })
 	c.log.Info("cluster: started", "node", k.NodeName, "gossip", c.ms.addr(), "rpc", c.rpcAddr, "dir", k.Dir,
 		"raft_state", c.hadState, "cluster_id", id, "secret", k.Secret != "")
 	return nil

@@ -275,6 +275,351 @@ func (x *ApplyReply) GetError() string {
 	return ""
 }
 
+// RouteUpdate is a change of the sender's route table: the filters its local sessions
+// subscribe to, "$share/{group}/{filter}" for a shared subscription.
+type RouteUpdate struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`          // the sender's name (set on the first update of a stream)
+	Version       uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`   // the table's version after this update
+	Snapshot      bool                   `protobuf:"varint,3,opt,name=snapshot,proto3" json:"snapshot,omitempty"` // add is the whole table: routes not in it are gone
+	Add           []string               `protobuf:"bytes,4,rep,name=add,proto3" json:"add,omitempty"`
+	Remove        []string               `protobuf:"bytes,5,rep,name=remove,proto3" json:"remove,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RouteUpdate) Reset() {
+	*x = RouteUpdate{}
+	mi := &file_cluster_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RouteUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RouteUpdate) ProtoMessage() {}
+
+func (x *RouteUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RouteUpdate.ProtoReflect.Descriptor instead.
+func (*RouteUpdate) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RouteUpdate) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *RouteUpdate) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *RouteUpdate) GetSnapshot() bool {
+	if x != nil {
+		return x.Snapshot
+	}
+	return false
+}
+
+func (x *RouteUpdate) GetAdd() []string {
+	if x != nil {
+		return x.Add
+	}
+	return nil
+}
+
+func (x *RouteUpdate) GetRemove() []string {
+	if x != nil {
+		return x.Remove
+	}
+	return nil
+}
+
+type RouteAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"` // the callee's remote index holds the sender's table of this version
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RouteAck) Reset() {
+	*x = RouteAck{}
+	mi := &file_cluster_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RouteAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RouteAck) ProtoMessage() {}
+
+func (x *RouteAck) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RouteAck.ProtoReflect.Descriptor instead.
+func (*RouteAck) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RouteAck) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+// Forwarded is one PUBLISH crossing to the node that has matching subscribers.
+type Forwarded struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Seq      uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"` // numbered per sender incarnation: the callee de-duplicates by it
+	Topic    []byte                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	Payload  []byte                 `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
+	Props    []byte                 `protobuf:"bytes,4,opt,name=props,proto3" json:"props,omitempty"` // the publisher's pass-through v5 properties, encoded
+	Qos      uint32                 `protobuf:"varint,5,opt,name=qos,proto3" json:"qos,omitempty"`
+	Retain   bool                   `protobuf:"varint,6,opt,name=retain,proto3" json:"retain,omitempty"`
+	ExpiryMs uint64                 `protobuf:"varint,7,opt,name=expiry_ms,json=expiryMs,proto3" json:"expiry_ms,omitempty"` // message expiry left when sent; 0: none
+	// share, when set, is a "$share/{group}/{filter}" group: the callee gives the message to
+	// one online member, or answers none online (ForwardAck.none_online).
+	Share         string `protobuf:"bytes,8,opt,name=share,proto3" json:"share,omitempty"`
+	OfflineOk     bool   `protobuf:"varint,9,opt,name=offline_ok,json=offlineOk,proto3" json:"offline_ok,omitempty"` // share: an offline member's persistent session may take it
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Forwarded) Reset() {
+	*x = Forwarded{}
+	mi := &file_cluster_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Forwarded) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Forwarded) ProtoMessage() {}
+
+func (x *Forwarded) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Forwarded.ProtoReflect.Descriptor instead.
+func (*Forwarded) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Forwarded) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Forwarded) GetTopic() []byte {
+	if x != nil {
+		return x.Topic
+	}
+	return nil
+}
+
+func (x *Forwarded) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *Forwarded) GetProps() []byte {
+	if x != nil {
+		return x.Props
+	}
+	return nil
+}
+
+func (x *Forwarded) GetQos() uint32 {
+	if x != nil {
+		return x.Qos
+	}
+	return 0
+}
+
+func (x *Forwarded) GetRetain() bool {
+	if x != nil {
+		return x.Retain
+	}
+	return false
+}
+
+func (x *Forwarded) GetExpiryMs() uint64 {
+	if x != nil {
+		return x.ExpiryMs
+	}
+	return 0
+}
+
+func (x *Forwarded) GetShare() string {
+	if x != nil {
+		return x.Share
+	}
+	return ""
+}
+
+func (x *Forwarded) GetOfflineOk() bool {
+	if x != nil {
+		return x.OfflineOk
+	}
+	return false
+}
+
+type ForwardBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`    // the sender (first batch of a stream)
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"` // the sender's incarnation (first batch of a stream)
+	Msgs          []*Forwarded           `protobuf:"bytes,3,rep,name=msgs,proto3" json:"msgs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardBatch) Reset() {
+	*x = ForwardBatch{}
+	mi := &file_cluster_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardBatch) ProtoMessage() {}
+
+func (x *ForwardBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardBatch.ProtoReflect.Descriptor instead.
+func (*ForwardBatch) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ForwardBatch) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ForwardBatch) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *ForwardBatch) GetMsgs() []*Forwarded {
+	if x != nil {
+		return x.Msgs
+	}
+	return nil
+}
+
+type ForwardAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`                                        // every message up to this seq is delivered
+	NoneOnline    []uint64               `protobuf:"varint,2,rep,packed,name=none_online,json=noneOnline,proto3" json:"none_online,omitempty"` // shared messages no member of the group took
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardAck) Reset() {
+	*x = ForwardAck{}
+	mi := &file_cluster_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardAck) ProtoMessage() {}
+
+func (x *ForwardAck) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardAck.ProtoReflect.Descriptor instead.
+func (*ForwardAck) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ForwardAck) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ForwardAck) GetNoneOnline() []uint64 {
+	if x != nil {
+		return x.NoneOnline
+	}
+	return nil
+}
+
 var File_cluster_proto protoreflect.FileDescriptor
 
 const file_cluster_proto_rawDesc = "" +
@@ -300,10 +645,40 @@ const file_cluster_proto_rawDesc = "" +
 	"ApplyReply\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x16\n" +
 	"\x06result\x18\x02 \x01(\fR\x06result\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error2\xa2\x01\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\x81\x01\n" +
+	"\vRouteUpdate\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x1a\n" +
+	"\bsnapshot\x18\x03 \x01(\bR\bsnapshot\x12\x10\n" +
+	"\x03add\x18\x04 \x03(\tR\x03add\x12\x16\n" +
+	"\x06remove\x18\x05 \x03(\tR\x06remove\"$\n" +
+	"\bRouteAck\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\"\xdf\x01\n" +
+	"\tForwarded\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\fR\x05topic\x12\x18\n" +
+	"\apayload\x18\x03 \x01(\fR\apayload\x12\x14\n" +
+	"\x05props\x18\x04 \x01(\fR\x05props\x12\x10\n" +
+	"\x03qos\x18\x05 \x01(\rR\x03qos\x12\x16\n" +
+	"\x06retain\x18\x06 \x01(\bR\x06retain\x12\x1b\n" +
+	"\texpiry_ms\x18\a \x01(\x04R\bexpiryMs\x12\x14\n" +
+	"\x05share\x18\b \x01(\tR\x05share\x12\x1d\n" +
+	"\n" +
+	"offline_ok\x18\t \x01(\bR\tofflineOk\"k\n" +
+	"\fForwardBatch\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x121\n" +
+	"\x04msgs\x18\x03 \x03(\v2\x1d.bifrost.cluster.v1.ForwardedR\x04msgs\"?\n" +
+	"\n" +
+	"ForwardAck\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1f\n" +
+	"\vnone_online\x18\x02 \x03(\x04R\n" +
+	"noneOnline2\xc0\x02\n" +
 	"\aCluster\x12L\n" +
 	"\x06Status\x12!.bifrost.cluster.v1.StatusRequest\x1a\x1f.bifrost.cluster.v1.StatusReply\x12I\n" +
-	"\x05Apply\x12 .bifrost.cluster.v1.ApplyRequest\x1a\x1e.bifrost.cluster.v1.ApplyReplyB<Z:github.com/bifrost-mqtt/bifrost/internal/cluster/clusterpbb\x06proto3"
+	"\x05Apply\x12 .bifrost.cluster.v1.ApplyRequest\x1a\x1e.bifrost.cluster.v1.ApplyReply\x12K\n" +
+	"\x06Routes\x12\x1f.bifrost.cluster.v1.RouteUpdate\x1a\x1c.bifrost.cluster.v1.RouteAck(\x010\x01\x12O\n" +
+	"\aForward\x12 .bifrost.cluster.v1.ForwardBatch\x1a\x1e.bifrost.cluster.v1.ForwardAck(\x010\x01B<Z:github.com/bifrost-mqtt/bifrost/internal/cluster/clusterpbb\x06proto3"
 
 var (
 	file_cluster_proto_rawDescOnce sync.Once
@@ -317,23 +692,33 @@ func file_cluster_proto_rawDescGZIP() []byte {
 	return file_cluster_proto_rawDescData
 }
 
-var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_cluster_proto_goTypes = []any{
 	(*StatusRequest)(nil), // 0: bifrost.cluster.v1.StatusRequest
 	(*StatusReply)(nil),   // 1: bifrost.cluster.v1.StatusReply
 	(*ApplyRequest)(nil),  // 2: bifrost.cluster.v1.ApplyRequest
 	(*ApplyReply)(nil),    // 3: bifrost.cluster.v1.ApplyReply
+	(*RouteUpdate)(nil),   // 4: bifrost.cluster.v1.RouteUpdate
+	(*RouteAck)(nil),      // 5: bifrost.cluster.v1.RouteAck
+	(*Forwarded)(nil),     // 6: bifrost.cluster.v1.Forwarded
+	(*ForwardBatch)(nil),  // 7: bifrost.cluster.v1.ForwardBatch
+	(*ForwardAck)(nil),    // 8: bifrost.cluster.v1.ForwardAck
 }
 var file_cluster_proto_depIdxs = []int32{
-	0, // 0: bifrost.cluster.v1.Cluster.Status:input_type -> bifrost.cluster.v1.StatusRequest
-	2, // 1: bifrost.cluster.v1.Cluster.Apply:input_type -> bifrost.cluster.v1.ApplyRequest
-	1, // 2: bifrost.cluster.v1.Cluster.Status:output_type -> bifrost.cluster.v1.StatusReply
-	3, // 3: bifrost.cluster.v1.Cluster.Apply:output_type -> bifrost.cluster.v1.ApplyReply
-	2, // [2:4] is the sub-list for method output_type
-	0, // [0:2] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	6, // 0: bifrost.cluster.v1.ForwardBatch.msgs:type_name -> bifrost.cluster.v1.Forwarded
+	0, // 1: bifrost.cluster.v1.Cluster.Status:input_type -> bifrost.cluster.v1.StatusRequest
+	2, // 2: bifrost.cluster.v1.Cluster.Apply:input_type -> bifrost.cluster.v1.ApplyRequest
+	4, // 3: bifrost.cluster.v1.Cluster.Routes:input_type -> bifrost.cluster.v1.RouteUpdate
+	7, // 4: bifrost.cluster.v1.Cluster.Forward:input_type -> bifrost.cluster.v1.ForwardBatch
+	1, // 5: bifrost.cluster.v1.Cluster.Status:output_type -> bifrost.cluster.v1.StatusReply
+	3, // 6: bifrost.cluster.v1.Cluster.Apply:output_type -> bifrost.cluster.v1.ApplyReply
+	5, // 7: bifrost.cluster.v1.Cluster.Routes:output_type -> bifrost.cluster.v1.RouteAck
+	8, // 8: bifrost.cluster.v1.Cluster.Forward:output_type -> bifrost.cluster.v1.ForwardAck
+	5, // [5:9] is the sub-list for method output_type
+	1, // [1:5] is the sub-list for method input_type
+	1, // [1:1] is the sub-list for extension type_name
+	1, // [1:1] is the sub-list for extension extendee
+	0, // [0:1] is the sub-list for field type_name
 }
 
 func init() { file_cluster_proto_init() }
@@ -347,7 +732,7 @@ func file_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cluster_proto_rawDesc), len(file_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,383 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bifrost-mqtt/bifrost/internal/broker"
+	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
+	"github.com/eclipse/paho.golang/packets"
+	"github.com/eclipse/paho.golang/paho"
+)
+
+// Publish anywhere, receive anywhere, in one process: every node a Cluster and a Broker
+// with a TCP listener on loopback, real MQTT 5 clients (paho.golang). test/cluster runs
+// the scenarios that need a process to die.
+
+type brokerNode struct {
+	*testNode
+	b    *broker.Broker
+	addr string
+}
+
+// startBrokers starts n nodes, each a Cluster with its Broker, and waits until each sees
+// the others alive.
+func startBrokers(t *testing.T, n int) []*brokerNode {
+	t.Helper()
+	var out []*brokerNode
+	var seed string
+	for i := range n {
+		var seeds []string
+		if seed != "" {
+			seeds = []string{seed}
+		}
+		tn := startNode(t, nodeConfig(t, fmt.Sprintf("n%d", i+1), n, seeds...))
+		if seed == "" {
+			seed = tn.gossip()
+		}
+		cfg := conf.Default()
+		cfg.Listeners = []conf.Listener{{Type: "tcp", Address: "127.0.0.1:0"}}
+		cfg.SysInterval = new(conf.Duration)
+		cfg.EnsureDefaults()
+		b, err := broker.New(broker.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler), Cluster: tn.Cluster})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tn.SetLocal(b)
+		if err := b.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = b.Close() })
+		out = append(out, &brokerNode{testNode: tn, b: b, addr: b.Listeners()[0].Addr().String()})
+	}
+	waitMesh(t, out...)
+	return out
+}
+
+// waitMesh waits until every node sees the others alive and streams routes to them.
+func waitMesh(t *testing.T, nodes ...*brokerNode) {
+	t.Helper()
+	testenv.WaitFor(t, "every node to see the others", func() bool {
+		for _, n := range nodes {
+			if len(n.livePeers()) != len(nodes)-1 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// A got is a message as a test client received it.
+type got struct {
+	topic, payload string
+	qos            byte
+	retain         bool
+	props          *paho.PublishProperties
+}
+
+// mqttClient is a paho.golang MQTT 5 client collecting what it receives.
+type mqttClient struct {
+	c  *paho.Client
+	ch chan got
+}
+
+func dialMQTT(t testing.TB, addr, id string) *mqttClient {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &mqttClient{ch: make(chan got, 1<<14)}
+	m.c = paho.NewClient(paho.ClientConfig{
+		ClientID: id,
+		Conn:     packets.NewThreadSafeConn(nc),
+		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
+			p := pr.Packet
+			m.ch <- got{topic: p.Topic, payload: string(p.Payload), qos: p.QoS, retain: p.Retain, props: p.Properties}
+			return true, nil
+		}},
+		OnClientError: func(error) {},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
+	defer cancel()
+	if _, err := m.c.Connect(ctx, &paho.Connect{ClientID: id, CleanStart: true, KeepAlive: 30}); err != nil {
+		t.Fatalf("connect %s: %v", id, err)
+	}
+	t.Cleanup(func() {
+		_ = m.c.Disconnect(&paho.Disconnect{})
+	})
+	return m
+}
+
+func (m *mqttClient) sub(t testing.TB, qos byte, filters ...string) {
+	t.Helper()
+	s := &paho.Subscribe{}
+	for _, f := range filters {
+		s.Subscriptions = append(s.Subscriptions, paho.SubscribeOptions{Topic: f, QoS: qos, RetainAsPublished: true})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
+	defer cancel()
+	if _, err := m.c.Subscribe(ctx, s); err != nil {
+		t.Fatalf("subscribe %v: %v", filters, err)
+	}
+}
+
+func (m *mqttClient) pub(t testing.TB, p *paho.Publish) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
+	defer cancel()
+	if _, err := m.c.Publish(ctx, p); err != nil {
+		t.Fatalf("publish %s: %v", p.Topic, err)
+	}
+}
+
+// next returns the next message, failing the test if none comes in time.
+func (m *mqttClient) next(t testing.TB) got {
+	t.Helper()
+	select {
+	case g := <-m.ch:
+		return g
+	case <-time.After(testenv.Timeout):
+		t.Fatal("no message came")
+	}
+	return got{}
+}
+
+// until returns what arrived before the first message on marker.
+func (m *mqttClient) until(t testing.TB, marker string) []got {
+	t.Helper()
+	var out []got
+	for {
+		g := m.next(t)
+		if g.topic == marker {
+			return out
+		}
+		out = append(out, g)
+	}
+}
+
+// TestForwardAcrossNodes: a message published on one node reaches the subscribers of
+// the others once per subscriber at every QoS, exact and wildcard, with the v5
+// properties, the remaining expiry and the retain flag (Retain As Published), and a node
+// with many subscribers gets it once.
+func TestForwardAcrossNodes(t *testing.T) {
+	ns := startBrokers(t, 3)
+	a1 := dialMQTT(t, ns[0].addr, "a1")
+	a2 := dialMQTT(t, ns[0].addr, "a2")
+	c1 := dialMQTT(t, ns[2].addr, "c1")
+	pub := dialMQTT(t, ns[1].addr, "pub")
+	a1.sub(t, 2, "x/+/v")
+	a2.sub(t, 2, "x/#")
+	c1.sub(t, 2, "x/1/v", "end")
+	a1.sub(t, 2, "end")
+	a2.sub(t, 2, "end")
+
+	for qos := byte(0); qos <= 2; qos++ {
+		p := &paho.Publish{Topic: "x/1/v", QoS: qos, Retain: qos == 1, Payload: fmt.Appendf(nil, "q%d", qos),
+			Properties: &paho.PublishProperties{ContentType: "text/plain", ResponseTopic: "r/1", CorrelationData: []byte{1, 2},
+				PayloadFormat: new(byte), MessageExpiry: new(uint32(100)),
+				User: paho.UserProperties{{Key: "k", Value: "v"}}}}
+		*p.Properties.PayloadFormat = 1
+		pub.pub(t, p)
+	}
+	pub.pub(t, &paho.Publish{Topic: "end", QoS: 1})
+	for _, c := range []*mqttClient{a1, a2, c1} {
+		msgs := c.until(t, "end")
+		if len(msgs) != 3 {
+			t.Fatalf("%d messages, want 3: %+v", len(msgs), msgs)
+		}
+		for i, g := range msgs {
+			if g.payload != fmt.Sprintf("q%d", i) || g.qos != byte(i) || g.retain != (i == 1) {
+				t.Errorf("message %d: %+v", i, g)
+			}
+			pr := g.props
+			if pr == nil || pr.ContentType != "text/plain" || pr.ResponseTopic != "r/1" || string(pr.CorrelationData) != "\x01\x02" ||
+				pr.PayloadFormat == nil || *pr.PayloadFormat != 1 || pr.User.Get("k") != "v" ||
+				pr.MessageExpiry == nil || *pr.MessageExpiry == 0 || *pr.MessageExpiry > 100 {
+				t.Errorf("message %d: properties %+v", i, pr)
+			}
+		}
+	}
+	// A node with two matching subscribers got each message once.
+	if got := ns[1].fwd.linkOf("n1").msgs.Load(); got != 4 {
+		t.Errorf("n2 forwarded %d messages to n1, want 4 (3 and the marker)", got)
+	}
+}
+
+// TestSubackMeansRouted: once a client has its SUBACK on one node, a message published
+// on another right away reaches it, round after round.
+func TestSubackMeansRouted(t *testing.T) {
+	ns := startBrokers(t, 3)
+	pub := dialMQTT(t, ns[1].addr, "pub")
+	rounds := 200
+	if testing.Short() {
+		rounds = 50
+	}
+	for i := range rounds {
+		sub := dialMQTT(t, ns[i%2*2].addr, fmt.Sprintf("s%d", i))
+		topic := fmt.Sprintf("r/%d", i)
+		sub.sub(t, 1, topic)
+		pub.pub(t, &paho.Publish{Topic: topic, QoS: 1, Payload: []byte("x")})
+		if g := sub.next(t); g.topic != topic {
+			t.Fatalf("round %d: got %q", i, g.topic)
+		}
+		_ = sub.c.Disconnect(&paho.Disconnect{})
+	}
+}
+
+// TestOrderPerPublisher: QoS 0, 1 and 2 messages of one publisher arrive on another node
+// in the order sent.
+func TestOrderPerPublisher(t *testing.T) {
+	ns := startBrokers(t, 2)
+	sub := dialMQTT(t, ns[0].addr, "sub")
+	sub.sub(t, 2, "o/#", "end")
+	pub := dialMQTT(t, ns[1].addr, "pub")
+	const n = 600
+	var wg sync.WaitGroup
+	for i := range n {
+		p := &paho.Publish{Topic: "o/t", QoS: byte(i % 3), Payload: fmt.Appendf(nil, "%d", i)}
+		if p.QoS == 0 {
+			pub.pub(t, p)
+			continue
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); pub.pub(t, p) }()
+		// paho sends in call order only while calls do not overlap.
+		wg.Wait()
+	}
+	pub.pub(t, &paho.Publish{Topic: "end", QoS: 1})
+	msgs := sub.until(t, "end")
+	if len(msgs) != n {
+		t.Fatalf("%d messages, want %d", len(msgs), n)
+	}
+	for i, g := range msgs {
+		if g.payload != fmt.Sprint(i) {
+			t.Fatalf("message %d is %s", i, g.payload)
+		}
+	}
+}
+
+// TestSharedAcrossNodes: a shared group with members on two nodes gets each message once
+// cluster-wide; with a member on the publisher's node, that member gets them all.
+func TestSharedAcrossNodes(t *testing.T) {
+	ns := startBrokers(t, 3)
+	m1 := dialMQTT(t, ns[0].addr, "m1")
+	m3 := dialMQTT(t, ns[2].addr, "m3")
+	for _, m := range []*mqttClient{m1, m3} {
+		m.sub(t, 1, "$share/g/s/#", "end")
+	}
+	pub := dialMQTT(t, ns[1].addr, "pub")
+	const n = 40
+	for i := range n {
+		pub.pub(t, &paho.Publish{Topic: "s/t", QoS: 1, Payload: fmt.Appendf(nil, "%d", i)})
+	}
+	pub.pub(t, &paho.Publish{Topic: "end", QoS: 1})
+	seen := map[string]int{}
+	per := map[string]int{}
+	for name, m := range map[string]*mqttClient{"m1": m1, "m3": m3} {
+		for _, g := range m.until(t, "end") {
+			seen[g.payload]++
+			per[name]++
+		}
+	}
+	for i := range n {
+		if seen[fmt.Sprint(i)] != 1 {
+			t.Errorf("message %d delivered %d times", i, seen[fmt.Sprint(i)])
+		}
+	}
+	if per["m1"] == 0 || per["m3"] == 0 {
+		t.Errorf("not spread over the nodes: %v", per)
+	}
+
+	// A local member first.
+	m2 := dialMQTT(t, ns[1].addr, "m2")
+	m2.sub(t, 1, "$share/g/s/#", "end")
+	for i := range n {
+		pub.pub(t, &paho.Publish{Topic: "s/t", QoS: 1, Payload: fmt.Appendf(nil, "%d", i)})
+	}
+	pub.pub(t, &paho.Publish{Topic: "end", QoS: 1})
+	if got := m2.until(t, "end"); len(got) != n {
+		t.Errorf("the member on the publisher's node got %d of %d", len(got), n)
+	}
+	for _, m := range []*mqttClient{m1, m3} {
+		if got := m.until(t, "end"); len(got) != 0 {
+			t.Errorf("a remote member got %d with a local member online", len(got))
+		}
+	}
+}
+
+// TestSharedNoneOnline: a node whose members are all offline answers none online, and
+// the message goes to the member online on another node.
+func TestSharedNoneOnline(t *testing.T) {
+	ns := startBrokers(t, 3)
+	// An offline member on n1: a persistent session, disconnected.
+	nc, err := net.Dial("tcp", ns[0].addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := paho.NewClient(paho.ClientConfig{ClientID: "off", Conn: packets.NewThreadSafeConn(nc), OnClientError: func(error) {}})
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
+	defer cancel()
+	if _, err := off.Connect(ctx, &paho.Connect{ClientID: "off", CleanStart: true, KeepAlive: 30,
+		Properties: &paho.ConnectProperties{SessionExpiryInterval: new(uint32(600))}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := off.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "$share/g/s/#", QoS: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	_ = off.Disconnect(&paho.Disconnect{})
+	m3 := dialMQTT(t, ns[2].addr, "m3")
+	m3.sub(t, 1, "$share/g/s/#", "end")
+	pub := dialMQTT(t, ns[1].addr, "pub")
+	const n = 20
+	for i := range n {
+		pub.pub(t, &paho.Publish{Topic: "s/t", QoS: 1, Payload: fmt.Appendf(nil, "%d", i)})
+	}
+	pub.pub(t, &paho.Publish{Topic: "end", QoS: 1})
+	if got := m3.until(t, "end"); len(got) != n {
+		t.Errorf("the online member got %d of %d", len(got), n)
+	}
+}
+
+// TestDeadPeerRoutesDropped: a node that fails (its gossip stops without leaving) has
+// its routes dropped by the others once failure detection declares it dead.
+func TestDeadPeerRoutesDropped(t *testing.T) {
+	ns := startBrokers(t, 3)
+	c := dialMQTT(t, ns[2].addr, "c")
+	c.sub(t, 1, "d/1", "d/2")
+	for _, n := range ns[:2] {
+		if got := n.routes.peerRoutes()["n3"]; got != 2 {
+			t.Fatalf("%s holds %d routes of n3, want 2", n.name, got)
+		}
+	}
+	ns[2].fail()
+	for _, n := range ns[:2] {
+		testenv.WaitFor(t, n.name+" to drop the routes of n3", func() bool {
+			_, ok := n.routes.peerRoutes()["n3"]
+			return !ok
+		})
+	}
+}
+
+// fail stops n as a crash would: gossip, Raft and the rpc port stop without a word (no
+// leave); Close does nothing afterwards.
+func (n *testNode) fail() {
+	n.mu.Lock()
+	n.closed = true
+	n.mu.Unlock()
+	n.cancel()
+	_ = n.ms.ml.Shutdown()
+	n.grpc.Stop()
+	n.peers.close()
+	_ = n.raft.Shutdown().Error()
+	_ = n.trans.Close()
+	_ = n.mux.close()
+	n.wg.Wait()
+	_ = n.stores.close()
+}
