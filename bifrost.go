@@ -16,6 +16,7 @@ import (
 
 	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
+	"github.com/bifrost-mqtt/bifrost/internal/cluster"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/logging"
 	"github.com/bifrost-mqtt/bifrost/internal/memory"
@@ -47,6 +48,7 @@ type Broker struct {
 	closed  bool
 	http    *metrics.Server // nil before Start and when http.address is off
 	mqtt    *broker.Broker
+	cluster *cluster.Cluster              // nil without a cluster block (cluster.go)
 	store   store.Store                   // nil before Start and when store.dir is off
 	memory  *memory.Policy                // nil before Start
 	policy  atomic.Pointer[memory.Policy] // memory, for the connection paths without b.mu
@@ -92,20 +94,32 @@ func New(cfg *Config, opts ...Option) (*Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bifrost: %w", err)
 	}
-	mqtt, err := broker.New(broker.Options{Config: cfg, Logger: b.log, Metrics: b.metrics, Go: b.routines.start,
-		Pressure: b.pressure, Security: sec, Listeners: own})
+	if b.cluster, err = b.newCluster(cfg); err != nil {
+		return nil, fmt.Errorf("bifrost: %w", err)
+	}
+	bo := broker.Options{Config: cfg, Logger: b.log, Metrics: b.metrics, Go: b.routines.start,
+		Pressure: b.pressure, Security: sec, Listeners: own}
+	if b.cluster != nil { // a nil *cluster.Cluster must not become a non-nil interface
+		bo.Cluster = b.cluster
+	}
+	mqtt, err := broker.New(bo)
 	if err != nil {
 		return nil, fmt.Errorf("bifrost: %w", err)
+	}
+	if b.cluster != nil {
+		b.cluster.SetLocal(mqtt) // messages forwarded by the other nodes go to its subscribers
 	}
 	b.mqtt = mqtt
 	return b, nil
 }
 
-// Start opens the store and restores what it holds (unless store.dir is off), then opens
-// the MQTT listeners and the HTTP endpoint. It returns once they accept connections
-// (Addrs and HTTPAddr are then set) or with the error that prevented it (a store that is
-// corrupt, foreign or locked by another process among them); after an error, Close the
-// Broker. ctx bounds the start only: the broker runs until Close.
+// Start opens the store and restores what it holds (unless store.dir is off), starts the
+// cluster part (with a cluster block: membership, the rpc port and Raft; the cluster
+// forms in the background), then opens the MQTT listeners and the HTTP endpoint. It
+// returns once they accept connections (Addrs and HTTPAddr are then set) or with the
+// error that prevented it (a store that is corrupt, foreign or locked by another process
+// among them); after an error, Close the Broker. ctx bounds the start only: the broker
+// runs until Close.
 func (b *Broker) Start(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -148,9 +162,13 @@ func (b *Broker) Start(ctx context.Context) error {
 			return fmt.Errorf("bifrost: %w", err)
 		}
 	}
+	if err := b.startCluster(ctx); err != nil {
+		return fmt.Errorf("bifrost: %w", err)
+	}
 	if err := b.mqtt.Start(); err != nil {
 		return fmt.Errorf("bifrost: %w", err)
 	}
+	b.advertiseMQTT()
 	srv, err := metrics.Listen(b.cfg.HTTP, b.metrics, b.log)
 	if err != nil {
 		return fmt.Errorf("bifrost: %w", err)
@@ -160,7 +178,12 @@ func (b *Broker) Start(ctx context.Context) error {
 		return nil
 	}
 	b.http = srv
-	b.log.Info("http listening", "addr", srv.Addr().String(), "paths", "/metrics /healthz /load /debug/pprof/")
+	paths := "/metrics /healthz /load /debug/pprof/"
+	if b.cluster != nil {
+		srv.Handle("GET /cluster", b.cluster)
+		paths += " /cluster"
+	}
+	b.log.Info("http listening", "addr", srv.Addr().String(), "paths", paths)
 	b.routines.start("http", func(ctx context.Context) {
 		if err := srv.Serve(ctx); err != nil {
 			b.log.Error("http endpoint stopped", "err", err)
@@ -170,7 +193,8 @@ func (b *Broker) Start(ctx context.Context) error {
 }
 
 // Close stops the broker gracefully: the listeners stop accepting, every client is
-// disconnected (MQTT 5 clients are told the server is shutting down), /healthz turns to
+// disconnected (MQTT 5 clients are told the server is shutting down), a cluster node
+// leaves its cluster (up to about 5s while the leader takes it out), /healthz turns to
 // 503, HTTP requests in flight get up to 5s to finish (long ones such as a CPU profile are
 // cut short), and Close returns once every goroutine the broker started has ended.
 // Close may be called more than once, and before Start; later calls return nil.
@@ -187,6 +211,12 @@ func (b *Broker) Close() error {
 	b.mu.Unlock()
 
 	mqttErr := b.mqtt.Close()
+	if b.cluster != nil {
+		// After the broker, whose last wills may still cross to other nodes.
+		if cerr := b.cluster.Close(); cerr != nil && mqttErr == nil {
+			mqttErr = cerr
+		}
+	}
 	if st != nil {
 		// After the broker: its last commits (sessions gone offline) are made durable.
 		if serr := st.Close(); serr != nil && mqttErr == nil {

@@ -1,13 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,44 +11,19 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
-// binary is the bifrost-bench command built once by TestMain; "" when the go tool is missing.
-var binary string
+// binary is the bifrost-bench command, built once.
+var binary = &testenv.Binary{Pkg: "."}
 
 func TestMain(m *testing.M) {
-	os.Exit(buildAndRun(m))
-}
-
-func buildAndRun(m *testing.M) int {
-	if gotool, err := exec.LookPath("go"); err == nil {
-		dir, err := os.MkdirTemp("", "bifrost-bench-test")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		binary = filepath.Join(dir, "bifrost-bench")
-		if out, err := exec.Command(gotool, "build", "-o", binary, ".").CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-			return 1
-		}
-	}
-	return m.Run()
+	code := m.Run()
+	binary.Cleanup()
+	os.Exit(code)
 }
 
 // runBinary runs the built binary to completion and returns its exit code and output.
 func runBinary(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	testenv.Need(t, binary != "", "the go tool, to build the binary")
-	var out, errOut bytes.Buffer
-	cmd := exec.Command(binary, args...)
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	if ee, ok := err.(*exec.ExitError); ok {
-		return ee.ExitCode(), out.String(), errOut.String()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return 0, out.String(), errOut.String()
+	return testenv.Run(t, binary.Path(t), args...)
 }
 
 // startBroker starts an in-process bifrost without a store on a free loopback port and

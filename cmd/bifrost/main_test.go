@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,47 +18,21 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
-// binary is the bifrost command built once by TestMain; "" when the go tool is missing.
-var binary string
+// binary is the bifrost command, built once.
+var binary = &testenv.Binary{Pkg: ".", Flags: []string{"-ldflags", "-X main.version=" + testVersion}}
 
 const testVersion = "v0.0.0-test"
 
 func TestMain(m *testing.M) {
-	os.Exit(buildAndRun(m))
-}
-
-func buildAndRun(m *testing.M) int {
-	if gotool, err := exec.LookPath("go"); err == nil {
-		dir, err := os.MkdirTemp("", "bifrost-cmd-test")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		binary = filepath.Join(dir, "bifrost")
-		build := exec.Command(gotool, "build", "-o", binary, "-ldflags", "-X main.version="+testVersion, ".")
-		if out, err := build.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-			return 1
-		}
-	}
-	return m.Run()
+	code := m.Run()
+	binary.Cleanup()
+	os.Exit(code)
 }
 
 // runBinary runs the built binary to completion and returns its exit code and output.
 func runBinary(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	testenv.Need(t, binary != "", "the go command (it builds the binary under test)")
-	var out, errOut bytes.Buffer
-	cmd := exec.Command(binary, args...)
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	if ee, ok := err.(*exec.ExitError); ok {
-		return ee.ExitCode(), out.String(), errOut.String()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return 0, out.String(), errOut.String()
+	return testenv.Run(t, binary.Path(t), args...)
 }
 
 func writeFile(t *testing.T, name, content string) string {
@@ -145,11 +118,10 @@ type server struct {
 
 func startServer(t *testing.T, args ...string) *server {
 	t.Helper()
-	testenv.Need(t, binary != "", "the go command (it builds the binary under test)")
 	if runtime.GOOS == "windows" {
 		t.Skip("the test stops the server with SIGTERM")
 	}
-	s := &server{cmd: exec.Command(binary, args...), logs: make(chan map[string]any, 100), exited: make(chan struct{})}
+	s := &server{cmd: exec.Command(binary.Path(t), args...), logs: make(chan map[string]any, 100), exited: make(chan struct{})}
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -11,15 +11,13 @@ import (
 
 	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
-	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 // runPasswd runs the built binary's passwd command with stdin.
 func runPasswd(t *testing.T, stdin string, args ...string) (code int, stderr string) {
 	t.Helper()
-	testenv.Need(t, binary != "", "the go command (it builds the binary under test)")
 	var errOut bytes.Buffer
-	cmd := exec.Command(binary, append([]string{"passwd"}, args...)...)
+	cmd := exec.Command(binary.Path(t), append([]string{"passwd"}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	cmd.Stderr = &errOut
 	err := cmd.Run()

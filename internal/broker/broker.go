@@ -64,7 +64,7 @@ type Options struct {
 	Go func(name string, f func(ctx context.Context)) bool
 	// Pressure reports the memory pressure (memory.Policy.Pressure); nil: never any.
 	Pressure func() memory.Level
-	// Cluster is the cluster this broker is a node of; nil: a single node (cluster.go).
+	// Cluster is the cluster this node is part of (cluster.go); nil: a single node.
 	Cluster Cluster
 }
 

@@ -1,9 +1,13 @@
 package broker
 
-// Cluster is what the broker needs from the cluster it is a node of (internal/cluster
-// implements it; the server connects the two). Options.Cluster nil is a single node: every
-// hot path tests it once and pays nothing more. Package broker never imports package
-// cluster; each part of the cluster adds its methods in its own file (cluster_routes.go).
+// Cluster is what the broker asks of the cluster this node is part of. Package cluster
+// implements it and the server (package bifrost) connects the two, so that this package
+// imports nothing of the cluster's: a single node (Options.Cluster nil) costs one nil
+// test on each path that asks, and links no cluster code into the broker's.
+//
+// Each part of the cluster declares what it needs from the broker's side in an
+// interface of its own file (cluster_routes.go, cluster_owner.go, ...) and embeds it
+// here. Methods are called from the pollers and must not block unless they say so.
 type Cluster interface {
 	ClusterRoutes
 }

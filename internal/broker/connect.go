@@ -109,7 +109,7 @@ func (b *Broker) connected(bt *batch, cl *client, c *packet.Connect, cid string,
 		return
 	}
 	if old != nil {
-		b.takeOver(bt, old)
+		b.takeOver(bt, old, c.CleanStart)
 	}
 	info := session.ConnectInfo{Version: v, Username: res.Username, Expiry: expiry, Will: will, Realm: cl.realm}
 	if v == packet.V5 {

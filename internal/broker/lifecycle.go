@@ -63,9 +63,10 @@ func (b *Broker) attached(s *session.Session) {
 
 // takeOver disconnects the connection that holds s, for a new CONNECT with the same
 // client id: a v5 client is told why (0x8E) [MQTT-3.1.4-3]. The old connection's will is
-// published as for any connection lost, unless a v5 will delay defers it; a new connection
-// to the session then cancels it [MQTT-3.1.3-9].
-func (b *Broker) takeOver(bt *batch, s *session.Session) {
+// published as for any connection lost, unless a v5 will delay defers it and the new
+// connection resumes the session (clean start 0), which cancels it [MQTT-3.1.3-9]; with
+// clean start 1 the session ends, and the will goes with it (spec 3.1.3.2.2).
+func (b *Broker) takeOver(bt *batch, s *session.Session, cleanStart bool) {
 	oldConn := s.Conn()
 	if oldConn == nil {
 		return
@@ -79,7 +80,7 @@ func (b *Broker) takeOver(bt *batch, s *session.Session) {
 	s.Disconnect(packet.SessionTakenOver)
 	s.Detach(oldConn)
 	b.clients.Add(-1)
-	if will != nil && will.Delay == 0 {
+	if will != nil && (will.Delay == 0 || cleanStart) {
 		b.publishWill(bt, will)
 	}
 }

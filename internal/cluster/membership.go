@@ -63,6 +63,11 @@ type membership struct {
 	ml   *memberlist.Memberlist
 	log  *slog.Logger
 	self string
+	// selfIP and selfPort are this node's gossip address, read once after Create:
+	// memberlist.LocalNode's fields change under memberlist's lock, which it does not
+	// export (UpdateNode rewrites them).
+	selfIP   net.IP
+	selfPort int
 
 	local func() Meta   // this node's metadata now
 	ours  func() string // our cluster id now; "" until known
@@ -73,8 +78,11 @@ type membership struct {
 	// onGone runs when a member fails or leaves (the rpc clients close theirs).
 	onGone func(name string)
 
+	// live and gone are this node's copy of memberlist's view, kept by the event
+	// delegate: the *Node values memberlist.Members returns are rewritten under a lock
+	// of memberlist's own, so reading them later races with gossip.
 	mu           sync.Mutex
-	live         map[string]Member    // alive or suspect members, this node included (below)
+	live         map[string]Member    // alive (or suspect) members, this node included
 	gone         map[string]Member    // failed or left members, until they come back
 	refused      map[string]time.Time // foreign nodes, when their refusal was last logged
 	refusedCount uint64
@@ -136,11 +144,15 @@ func (m *membership) start(k *conf.Cluster) error {
 		return fmt.Errorf("cluster: gossip on %s: %w", k.Bind, err)
 	}
 	m.ml = ml
+	self := ml.LocalNode() // no update can run yet: the control goroutine starts later
+	m.selfIP, m.selfPort = slices.Clone(self.Addr), int(self.Port)
 	return nil
 }
 
 // addr is this node's gossip address as peers see it.
-func (m *membership) addr() string { return m.ml.LocalNode().Address() }
+func (m *membership) addr() string {
+	return net.JoinHostPort(m.selfIP.String(), strconv.Itoa(m.selfPort))
+}
 
 // join joins the seeds until one answers, and again whenever this node finds itself
 // alone. A seed that is down does not hold up the node's start: this runs on its own
@@ -179,18 +191,17 @@ func (m *membership) join(ctx context.Context, seeds []string, tried *atomic.Boo
 
 // otherSeeds returns seeds without this node's own gossip address.
 func (m *membership) otherSeeds(ctx context.Context, seeds []string) []string {
-	self := m.ml.LocalNode()
 	var out []string
 	for _, s := range seeds {
 		host, port, err := net.SplitHostPort(s)
 		if err != nil {
 			continue
 		}
-		if port == strconv.Itoa(int(self.Port)) {
+		if port == strconv.Itoa(m.selfPort) {
 			lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			ips, _ := net.DefaultResolver.LookupIPAddr(lctx, host)
 			cancel()
-			if slices.ContainsFunc(ips, func(ip net.IPAddr) bool { return ip.IP.Equal(self.Addr) || ip.IP.IsUnspecified() }) {
+			if slices.ContainsFunc(ips, func(ip net.IPAddr) bool { return ip.IP.Equal(m.selfIP) || ip.IP.IsUnspecified() }) {
 				continue
 			}
 		}
@@ -201,10 +212,6 @@ func (m *membership) otherSeeds(ctx context.Context, seeds []string) []string {
 
 // members returns every member this node knows: the live ones (alive or suspect) and
 // those that failed or left, which the leader's reconciliation tells apart.
-//
-// The live members are the copies the event delegate took (NotifyJoin, NotifyUpdate):
-// memberlist's Members returns pointers to nodes it rewrites under its own lock when
-// their metadata or address changes, which nothing outside it may read safely.
 func (m *membership) members() []Member {
 	m.mu.Lock()
 	out := make([]Member, 0, len(m.live)+len(m.gone))
@@ -221,17 +228,6 @@ func (m *membership) members() []Member {
 	return out
 }
 
-// liveMembers returns the live members (alive or suspect), this node included.
-func (m *membership) liveMembers() []Member {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make([]Member, 0, len(m.live))
-	for _, l := range m.live {
-		out = append(out, l)
-	}
-	return out
-}
-
 func cmpString(a, b string) int {
 	switch {
 	case a < b:
@@ -242,7 +238,8 @@ func cmpString(a, b string) int {
 	return 0
 }
 
-// member is a live member.
+// member is a live member, copied from n: the caller holds memberlist's lock (an event
+// delegate's call), under which memberlist changes n's fields.
 func member(n *memberlist.Node) Member {
 	mb := Member{Name: n.Name, Addr: n.Address(), State: "alive"}
 	mb.Meta, mb.MetaErr = decodeMeta(n.Meta)
@@ -253,8 +250,8 @@ func member(n *memberlist.Node) Member {
 func (m *membership) lookup(name string) (Member, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	l, ok := m.live[name]
-	return l, ok
+	mb, ok := m.live[name]
+	return mb, ok
 }
 
 // update broadcasts this node's metadata after a change, waiting up to timeout for it to
@@ -362,11 +359,13 @@ func (m *membership) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 func (m *membership) LocalState(join bool) []byte                { return nil }
 func (m *membership) MergeRemoteState(buf []byte, join bool)     {}
 
-// NotifyJoin is the event delegate's: a member joined (or came back).
+// NotifyJoin is the event delegate's: a member joined (or came back). Like every event
+// delegate method it runs under memberlist's lock.
 func (m *membership) NotifyJoin(n *memberlist.Node) {
+	mb := member(n)
 	m.mu.Lock()
+	m.live[n.Name] = mb
 	delete(m.gone, n.Name)
-	m.live[n.Name] = member(n) // memberlist's lock is held: n is safe to read
 	m.mu.Unlock()
 	m.log.Debug("cluster: member joined", "node", n.Name, "addr", n.Address())
 	m.signal()
@@ -383,8 +382,8 @@ func (m *membership) NotifyLeave(n *memberlist.Node) {
 		g.State = "left"
 	}
 	m.mu.Lock()
-	m.gone[n.Name] = g
 	delete(m.live, n.Name)
+	m.gone[n.Name] = g
 	m.mu.Unlock()
 	m.log.Info("cluster: member gone", "node", n.Name, "state", g.State)
 	if m.onGone != nil {
@@ -395,10 +394,9 @@ func (m *membership) NotifyLeave(n *memberlist.Node) {
 
 // NotifyUpdate is the event delegate's: a member's metadata changed.
 func (m *membership) NotifyUpdate(n *memberlist.Node) {
+	mb := member(n)
 	m.mu.Lock()
-	if _, ok := m.live[n.Name]; ok {
-		m.live[n.Name] = member(n)
-	}
+	m.live[n.Name] = mb
 	m.mu.Unlock()
 	m.signal()
 }

@@ -39,8 +39,8 @@ func (c *Cluster) liveMembers() []Member {
 		return nil
 	}
 	var out []Member
-	for _, m := range c.ms.liveMembers() {
-		if m.Name != c.cfg.NodeName && m.MetaErr == nil && m.Meta.RPC != "" {
+	for _, m := range c.ms.members() {
+		if m.State == "alive" && m.Name != c.cfg.NodeName && m.MetaErr == nil && m.Meta.RPC != "" {
 			out = append(out, m)
 		}
 	}

@@ -32,6 +32,7 @@ type Server struct {
 	log      *slog.Logger
 	ln       net.Listener
 	srv      *http.Server
+	mux      *http.ServeMux
 	notReady atomic.Bool // set by SetReady(false): /healthz answers 503
 }
 
@@ -61,6 +62,7 @@ func Listen(cfg conf.HTTP, reg *Registry, log *slog.Logger) (*Server, error) {
 
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
+	s.mux = mux
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg.reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		Registry: s.reg.reg, // counts promhttp's own errors
@@ -92,6 +94,10 @@ func (s *Server) loadReport(w http.ResponseWriter, _ *http.Request) {
 		s.log.Debug("http /load: write failed", "err", err)
 	}
 }
+
+// Handle serves pattern (as http.ServeMux takes it) with h besides the endpoint's own
+// paths: another part of the broker's, such as the cluster's /cluster.
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
 // Addr returns the address the endpoint listens on, with the port chosen when it was 0.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }

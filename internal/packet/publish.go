@@ -102,8 +102,9 @@ func (p *Publish) AppendTo(dst []byte, v Version) []byte {
 }
 
 // AppendHead appends everything but the payload, with a remaining length that counts the
-// payload, so that a writer can send one shared payload to many subscribers behind
-// per-subscriber heads (a vectored write) without copying it.
+// payload: a head that a writer could send before a payload it shares with other
+// packets. The broker does not yet (each subscriber's pending buffer gets the whole
+// packet: AppendTo).
 func (p *Publish) AppendHead(dst []byte, v Version) []byte {
 	first := byte(PUBLISH)<<4 | p.QoS<<1
 	if p.Dup {

@@ -23,7 +23,7 @@ func TestStoreInUse(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, binary, "-c", config(t, dir, conf.SyncAlways)).CombinedOutput()
+	out, err := exec.CommandContext(ctx, binary.Path(t), "-c", config(t, dir, conf.SyncAlways)).CombinedOutput()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
 		t.Fatalf("second broker on the same store: %v, want exit status 1; output:\n%s", err, out)

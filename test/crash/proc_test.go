@@ -12,29 +12,17 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
-// binary is the bifrost command, built once by TestMain.
-var binary string
+// binary is the bifrost command, built once.
+var binary = &testenv.Binary{Pkg: "github.com/bifrost-mqtt/bifrost/cmd/bifrost"}
 
 func TestMain(m *testing.M) {
-	os.Exit(buildAndRun(m))
-}
-
-func buildAndRun(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "bifrost-crash")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	binary = filepath.Join(dir, "bifrost")
-	out, err := exec.Command("go", "build", "-o", binary, "github.com/bifrost-mqtt/bifrost/cmd/bifrost").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		return 1
-	}
-	return m.Run()
+	code := m.Run()
+	binary.Cleanup()
+	os.Exit(code)
 }
 
 // config is the broker's config file for a store in dir with the sync policy sync: one
@@ -86,7 +74,7 @@ type proc struct {
 // listen.
 func startBroker(t testing.TB, path string, limit time.Duration) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(binary, "-c", path), done: make(chan struct{})}
+	p := &proc{cmd: exec.Command(binary.Path(t), "-c", path), done: make(chan struct{})}
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,39 +25,17 @@ import (
 // number the kernel has already given to a new connection. A broker that starts no child
 // processes never meets this; TestMosquittoChildProcessFDs keeps the embedded case covered.
 
-var (
-	mqBinaryOnce sync.Once
-	mqBinary     string
-	mqBinaryErr  error
-)
+// mqBinary is cmd/bifrost, built once per test binary with its engine's tags.
+var mqBinary = &testenv.Binary{Pkg: "github.com/bifrost-mqtt/bifrost/cmd/bifrost", Flags: []string{"-tags", brokerTags}}
 
-// mqBuild builds cmd/bifrost once per test binary.
-func mqBuild(t testing.TB) string {
-	mqBinaryOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "bifrost-interop-")
-		if err != nil {
-			mqBinaryErr = err
-			return
-		}
-		mqBinary = filepath.Join(dir, "bifrost")
-		out, err := exec.Command("go", "build", "-tags", brokerTags, "-o", mqBinary,
-			"github.com/bifrost-mqtt/bifrost/cmd/bifrost").CombinedOutput()
-		if err != nil {
-			mqBinaryErr = &buildError{err: err, out: string(out)}
-		}
-	})
-	if mqBinaryErr != nil {
-		t.Fatalf("building cmd/bifrost: %v", mqBinaryErr)
-	}
-	return mqBinary
+func TestMain(m *testing.M) {
+	code := m.Run()
+	mqBinary.Cleanup()
+	os.Exit(code)
 }
 
-type buildError struct {
-	err error
-	out string
-}
-
-func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
+// mqBuild returns the built cmd/bifrost.
+func mqBuild(t testing.TB) string { return mqBinary.Path(t) }
 
 var (
 	mqListenRE = regexp.MustCompile(`msg="mqtt listening" listener=(\S+) type=\S+ addr=(\S+)`)

@@ -166,6 +166,30 @@ func testWillDelay(t *testing.T, e *env) {
 		marker.drop()
 		expectWill(t, obs, "will/marker", "marker")
 	})
+	t.Run("taken over with clean start 1", func(t *testing.T) {
+		// The new connection ends the session, and the will goes with it at once
+		// (spec 3.1.3.2.2), whatever its delay.
+		r := e.raw(t)
+		r.session("taken", false, withWill("will/taken", "session ended", ptr[uint32](30), ptr[uint32](60)))
+		start := time.Now()
+		e.raw(t).session("taken", false, nil)
+		expectWill(t, obs, "will/taken", "session ended")
+		if d := time.Since(start); d > 10*time.Second {
+			t.Fatalf("will published after %v: it waited for its delay", d)
+		}
+	})
+	t.Run("taken over with clean start 0", func(t *testing.T) {
+		// The session goes on with the new connection, within the delay: no will.
+		r := e.raw(t)
+		r.session("kept", false, withWill("will/kept", "must not", ptr[uint32](3), ptr[uint32](60)))
+		marker := e.raw(t)
+		marker.session("marker2", false, withWill("will/marker2", "marker", ptr[uint32](4), ptr[uint32](60)))
+		if ack := e.raw(t).session("kept", true, nil); !ack.SessionPresent {
+			t.Fatal("session not present")
+		}
+		marker.drop()
+		expectWill(t, obs, "will/marker2", "marker")
+	})
 	t.Run("session ends before the delay", func(t *testing.T) {
 		r := e.raw(t)
 		r.session("short", false, withWill("will/short", "session over", ptr[uint32](30), ptr[uint32](1)))
