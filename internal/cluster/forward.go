@@ -160,7 +160,10 @@ func (f *forwarder) link(name string) *fwdLink {
 		f.links[name] = l
 		f.mu.Unlock()
 		if !f.c.spawn("cluster forward", l.loop) {
-			close(l.exited) // closing: no goroutine to wait for
+			close(l.exited) // closing: nothing is queued on a link that never runs
+			l.mu.Lock()
+			l.closed = true
+			l.mu.Unlock()
 		}
 		return l
 	}
@@ -224,7 +227,7 @@ func (f *forwarder) Forward(o *broker.Outbound) int {
 		if name == "" || slices.Contains(o.Served, name) {
 			continue
 		}
-		if s, ok := r.remote.Pick(g, func(s pubsub.Sub) bool { return f.linkOf(r.nodeName(s.Subscriber)) != nil }); ok {
+		if s, ok := r.remote.Pick(g, func(pubsub.Sub) bool { return true }); ok {
 			sc.shares = append(sc.shares, shareTarget{node: s.Subscriber, name: name})
 		}
 	}
@@ -249,12 +252,14 @@ func (f *forwarder) Forward(o *broker.Outbound) int {
 	return n
 }
 
-// push queues a copy of m for node id.
+// push queues a copy of m for node id. The link is started if need be: a peer's routes
+// may reach this node before the routes goroutine has seen the peer alive.
 func (f *forwarder) push(id pubsub.SubscriberID, m *session.Message, share string, ack *fwdAck) bool {
-	l := f.linkOf(f.c.routes.nodeName(id))
-	if l == nil {
+	name := f.c.routes.nodeName(id)
+	if name == "" {
 		return false
 	}
+	l := f.link(name)
 	o := newOutMsg(m)
 	o.share = share
 	if ack != nil {

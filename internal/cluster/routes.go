@@ -161,6 +161,17 @@ func (r *routes) ackedLocked(version uint64, live []string) bool {
 	return true
 }
 
+// laggingLocked names the live peers that have not acknowledged version.
+func (r *routes) laggingLocked(version uint64, live []string) []string {
+	var out []string
+	for _, name := range live {
+		if l := r.links[name]; l == nil || l.acked < version {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // settle calls the waiters whose version every live peer has acknowledged, and those
 // past their deadline.
 func (r *routes) settle() {
@@ -176,6 +187,8 @@ func (r *routes) settle() {
 		case now.After(w.deadline):
 			r.timeouts++
 			ready = append(ready, w.done)
+			r.c.log.Warn("cluster: a SUBACK goes without every live peer's acknowledgement of its routes",
+				"version", w.version, "waited", routeAckTimeout, "lagging", r.laggingLocked(w.version, live))
 		default:
 			keep = append(keep, w)
 		}

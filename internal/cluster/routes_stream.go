@@ -216,6 +216,7 @@ func (s rpcServer) Routes(st clusterpb.Cluster_RoutesServer) error {
 	}
 	id := routeStreams.Add(1)
 	r.own(name, id)
+	s.c.fwd.link(name) // its routes are about to be matched
 	for {
 		if !r.apply(name, id, u.Snapshot, u.Add, u.Remove, u.Version) {
 			return status.Errorf(codes.Aborted, "cluster: the routes of %s were dropped (gone) or taken by a newer stream", name)

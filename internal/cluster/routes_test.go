@@ -11,6 +11,7 @@ import (
 
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/pubsub"
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
@@ -224,8 +225,18 @@ func TestSubackMeansRouted(t *testing.T) {
 		topic := fmt.Sprintf("r/%d", i)
 		sub.sub(t, 1, topic)
 		pub.pub(t, &paho.Publish{Topic: topic, QoS: 1, Payload: []byte("x")})
-		if g := sub.next(t); g.topic != topic {
-			t.Fatalf("round %d: got %q", i, g.topic)
+		select {
+		case g := <-sub.ch:
+			if g.topic != topic {
+				t.Fatalf("round %d: got %q", i, g.topic)
+			}
+		case <-time.After(testenv.Timeout):
+			for _, n := range ns {
+				var m pubsub.Matches
+				n.routes.remote.Match([]byte(topic), &m)
+				t.Logf("%s: routes %v, matches for %s: %v", n.name, n.routes.peerRoutes(), topic, m.Subs)
+			}
+			t.Fatalf("round %d: published on n2, subscribed on %s: nothing came", i, ns[i%2*2].name)
 		}
 		_ = sub.c.Disconnect(&paho.Disconnect{})
 	}
