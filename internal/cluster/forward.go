@@ -124,6 +124,8 @@ type forwarder struct {
 	seen map[string]*seenSeq // by origin node
 	// dropped counts messages no one took: a shared message no member anywhere took.
 	dropped atomic.Uint64
+	// resent counts messages received again after a reconnect, and not delivered again.
+	resent atomic.Uint64
 }
 
 // seenSeq is the last sequence delivered from one incarnation of a peer.
@@ -366,6 +368,7 @@ func (s rpcServer) Forward(st clusterpb.Cluster_ForwardServer) error {
 		now := time.Now().UnixNano()
 		for _, x := range b.Msgs {
 			if x.Seq <= sn.last {
+				f.resent.Add(1)
 				continue // delivered before a reconnect
 			}
 			var exp int64

@@ -26,6 +26,8 @@ var (
 		"Filters this node's sessions subscribe to, as streamed to the peers.", nil, nil)
 	descRouteTimeouts = prometheus.NewDesc("bifrost_cluster_route_ack_timeouts_total",
 		"SUBACKs sent without every live peer's acknowledgement, after waiting the route timeout.", nil, nil)
+	descResent = prometheus.NewDesc("bifrost_cluster_forward_duplicates_total",
+		"Forwarded messages a peer sent again after a reconnect, recognised and not delivered twice.", nil, nil)
 	descSharedDropped = prometheus.NewDesc("bifrost_cluster_shared_dropped_total",
 		"Shared-subscription messages no member took on any node.", nil, nil)
 )
@@ -35,7 +37,7 @@ type routesCollector struct{ c *Cluster }
 
 func (routesCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descFwdMsgs, descFwdBytes, descFwdDrops, descFwdQueue, descFwdRTT,
-		descRoutes, descLocalRoutes, descRouteTimeouts, descSharedDropped} {
+		descRoutes, descLocalRoutes, descRouteTimeouts, descResent, descSharedDropped} {
 		ch <- d
 	}
 }
@@ -63,5 +65,6 @@ func (k routesCollector) Collect(ch chan<- prometheus.Metric) {
 	timeouts := r.timeouts
 	r.mu.Unlock()
 	ch <- prometheus.MustNewConstMetric(descRouteTimeouts, prometheus.CounterValue, float64(timeouts))
+	ch <- prometheus.MustNewConstMetric(descResent, prometheus.CounterValue, float64(f.resent.Load()))
 	ch <- prometheus.MustNewConstMetric(descSharedDropped, prometheus.CounterValue, float64(f.dropped.Load()))
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/pubsub"
+	"github.com/bifrost-mqtt/bifrost/internal/session"
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
@@ -391,4 +392,94 @@ func (n *testNode) fail() {
 	_ = n.mux.close()
 	n.wg.Wait()
 	_ = n.stores.close()
+}
+
+// heldLocal stands between a node's cluster and its broker: the first forwarded message
+// waits at the door until the test opens it.
+type heldLocal struct {
+	inner   Local
+	entered chan struct{} // closed when the first message arrives
+	open    chan struct{} // closed by the test
+	once    sync.Once
+}
+
+func holdLocal(n *brokerNode) *heldLocal {
+	h := &heldLocal{inner: n.b, entered: make(chan struct{}), open: make(chan struct{})}
+	n.SetLocal(h)
+	return h
+}
+
+func (h *heldLocal) DeliverForwarded(m *session.Message, share string, offlineOK bool) bool {
+	h.once.Do(func() {
+		close(h.entered)
+		<-h.open
+	})
+	return h.inner.DeliverForwarded(m, share, offlineOK)
+}
+
+// TestPubackWaitsForPeers: the publisher's PUBACK (QoS 1) and PUBREC (QoS 2) go out only
+// once the node that got the message acknowledged it.
+func TestPubackWaitsForPeers(t *testing.T) {
+	for _, qos := range []byte{1, 2} {
+		t.Run(fmt.Sprintf("QoS=%d", qos), func(t *testing.T) {
+			ns := startBrokers(t, 2)
+			sub := dialMQTT(t, ns[0].addr, "sub")
+			sub.sub(t, 2, "h/t")
+			h := holdLocal(ns[0])
+			pub := dialMQTT(t, ns[1].addr, "pub")
+			acked := make(chan struct{})
+			go func() {
+				defer close(acked)
+				ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
+				defer cancel()
+				_, _ = pub.c.Publish(ctx, &paho.Publish{Topic: "h/t", QoS: qos, Payload: []byte("x")})
+			}()
+			<-h.entered
+			select {
+			case <-acked:
+				t.Fatal("acknowledged while the receiving node had not delivered the message")
+			case <-time.After(300 * time.Millisecond): // a window: proving something does not happen
+			}
+			close(h.open)
+			<-acked
+			if g := sub.next(t); g.payload != "x" {
+				t.Fatalf("got %+v", g)
+			}
+		})
+	}
+}
+
+// TestExactlyOnceAcrossReconnect: a forward stream that breaks with a QoS 2 message
+// unacknowledged resends it on the next stream; the receiving node delivers it once.
+func TestExactlyOnceAcrossReconnect(t *testing.T) {
+	ns := startBrokers(t, 2)
+	sub := dialMQTT(t, ns[0].addr, "sub")
+	sub.sub(t, 2, "e/#", "end")
+	h := holdLocal(ns[0])
+	pub := dialMQTT(t, ns[1].addr, "pub")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 5 {
+			ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
+			_, _ = pub.c.Publish(ctx, &paho.Publish{Topic: "e/t", QoS: 2, Payload: fmt.Appendf(nil, "%d", i)})
+			cancel()
+		}
+	}()
+	<-h.entered
+	ns[1].peers.drop("n1") // the stream breaks with message 0 in flight
+	close(h.open)
+	<-done
+	pub.pub(t, &paho.Publish{Topic: "end", QoS: 2})
+	msgs := sub.until(t, "end")
+	var payloads []string
+	for _, g := range msgs {
+		payloads = append(payloads, g.payload)
+	}
+	if fmt.Sprint(payloads) != "[0 1 2 3 4]" {
+		t.Fatalf("received %v, want each of 0 to 4 once, in order", payloads)
+	}
+	if ns[0].fwd.resent.Load() == 0 {
+		t.Fatal("nothing was resent: the stream did not break with the message in flight")
+	}
 }
