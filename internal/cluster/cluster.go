@@ -418,8 +418,8 @@ func (c *Cluster) publishMeta() {
 		m.Load > p.Load-loadStep && m.Load < p.Load+loadStep {
 		return
 	}
-	if err := c.ms.update(updateTimeout); err != nil {
-		c.log.Debug("cluster: metadata broadcast", "err", err)
+	if err := c.ms.update(updateWait); err != nil {
+		c.log.Debug("cluster: metadata broadcast still going out", "err", err)
 	}
 	c.published = m
 }

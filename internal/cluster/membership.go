@@ -42,8 +42,18 @@ const (
 	aloneRecheck = 5 * time.Second
 	// refusalLogEvery bounds the refusal log per foreign node: it retries its join.
 	refusalLogEvery = 30 * time.Second
-	// updateTimeout bounds the broadcast of a metadata change.
-	updateTimeout = 5 * time.Second
+	// pushPullInterval is how often a node exchanges its whole member list (with the
+	// metadata) with a random peer; memberlist's default is 30s. Metadata changes go out
+	// as gossip first, but in test/cluster a node's new metadata (its cluster id) at
+	// times never reached its peers by gossip (cause not found); the exchange bounds how
+	// long a peer can miss it. Its cost is the member list, every 2s per node, and
+	// memberlist stretches the interval beyond 32 members.
+	pushPullInterval = 2 * time.Second
+	// updateWait bounds the control goroutine's wait for a metadata broadcast to go out.
+	// memberlist queues the broadcast and sends it whatever the wait; waiting until it
+	// has been retransmitted to everyone took up to 5s here, during which the node did
+	// not see that it had formed.
+	updateWait = 100 * time.Millisecond
 )
 
 // A Member is one node as this node knows it.
@@ -99,6 +109,7 @@ func newMembership(self string, log *slog.Logger, local func() Meta, ours func()
 func (m *membership) memberlistConfig(k *conf.Cluster) (*memberlist.Config, error) {
 	c := memberlist.DefaultLANConfig()
 	c.Name = k.NodeName
+	c.PushPullInterval = pushPullInterval
 	host, port, err := splitHostPort(k.Bind)
 	if err != nil {
 		return nil, fmt.Errorf("cluster.bind: %w", err)
