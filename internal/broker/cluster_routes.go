@@ -27,7 +27,7 @@ import (
 // (round robin; a node whose members are all offline answers none online and the next is
 // tried), and when no peer has the group, its offline local member queues it now.
 //
-// Forwarded messages come back in through DeliverForwarded: delivered to the local
+// Forwarded messages come in through an Inbound, a batch at a time: delivered to the local
 // subscribers with the publisher's properties, never stored as retained here and never
 // forwarded again.
 
@@ -144,33 +144,53 @@ func (b *Broker) deliverSharedOnline(bt *batch, g pubsub.Group, m *session.Messa
 	return b.deliverMember(bt, g, sub, m, nowNs)
 }
 
-// DeliverForwarded delivers a message another node forwarded to this node's subscribers,
-// and reports whether any took it. m may be borrowed (valid during the call). With share
-// ("$share/{group}/{filter}"), only one member of that group gets it: an online one, or
-// with offlineOK one whose persistent session queues it. The cluster calls it from its
-// receiving goroutine; nothing here forwards it again or keeps it as retained.
-func (b *Broker) DeliverForwarded(m *session.Message, share string, offlineOK bool) bool {
+// An Inbound delivers the messages of one batch another node forwarded, in one broker
+// batch: the sessions they reach are written once, at End. One goroutine uses it.
+type Inbound struct {
+	b  *Broker
+	bt *batch
+}
+
+// BeginForwarded starts delivering a batch of forwarded messages; End it.
+func (b *Broker) BeginForwarded() *Inbound {
 	bt := b.getBatch()
 	bt.cluster.forwarded = true
-	took := false
+	return &Inbound{b: b, bt: bt}
+}
+
+// Deliver delivers a message another node forwarded to this node's subscribers, and
+// reports whether any took it. m may be borrowed (valid during the call). With share
+// ("$share/{group}/{filter}"), only one member of that group gets it: an online one, or
+// with offlineOK one whose persistent session queues it. Nothing here forwards it again or
+// keeps it as retained.
+func (in *Inbound) Deliver(m *session.Message, share string, offlineOK bool) bool {
+	b, bt := in.b, in.bt
 	if share == "" {
 		n, _ := b.deliver(bt, m)
-		took = n > 0
-	} else if g, ok := b.index.GroupOf([]byte(share)); ok {
-		nowNs := now()
-		pooled := false
-		if m.QoS > 0 && m.Borrowed() {
-			m, pooled = m.OwnPooled(), true
-		}
-		took, _ = b.deliverSharedOnline(bt, g, m, nowNs)
-		if !took && offlineOK {
-			took, _ = b.deliverShared(bt, g, m, nowNs, 0)
-		}
-		if pooled {
-			m.Release()
-		}
+		return n > 0
 	}
-	bt.cluster.forwarded = false
-	b.endBatch(bt)
+	g, ok := b.index.GroupOf([]byte(share))
+	if !ok {
+		return false
+	}
+	nowNs := now()
+	pooled := false
+	if m.QoS > 0 && m.Borrowed() {
+		m, pooled = m.OwnPooled(), true
+	}
+	took, _ := b.deliverSharedOnline(bt, g, m, nowNs)
+	if !took && offlineOK {
+		took, _ = b.deliverShared(bt, g, m, nowNs, 0)
+	}
+	if pooled {
+		m.Release()
+	}
 	return took
+}
+
+// End writes what the batch's messages gave the sessions.
+func (in *Inbound) End() {
+	in.bt.cluster.forwarded = false
+	in.b.endBatch(in.bt)
+	in.bt = nil
 }

@@ -314,7 +314,10 @@ func (f *forwarder) reshare(o *outMsg) bool {
 		if l := f.local.Load(); l != nil {
 			var m session.Message
 			m.BorrowForwarded(o.topic(), o.payload(), o.props(), o.qos, o.retain, o.expiry)
-			if (*l).DeliverForwarded(&m, o.share, true) {
+			in := (*l).BeginForwarded()
+			took := in.Deliver(&m, o.share, true)
+			in.End()
+			if took {
 				return false
 			}
 		}
@@ -365,6 +368,10 @@ func (s rpcServer) Forward(st clusterpb.Cluster_ForwardServer) error {
 			sn.epoch, sn.last = epoch, 0
 		}
 		lp := f.local.Load()
+		var in *broker.Inbound
+		if lp != nil {
+			in = (*lp).BeginForwarded()
+		}
 		now := time.Now().UnixNano()
 		for _, x := range b.Msgs {
 			if x.Seq <= sn.last {
@@ -376,14 +383,17 @@ func (s rpcServer) Forward(st clusterpb.Cluster_ForwardServer) error {
 				exp = now + int64(x.ExpiryMs)*int64(time.Millisecond)
 			}
 			took := false
-			if lp != nil {
+			if in != nil {
 				m.BorrowForwarded(x.Topic, x.Payload, x.Props, uint8(x.Qos), x.Retain, exp)
-				took = (*lp).DeliverForwarded(&m, x.Share, x.OfflineOk)
+				took = in.Deliver(&m, x.Share, x.OfflineOk)
 			}
 			if x.Share != "" && !took {
 				none = append(none, x.Seq)
 			}
 			sn.last = x.Seq
+		}
+		if in != nil {
+			in.End()
 		}
 		last := sn.last
 		sn.mu.Unlock()

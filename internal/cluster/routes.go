@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bifrost-mqtt/bifrost/internal/broker"
 	"github.com/bifrost-mqtt/bifrost/internal/pubsub"
-	"github.com/bifrost-mqtt/bifrost/internal/session"
 )
 
 // Routes: which node wants which messages.
@@ -44,9 +44,9 @@ const (
 
 // Local is what the cluster needs of its node's broker (broker.Broker implements it).
 type Local interface {
-	// DeliverForwarded delivers a forwarded message to local subscribers, or with share
-	// to one member of that group, and reports whether any took it.
-	DeliverForwarded(m *session.Message, share string, offlineOK bool) bool
+	// BeginForwarded starts delivering a batch of forwarded messages to the local
+	// subscribers (Inbound.Deliver), written to them at Inbound.End.
+	BeginForwarded() *broker.Inbound
 }
 
 // localRoute is one filter of this node's table.

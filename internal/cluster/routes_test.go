@@ -12,7 +12,6 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/pubsub"
-	"github.com/bifrost-mqtt/bifrost/internal/session"
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
@@ -394,11 +393,11 @@ func (n *testNode) fail() {
 	_ = n.stores.close()
 }
 
-// heldLocal stands between a node's cluster and its broker: the first forwarded message
-// waits at the door until the test opens it.
+// heldLocal stands between a node's cluster and its broker: the first batch of
+// forwarded messages waits at the door until the test opens it.
 type heldLocal struct {
 	inner   Local
-	entered chan struct{} // closed when the first message arrives
+	entered chan struct{} // closed when the first batch arrives
 	open    chan struct{} // closed by the test
 	once    sync.Once
 }
@@ -409,12 +408,12 @@ func holdLocal(n *brokerNode) *heldLocal {
 	return h
 }
 
-func (h *heldLocal) DeliverForwarded(m *session.Message, share string, offlineOK bool) bool {
+func (h *heldLocal) BeginForwarded() *broker.Inbound {
 	h.once.Do(func() {
 		close(h.entered)
 		<-h.open
 	})
-	return h.inner.DeliverForwarded(m, share, offlineOK)
+	return h.inner.BeginForwarded()
 }
 
 // TestPubackWaitsForPeers: the publisher's PUBACK (QoS 1) and PUBREC (QoS 2) go out only
