@@ -46,6 +46,10 @@ type ClusterRoutes interface {
 	// Forward queues o.Msg for every peer whose routes match its topic, and returns how
 	// many nodes it goes to. The message may be borrowed: Forward copies what it keeps.
 	Forward(o *Outbound) (nodes int)
+	// ForwardShared gives m to one node that has members of shared group share, for a
+	// message a member here left unacknowledged (spec 4.8.2), and reports whether one
+	// will take it.
+	ForwardShared(m *session.Message, share string) bool
 }
 
 // An Outbound is a message handed to the cluster after local delivery.
@@ -129,9 +133,13 @@ func (b *Broker) forward(bt *batch, m *session.Message, nowNs int64) (n int, dur
 	return n, durable
 }
 
-// deliverSharedOnline gives m to an online member of g, and reports whether one took it.
-func (b *Broker) deliverSharedOnline(bt *batch, g pubsub.Group, m *session.Message, nowNs int64) (took, stored bool) {
+// deliverSharedOnline gives m to an online member of g other than skip, and reports
+// whether one took it.
+func (b *Broker) deliverSharedOnline(bt *batch, g pubsub.Group, m *session.Message, nowNs int64, skip uint32) (took, stored bool) {
 	online := func(s pubsub.Sub) bool {
+		if uint32(s.Subscriber) == skip {
+			return false
+		}
 		b.idMu.RLock()
 		t := b.lookup(s.Subscriber)
 		b.idMu.RUnlock()
@@ -178,7 +186,7 @@ func (in *Inbound) Deliver(m *session.Message, share string, offlineOK bool) boo
 	if m.QoS > 0 && m.Borrowed() {
 		m, pooled = m.OwnPooled(), true
 	}
-	took, _ := b.deliverSharedOnline(bt, g, m, nowNs)
+	took, _ := b.deliverSharedOnline(bt, g, m, nowNs, 0)
 	if !took && offlineOK {
 		took, _ = b.deliverShared(bt, g, m, nowNs, 0)
 	}

@@ -232,7 +232,7 @@ func (b *Broker) deliver(bt *batch, m *session.Message) (n int, durable bool) {
 		var took, stored bool
 		if b.cluster == nil {
 			took, stored = b.deliverShared(bt, g, m, nowNs, 0)
-		} else if took, stored = b.deliverSharedOnline(bt, g, m, nowNs); took {
+		} else if took, stored = b.deliverSharedOnline(bt, g, m, nowNs, 0); took {
 			bt.cluster.out.Served = append(bt.cluster.out.Served, b.index.GroupName(g))
 		} else {
 			bt.cluster.unserved = append(bt.cluster.unserved, g)
@@ -364,8 +364,21 @@ func (b *Broker) deliverMember(bt *batch, g pubsub.Group, sub pubsub.Sub, m *ses
 
 // redeliverShared sends a message that reached session from via a shared subscription,
 // unacknowledged when it disconnected, to another member of the group (spec 4.8.2).
+// On a node of a cluster, an online member here comes first, then a node with members
+// (cluster_routes.go).
 func (b *Broker) redeliverShared(bt *batch, from *session.Session, d session.Delivery) {
-	if g, ok := b.index.GroupOf([]byte(d.Share)); ok {
+	g, ok := b.index.GroupOf([]byte(d.Share))
+	if b.cluster != nil {
+		if ok {
+			if took, _ := b.deliverSharedOnline(bt, g, d.Msg, now(), from.ID()); took {
+				return
+			}
+		}
+		if b.cluster.ForwardShared(d.Msg, d.Share) {
+			return
+		}
+	}
+	if ok {
 		b.deliverShared(bt, g, d.Msg, now(), from.ID())
 	}
 }

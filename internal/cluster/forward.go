@@ -254,6 +254,17 @@ func (f *forwarder) Forward(o *broker.Outbound) int {
 	return n
 }
 
+// forwardShared queues m for one node with members of group share.
+func (f *forwarder) forwardShared(m *session.Message, share string) bool {
+	r := f.c.routes
+	g, ok := r.remote.GroupOf([]byte(share))
+	if !ok {
+		return false
+	}
+	s, ok := r.remote.Pick(g, func(pubsub.Sub) bool { return true })
+	return ok && f.push(s.Subscriber, m, share, nil)
+}
+
 // push queues a copy of m for node id. The link is started if need be: a peer's routes
 // may reach this node before the routes goroutine has seen the peer alive.
 func (f *forwarder) push(id pubsub.SubscriberID, m *session.Message, share string, ack *fwdAck) bool {

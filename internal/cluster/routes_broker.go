@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
+	"github.com/bifrost-mqtt/bifrost/internal/session"
 )
 
 // The Cluster's side of broker.ClusterRoutes (cluster_routes.go in package broker).
@@ -32,6 +33,11 @@ func (c *Cluster) RemoteGroup(share string) bool {
 
 // Forward is broker.ClusterRoutes'.
 func (c *Cluster) Forward(o *broker.Outbound) int { return c.fwd.Forward(o) }
+
+// ForwardShared is broker.ClusterRoutes'.
+func (c *Cluster) ForwardShared(m *session.Message, share string) bool {
+	return c.fwd.forwardShared(m, share)
+}
 
 // liveMembers returns the other members gossip says are alive, with readable metadata.
 func (c *Cluster) liveMembers() []Member {

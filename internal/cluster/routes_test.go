@@ -482,3 +482,46 @@ func TestExactlyOnceAcrossReconnect(t *testing.T) {
 		t.Fatal("nothing was resent: the stream did not break with the message in flight")
 	}
 }
+
+// TestSharedRedeliveredAcrossNodes: the messages a group member left unacknowledged when
+// it disconnected go to a member on another node when none is left on its own.
+func TestSharedRedeliveredAcrossNodes(t *testing.T) {
+	ns := startBrokers(t, 3)
+	nc, err := net.Dial("tcp", ns[0].addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got1 := make(chan struct{}, 16)
+	lazy := paho.NewClient(paho.ClientConfig{ClientID: "lazy", Conn: packets.NewThreadSafeConn(nc),
+		EnableManualAcknowledgment: true, OnClientError: func(error) {},
+		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(paho.PublishReceived) (bool, error) {
+			got1 <- struct{}{} // never acknowledged
+			return true, nil
+		}}})
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
+	defer cancel()
+	if _, err := lazy.Connect(ctx, &paho.Connect{ClientID: "lazy", CleanStart: true, KeepAlive: 30}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lazy.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "$share/g/s/#", QoS: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	pub := dialMQTT(t, ns[1].addr, "pub")
+	const n = 5
+	for i := range n {
+		pub.pub(t, &paho.Publish{Topic: "s/t", QoS: 1, Payload: fmt.Appendf(nil, "%d", i)})
+	}
+	for range n {
+		<-got1
+	}
+	m3 := dialMQTT(t, ns[2].addr, "m3")
+	m3.sub(t, 1, "$share/g/s/#")
+	_ = lazy.Disconnect(&paho.Disconnect{})
+	seen := map[string]bool{}
+	for range n {
+		seen[m3.next(t).payload] = true
+	}
+	if len(seen) != n {
+		t.Fatalf("the member on n3 got %v, want each of 0 to %d", seen, n-1)
+	}
+}
