@@ -384,24 +384,32 @@ func (s rpcServer) Forward(st clusterpb.Cluster_ForwardServer) error {
 			in = (*lp).BeginForwarded()
 		}
 		now := time.Now().UnixNano()
-		for _, x := range b.Msgs {
-			if x.Seq <= sn.last {
+		var x frame
+		for rest := b.Frames; len(rest) > 0; {
+			if rest, err = readFrame(rest, &x); err != nil {
+				sn.mu.Unlock()
+				if in != nil {
+					in.End()
+				}
+				return status.Error(codes.InvalidArgument, err.Error())
+			}
+			if x.seq <= sn.last {
 				f.resent.Add(1)
 				continue // delivered before a reconnect
 			}
 			var exp int64
-			if x.ExpiryMs > 0 {
-				exp = now + int64(x.ExpiryMs)*int64(time.Millisecond)
+			if x.expiryMS > 0 {
+				exp = now + int64(x.expiryMS)*int64(time.Millisecond)
 			}
 			took := false
 			if in != nil {
-				m.BorrowForwarded(x.Topic, x.Payload, x.Props, uint8(x.Qos), x.Retain, exp)
-				took = in.Deliver(&m, x.Share, x.OfflineOk)
+				m.BorrowForwarded(x.topic, x.payload, x.props, x.qos, x.retain, exp)
+				took = in.Deliver(&m, string(x.share), x.offlineOK)
 			}
-			if x.Share != "" && !took {
-				none = append(none, x.Seq)
+			if len(x.share) > 0 && !took {
+				none = append(none, x.seq)
 			}
-			sn.last = x.Seq
+			sn.last = x.seq
 		}
 		if in != nil {
 			in.End()

@@ -145,7 +145,7 @@ func (l *fwdLink) stream(ctx context.Context) error {
 		return errClosed
 	}
 	b := &clusterpb.ForwardBatch{Node: c.cfg.NodeName, Epoch: c.routes.epoch}
-	var pbs []clusterpb.Forwarded
+	var frames []byte // the batch's frames, reused
 	var sent []*outMsg
 	for {
 		l.mu.Lock()
@@ -181,7 +181,7 @@ func (l *fwdLink) stream(ctx context.Context) error {
 			continue
 		}
 		now := time.Now()
-		pbs = pbs[:0]
+		frames = frames[:0]
 		for _, o := range sent {
 			var ms uint64
 			if o.expiry != 0 {
@@ -191,13 +191,9 @@ func (l *fwdLink) stream(ctx context.Context) error {
 				}
 				ms = uint64(max(left, int64(time.Millisecond)) / int64(time.Millisecond))
 			}
-			pbs = append(pbs, clusterpb.Forwarded{Seq: o.seq, Topic: o.topic(), Payload: o.payload(), Props: o.props(),
-				Qos: uint32(o.qos), Retain: o.retain, ExpiryMs: ms, Share: o.share, OfflineOk: o.offlineOK})
+			frames = appendFrame(frames, o, ms)
 		}
-		b.Msgs = b.Msgs[:0]
-		for i := range pbs {
-			b.Msgs = append(b.Msgs, &pbs[i])
-		}
+		b.Frames = frames
 		// Once sent, a kept message belongs to readAcks, which may free it at once: what
 		// is done with the batch after Send is decided before.
 		bytes := 0
@@ -211,12 +207,11 @@ func (l *fwdLink) stream(ctx context.Context) error {
 		probe.start(sent[len(sent)-1].seq, now)
 		err := st.Send(b) // encodes the batch before it returns
 		b.Node, b.Epoch = "", 0
-		l.msgs.Add(uint64(len(pbs)))
+		l.msgs.Add(uint64(len(sent)))
 		l.bytes.Add(uint64(bytes))
 		for _, o := range drop {
 			o.free()
 		}
-		clear(pbs)
 		clear(sent)
 		if err != nil {
 			return err

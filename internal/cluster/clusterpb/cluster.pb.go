@@ -397,129 +397,21 @@ func (x *RouteAck) GetVersion() uint64 {
 	return 0
 }
 
-// Forwarded is one PUBLISH crossing to the node that has matching subscribers.
-type Forwarded struct {
-	state    protoimpl.MessageState `protogen:"open.v1"`
-	Seq      uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"` // numbered per sender incarnation: the callee de-duplicates by it
-	Topic    []byte                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
-	Payload  []byte                 `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
-	Props    []byte                 `protobuf:"bytes,4,opt,name=props,proto3" json:"props,omitempty"` // the publisher's pass-through v5 properties, encoded
-	Qos      uint32                 `protobuf:"varint,5,opt,name=qos,proto3" json:"qos,omitempty"`
-	Retain   bool                   `protobuf:"varint,6,opt,name=retain,proto3" json:"retain,omitempty"`
-	ExpiryMs uint64                 `protobuf:"varint,7,opt,name=expiry_ms,json=expiryMs,proto3" json:"expiry_ms,omitempty"` // message expiry left when sent; 0: none
-	// share, when set, is a "$share/{group}/{filter}" group: the callee gives the message to
-	// one online member, or answers none online (ForwardAck.none_online).
-	Share         string `protobuf:"bytes,8,opt,name=share,proto3" json:"share,omitempty"`
-	OfflineOk     bool   `protobuf:"varint,9,opt,name=offline_ok,json=offlineOk,proto3" json:"offline_ok,omitempty"` // share: an offline member's persistent session may take it
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Forwarded) Reset() {
-	*x = Forwarded{}
-	mi := &file_cluster_proto_msgTypes[6]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Forwarded) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Forwarded) ProtoMessage() {}
-
-func (x *Forwarded) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[6]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Forwarded.ProtoReflect.Descriptor instead.
-func (*Forwarded) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{6}
-}
-
-func (x *Forwarded) GetSeq() uint64 {
-	if x != nil {
-		return x.Seq
-	}
-	return 0
-}
-
-func (x *Forwarded) GetTopic() []byte {
-	if x != nil {
-		return x.Topic
-	}
-	return nil
-}
-
-func (x *Forwarded) GetPayload() []byte {
-	if x != nil {
-		return x.Payload
-	}
-	return nil
-}
-
-func (x *Forwarded) GetProps() []byte {
-	if x != nil {
-		return x.Props
-	}
-	return nil
-}
-
-func (x *Forwarded) GetQos() uint32 {
-	if x != nil {
-		return x.Qos
-	}
-	return 0
-}
-
-func (x *Forwarded) GetRetain() bool {
-	if x != nil {
-		return x.Retain
-	}
-	return false
-}
-
-func (x *Forwarded) GetExpiryMs() uint64 {
-	if x != nil {
-		return x.ExpiryMs
-	}
-	return 0
-}
-
-func (x *Forwarded) GetShare() string {
-	if x != nil {
-		return x.Share
-	}
-	return ""
-}
-
-func (x *Forwarded) GetOfflineOk() bool {
-	if x != nil {
-		return x.OfflineOk
-	}
-	return false
-}
-
+// ForwardBatch is a batch of PUBLISHes crossing to the node that has matching
+// subscribers. The messages are frames of their own (internal/cluster/frame.go), which
+// the callee reads in place: one allocation per batch, not several per message.
 type ForwardBatch struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`    // the sender (first batch of a stream)
-	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"` // the sender's incarnation (first batch of a stream)
-	Msgs          []*Forwarded           `protobuf:"bytes,3,rep,name=msgs,proto3" json:"msgs,omitempty"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`     // the sender (first batch of a stream)
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`  // the sender's incarnation (first batch of a stream)
+	Frames        []byte                 `protobuf:"bytes,3,opt,name=frames,proto3" json:"frames,omitempty"` // the messages, one frame each
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ForwardBatch) Reset() {
 	*x = ForwardBatch{}
-	mi := &file_cluster_proto_msgTypes[7]
+	mi := &file_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -531,7 +423,7 @@ func (x *ForwardBatch) String() string {
 func (*ForwardBatch) ProtoMessage() {}
 
 func (x *ForwardBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[7]
+	mi := &file_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -544,7 +436,7 @@ func (x *ForwardBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardBatch.ProtoReflect.Descriptor instead.
 func (*ForwardBatch) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{7}
+	return file_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ForwardBatch) GetNode() string {
@@ -561,9 +453,9 @@ func (x *ForwardBatch) GetEpoch() uint64 {
 	return 0
 }
 
-func (x *ForwardBatch) GetMsgs() []*Forwarded {
+func (x *ForwardBatch) GetFrames() []byte {
 	if x != nil {
-		return x.Msgs
+		return x.Frames
 	}
 	return nil
 }
@@ -578,7 +470,7 @@ type ForwardAck struct {
 
 func (x *ForwardAck) Reset() {
 	*x = ForwardAck{}
-	mi := &file_cluster_proto_msgTypes[8]
+	mi := &file_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -590,7 +482,7 @@ func (x *ForwardAck) String() string {
 func (*ForwardAck) ProtoMessage() {}
 
 func (x *ForwardAck) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[8]
+	mi := &file_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -603,7 +495,7 @@ func (x *ForwardAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardAck.ProtoReflect.Descriptor instead.
 func (*ForwardAck) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{8}
+	return file_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ForwardAck) GetSeq() uint64 {
@@ -653,22 +545,11 @@ const file_cluster_proto_rawDesc = "" +
 	"\x03add\x18\x04 \x03(\tR\x03add\x12\x16\n" +
 	"\x06remove\x18\x05 \x03(\tR\x06remove\"$\n" +
 	"\bRouteAck\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\x04R\aversion\"\xdf\x01\n" +
-	"\tForwarded\x12\x10\n" +
-	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x14\n" +
-	"\x05topic\x18\x02 \x01(\fR\x05topic\x12\x18\n" +
-	"\apayload\x18\x03 \x01(\fR\apayload\x12\x14\n" +
-	"\x05props\x18\x04 \x01(\fR\x05props\x12\x10\n" +
-	"\x03qos\x18\x05 \x01(\rR\x03qos\x12\x16\n" +
-	"\x06retain\x18\x06 \x01(\bR\x06retain\x12\x1b\n" +
-	"\texpiry_ms\x18\a \x01(\x04R\bexpiryMs\x12\x14\n" +
-	"\x05share\x18\b \x01(\tR\x05share\x12\x1d\n" +
-	"\n" +
-	"offline_ok\x18\t \x01(\bR\tofflineOk\"k\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\"P\n" +
 	"\fForwardBatch\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
-	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x121\n" +
-	"\x04msgs\x18\x03 \x03(\v2\x1d.bifrost.cluster.v1.ForwardedR\x04msgs\"?\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x16\n" +
+	"\x06frames\x18\x03 \x01(\fR\x06frames\"?\n" +
 	"\n" +
 	"ForwardAck\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1f\n" +
@@ -692,7 +573,7 @@ func file_cluster_proto_rawDescGZIP() []byte {
 	return file_cluster_proto_rawDescData
 }
 
-var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_cluster_proto_goTypes = []any{
 	(*StatusRequest)(nil), // 0: bifrost.cluster.v1.StatusRequest
 	(*StatusReply)(nil),   // 1: bifrost.cluster.v1.StatusReply
@@ -700,25 +581,23 @@ var file_cluster_proto_goTypes = []any{
 	(*ApplyReply)(nil),    // 3: bifrost.cluster.v1.ApplyReply
 	(*RouteUpdate)(nil),   // 4: bifrost.cluster.v1.RouteUpdate
 	(*RouteAck)(nil),      // 5: bifrost.cluster.v1.RouteAck
-	(*Forwarded)(nil),     // 6: bifrost.cluster.v1.Forwarded
-	(*ForwardBatch)(nil),  // 7: bifrost.cluster.v1.ForwardBatch
-	(*ForwardAck)(nil),    // 8: bifrost.cluster.v1.ForwardAck
+	(*ForwardBatch)(nil),  // 6: bifrost.cluster.v1.ForwardBatch
+	(*ForwardAck)(nil),    // 7: bifrost.cluster.v1.ForwardAck
 }
 var file_cluster_proto_depIdxs = []int32{
-	6, // 0: bifrost.cluster.v1.ForwardBatch.msgs:type_name -> bifrost.cluster.v1.Forwarded
-	0, // 1: bifrost.cluster.v1.Cluster.Status:input_type -> bifrost.cluster.v1.StatusRequest
-	2, // 2: bifrost.cluster.v1.Cluster.Apply:input_type -> bifrost.cluster.v1.ApplyRequest
-	4, // 3: bifrost.cluster.v1.Cluster.Routes:input_type -> bifrost.cluster.v1.RouteUpdate
-	7, // 4: bifrost.cluster.v1.Cluster.Forward:input_type -> bifrost.cluster.v1.ForwardBatch
-	1, // 5: bifrost.cluster.v1.Cluster.Status:output_type -> bifrost.cluster.v1.StatusReply
-	3, // 6: bifrost.cluster.v1.Cluster.Apply:output_type -> bifrost.cluster.v1.ApplyReply
-	5, // 7: bifrost.cluster.v1.Cluster.Routes:output_type -> bifrost.cluster.v1.RouteAck
-	8, // 8: bifrost.cluster.v1.Cluster.Forward:output_type -> bifrost.cluster.v1.ForwardAck
-	5, // [5:9] is the sub-list for method output_type
-	1, // [1:5] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	0, // 0: bifrost.cluster.v1.Cluster.Status:input_type -> bifrost.cluster.v1.StatusRequest
+	2, // 1: bifrost.cluster.v1.Cluster.Apply:input_type -> bifrost.cluster.v1.ApplyRequest
+	4, // 2: bifrost.cluster.v1.Cluster.Routes:input_type -> bifrost.cluster.v1.RouteUpdate
+	6, // 3: bifrost.cluster.v1.Cluster.Forward:input_type -> bifrost.cluster.v1.ForwardBatch
+	1, // 4: bifrost.cluster.v1.Cluster.Status:output_type -> bifrost.cluster.v1.StatusReply
+	3, // 5: bifrost.cluster.v1.Cluster.Apply:output_type -> bifrost.cluster.v1.ApplyReply
+	5, // 6: bifrost.cluster.v1.Cluster.Routes:output_type -> bifrost.cluster.v1.RouteAck
+	7, // 7: bifrost.cluster.v1.Cluster.Forward:output_type -> bifrost.cluster.v1.ForwardAck
+	4, // [4:8] is the sub-list for method output_type
+	0, // [0:4] is the sub-list for method input_type
+	0, // [0:0] is the sub-list for extension type_name
+	0, // [0:0] is the sub-list for extension extendee
+	0, // [0:0] is the sub-list for field type_name
 }
 
 func init() { file_cluster_proto_init() }
@@ -732,7 +611,7 @@ func file_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cluster_proto_rawDesc), len(file_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
