@@ -51,8 +51,8 @@ type Local interface {
 
 // localRoute is one filter of this node's table.
 type localRoute struct {
-	count   int    // local subscriptions
 	version uint64 // the version that added it
+	count   uint32 // local subscriptions
 }
 
 // A routeWaiter is a SUBACK waiting for version to reach every live peer.
@@ -69,7 +69,7 @@ type routes struct {
 	epoch uint64 // this incarnation: peers de-duplicate forwarded messages by it
 
 	mu       sync.Mutex // guards the fields below; never held while calling out
-	table    map[string]*localRoute
+	table    map[string]localRoute
 	version  uint64
 	links    map[string]*routeLink // by peer name
 	waiters  []routeWaiter         // in version order
@@ -80,15 +80,20 @@ type routes struct {
 	ids    map[string]pubsub.SubscriberID // node name → its id in the remote index
 	names  []string                       // id → node name
 	peers  map[string]*peerTable
+	// dropping holds the node ids of peers gone whose routes drop takes out.
+	dropping []pubsub.SubscriberID
 
 	wake chan struct{} // a peer is gone: sync the links now
 }
 
-// peerTable is the routes of one peer as its stream delivered them.
+// peerTable is the state of one peer's routes. The routes themselves are only in the
+// remote index (its subscriptions of the peer's node id): a set per peer beside it would
+// double the memory of a remote route for what only a snapshot and a departure need,
+// which walk the index instead.
 type peerTable struct {
 	id      pubsub.SubscriberID
 	stream  uint64 // the stream that owns the table; a newer one or gone() replaces it
-	filters map[string]struct{}
+	count   int    // routes in the remote index
 	version uint64
 }
 
@@ -96,7 +101,7 @@ func newRoutes(c *Cluster) *routes {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return &routes{c: c, epoch: binary.LittleEndian.Uint64(b[:]) | 1,
-		table: map[string]*localRoute{}, links: map[string]*routeLink{},
+		table: map[string]localRoute{}, links: map[string]*routeLink{},
 		remote: pubsub.NewIndex(), ids: map[string]pubsub.SubscriberID{}, names: []string{""},
 		peers: map[string]*peerTable{}, wake: make(chan struct{}, 1)}
 }
@@ -106,16 +111,16 @@ func newRoutes(c *Cluster) *routes {
 func (r *routes) add(filter string) uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	lr := r.table[filter]
-	if lr == nil {
+	lr, ok := r.table[filter]
+	if !ok {
 		r.version++
-		lr = &localRoute{version: r.version}
-		r.table[filter] = lr
+		lr.version = r.version
 		for _, l := range r.links {
 			l.queueLocked(filter, false, r.version)
 		}
 	}
 	lr.count++
+	r.table[filter] = lr
 	return lr.version
 }
 
@@ -123,11 +128,12 @@ func (r *routes) add(filter string) uint64 {
 func (r *routes) remove(filter string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	lr := r.table[filter]
-	if lr == nil {
+	lr, ok := r.table[filter]
+	if !ok {
 		return
 	}
 	if lr.count--; lr.count > 0 {
+		r.table[filter] = lr
 		return
 	}
 	delete(r.table, filter)
@@ -247,23 +253,23 @@ func (r *routes) apply(name string, stream uint64, snapshot bool, add, remove []
 		for _, f := range add {
 			keep[f] = struct{}{}
 		}
-		for f := range pt.filters {
-			if _, ok := keep[f]; !ok {
-				r.remote.Unsubscribe([]byte(f), pt.id)
-				delete(pt.filters, f)
+		for _, f := range r.filtersOf(pt.id) {
+			if _, ok := keep[f]; !ok && r.remote.Unsubscribe([]byte(f), pt.id) {
+				pt.count--
 			}
 		}
 	}
 	for _, f := range add {
-		if _, ok := pt.filters[f]; !ok {
-			pt.filters[f] = struct{}{}
-			r.remote.Subscribe([]byte(f), sub)
+		if !r.remote.Subscribe([]byte(f), sub) && !snapshot {
+			pt.count++
 		}
 	}
+	if snapshot {
+		pt.count = len(add) // distinct: a table's filters; any left from before that it holds are counted once
+	}
 	for _, f := range remove {
-		if _, ok := pt.filters[f]; ok {
-			delete(pt.filters, f)
-			r.remote.Unsubscribe([]byte(f), pt.id)
+		if r.remote.Unsubscribe([]byte(f), pt.id) {
+			pt.count--
 		}
 	}
 	pt.version = version
@@ -276,23 +282,22 @@ func (r *routes) own(name string, stream uint64) {
 	defer r.rmu.Unlock()
 	pt := r.peers[name]
 	if pt == nil {
-		pt = &peerTable{id: r.nodeIDLocked(name), filters: map[string]struct{}{}}
+		pt = &peerTable{id: r.nodeIDLocked(name)}
 		r.peers[name] = pt
 	}
 	pt.stream = stream
 }
 
-// gone drops the routes of a peer that failed or left, at once, and has the routes
-// goroutine stop the links to it; its next stream starts with a snapshot. It runs in
-// memberlist's event delegate, under memberlist's lock: it must not call memberlist nor
-// wait.
+// gone drops the routes of a peer that failed or left, and has the routes goroutine
+// stop the links to it; its next stream starts with a snapshot. It runs in memberlist's
+// event delegate, under memberlist's lock, so it must neither call memberlist nor take
+// long: the peer's table stops taking updates here, and the routes goroutine takes its
+// routes out of the index at once (drop), before it looks at anything else.
 func (r *routes) gone(name string) {
 	r.rmu.Lock()
 	if pt := r.peers[name]; pt != nil {
-		for f := range pt.filters {
-			r.remote.Unsubscribe([]byte(f), pt.id)
-		}
 		delete(r.peers, name)
+		r.dropping = append(r.dropping, pt.id)
 	}
 	r.rmu.Unlock()
 	select {
@@ -301,13 +306,45 @@ func (r *routes) gone(name string) {
 	}
 }
 
+// drop takes the routes of the peers gone out of the remote index. A peer that came back
+// meanwhile keeps the routes of its new stream: they are applied after this, under rmu.
+func (r *routes) drop() {
+	r.rmu.Lock()
+	defer r.rmu.Unlock()
+	for _, id := range r.dropping {
+		back := false
+		for _, pt := range r.peers {
+			back = back || pt.id == id
+		}
+		if back {
+			continue // its new snapshot replaced the table
+		}
+		for _, f := range r.filtersOf(id) {
+			r.remote.Unsubscribe([]byte(f), id)
+		}
+	}
+	r.dropping = r.dropping[:0]
+}
+
+// filtersOf returns the filters of node id in the remote index. rmu is held.
+func (r *routes) filtersOf(id pubsub.SubscriberID) []string {
+	var out []string
+	r.remote.Walk(func(filter []byte, s pubsub.Sub) bool {
+		if s.Subscriber == id {
+			out = append(out, string(filter))
+		}
+		return true
+	})
+	return out
+}
+
 // peerRoutes returns how many routes each peer has in the remote index.
 func (r *routes) peerRoutes() map[string]int {
 	r.rmu.Lock()
 	defer r.rmu.Unlock()
 	out := make(map[string]int, len(r.peers))
 	for name, pt := range r.peers {
-		out[name] = len(pt.filters)
+		out[name] = pt.count
 	}
 	return out
 }
@@ -324,6 +361,7 @@ func (r *routes) run(done <-chan struct{}) {
 	tick := time.NewTicker(linkCheck)
 	defer tick.Stop()
 	for {
+		r.drop()
 		r.sync()
 		r.settle()
 		select {

@@ -109,6 +109,7 @@ func TestRemoteTable(t *testing.T) {
 		t.Fatalf("c still routed to %v after a snapshot without it", got)
 	}
 	r.gone("p")
+	r.drop() // the routes goroutine's next step
 	if got := match("b"); len(got) != 0 {
 		t.Fatalf("b routed to %v after p is gone", got)
 	}

@@ -370,8 +370,10 @@ func TestDeadPeerRoutesDropped(t *testing.T) {
 	ns[2].fail()
 	for _, n := range ns[:2] {
 		testenv.WaitFor(t, n.name+" to drop the routes of n3", func() bool {
+			var m pubsub.Matches
+			n.routes.remote.Match([]byte("d/1"), &m)
 			_, ok := n.routes.peerRoutes()["n3"]
-			return !ok
+			return !ok && len(m.Subs) == 0
 		})
 	}
 }
