@@ -27,7 +27,8 @@ import (
 // at once (gone); it sends a snapshot when it comes back.
 //
 // SUBACK means routed: AddRoute returns the version that added the filter, and the caller
-// waits until every live peer has acknowledged it. A peer that does not answer holds the
+// waits until every live peer has acknowledged it, and, on a node that has just started,
+// until it has found its cluster (Wait): before, it knows no peer to wait for. A peer that does not answer holds the
 // wait only until failure detection declares it dead; routeAckTimeout bounds the rest
 // (a peer alive in gossip whose rpc port refuses us) and is counted.
 
@@ -149,7 +150,7 @@ func (r *routes) wait(version uint64, done func()) bool {
 	live := r.c.livePeers()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.ackedLocked(version, live) {
+	if r.c.hasFormed() && r.ackedLocked(version, live) {
 		return false
 	}
 	r.waiters = append(r.waiters, routeWaiter{version: version, deadline: time.Now().Add(routeAckTimeout), done: done})
@@ -182,13 +183,14 @@ func (r *routes) laggingLocked(version uint64, live []string) []string {
 // past their deadline.
 func (r *routes) settle() {
 	live := r.c.livePeers()
+	formed := r.c.hasFormed()
 	now := time.Now()
 	var ready []func()
 	r.mu.Lock()
 	keep := r.waiters[:0]
 	for _, w := range r.waiters {
 		switch {
-		case r.ackedLocked(w.version, live):
+		case formed && r.ackedLocked(w.version, live):
 			ready = append(ready, w.done)
 		case now.After(w.deadline):
 			r.timeouts++

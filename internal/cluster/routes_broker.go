@@ -39,6 +39,16 @@ func (c *Cluster) ForwardShared(m *session.Message, share string) bool {
 	return c.fwd.forwardShared(m, share)
 }
 
+// hasFormed reports whether the cluster has been formed with this node in it (Wait).
+func (c *Cluster) hasFormed() bool {
+	select {
+	case <-c.formed:
+		return true
+	default:
+		return false
+	}
+}
+
 // liveMembers returns the other members gossip says are alive, with readable metadata.
 func (c *Cluster) liveMembers() []Member {
 	if c.ms == nil {
