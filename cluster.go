@@ -28,8 +28,13 @@ func (b *Broker) newCluster(cfg *conf.Config) (*cluster.Cluster, error) {
 	if err := cfg.CheckClusterExposure(); err != nil {
 		return nil, fmt.Errorf("refusing to start:\n%w", err)
 	}
-	return cluster.New(cluster.Options{Config: cfg.Cluster, Logger: b.log, Metrics: b.metrics, Go: b.routines.start,
+	c, err := cluster.New(cluster.Options{Config: cfg.Cluster, Logger: b.log, Metrics: b.metrics, Go: b.routines.start,
 		Load: func() float64 { return b.metrics.Load().Load }})
+	if err != nil {
+		return nil, err
+	}
+	b.metrics.SetNodes(c.Nodes) // /load shows the cluster
+	return c, nil
 }
 
 // startCluster starts the cluster part, if any: membership, the rpc port, Raft.

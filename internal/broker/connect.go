@@ -46,6 +46,14 @@ func (b *Broker) onConnect(bt *batch, cl *client, h packet.Header, body []byte) 
 		b.refuse(cl, v, packet.ServerBusy)
 		return
 	}
+	if b.cluster != nil && v == packet.V5 {
+		// A node above cluster.redirect_load sends new clients to the least loaded
+		// node, before spending an authentication on them.
+		if ref := b.cluster.Redirect(); ref != "" {
+			b.redirect(cl, ref)
+			return
+		}
+	}
 
 	cid, assigned := string(c.ClientID), false
 	if cid == "" {

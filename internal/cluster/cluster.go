@@ -101,6 +101,7 @@ type Cluster struct {
 	fwd      *forwarder // forward.go
 
 	mqttAddr     atomic.Pointer[string]
+	redirectTo   atomic.Pointer[string] // where new MQTT 5 clients go; "" here (load.go)
 	fileID       atomic.Pointer[string] // the id kept in the data directory
 	bootstrapped atomic.Bool
 	joinTried    atomic.Bool // the seeds were tried once (or there are none)
@@ -137,6 +138,7 @@ func New(o Options) (*Cluster, error) {
 	c.routes, c.fwd = newRoutes(c), newForwarder(c)
 	empty := ""
 	c.mqttAddr.Store(&empty)
+	c.redirectTo.Store(&empty)
 	c.fileID.Store(&empty)
 	if c.cfg.MQTTAdvertise != "" {
 		c.mqttAddr.Store(&c.cfg.MQTTAdvertise)
@@ -385,7 +387,7 @@ func (c *Cluster) control(ctx context.Context) {
 	defer tick.Stop()
 	leader := c.raft.LeaderCh()
 	for {
-		c.publishMeta()
+		c.refreshRedirect(c.publishMeta().Load)
 		switch {
 		case !c.hasState() && c.ClusterID() == "":
 			c.tryBootstrap(ctx)
@@ -410,18 +412,19 @@ func (c *Cluster) control(ctx context.Context) {
 	}
 }
 
-// publishMeta broadcasts this node's metadata when it changed.
-func (c *Cluster) publishMeta() {
+// publishMeta broadcasts this node's metadata when it changed, and returns it.
+func (c *Cluster) publishMeta() Meta {
 	m := c.localMeta()
 	p := c.published
 	if m.HasState == p.HasState && m.Leaving == p.Leaving && m.MQTT == p.MQTT && m.ClusterID == p.ClusterID &&
 		m.Load > p.Load-loadStep && m.Load < p.Load+loadStep {
-		return
+		return m
 	}
 	if err := c.ms.update(updateWait); err != nil {
 		c.log.Debug("cluster: metadata broadcast still going out", "err", err)
 	}
 	c.published = m
+	return m
 }
 
 // isFormed reports whether the cluster has an id and a leader, and this node is in its

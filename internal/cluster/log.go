@@ -18,12 +18,16 @@ import (
 const levelTrace = slog.LevelDebug - 4
 
 // memberlistLogger returns a *log.Logger for memberlist.Config.Logger: each line's
-// "[LEVEL] memberlist: " prefix becomes the record's level.
-func memberlistLogger(l *slog.Logger) *log.Logger {
-	return log.New(&lineWriter{log: l.With("component", "memberlist")}, "", 0)
+// "[LEVEL] memberlist: " prefix becomes the record's level. note, if not nil, is given
+// every line without its prefixes (membership reads the suspicions in them).
+func memberlistLogger(l *slog.Logger, note func(line string)) *log.Logger {
+	return log.New(&lineWriter{log: l.With("component", "memberlist"), note: note}, "", 0)
 }
 
-type lineWriter struct{ log *slog.Logger }
+type lineWriter struct {
+	log  *slog.Logger
+	note func(line string)
+}
 
 func (w *lineWriter) Write(p []byte) (int, error) {
 	line := bytes.TrimSpace(p)
@@ -39,6 +43,9 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 	}
 	line = bytes.TrimPrefix(line, []byte("memberlist: "))
 	w.log.Log(context.Background(), level, string(line))
+	if w.note != nil {
+		w.note(string(line))
+	}
 	return len(p), nil
 }
 

@@ -25,7 +25,9 @@ var (
 	descApplied = prometheus.NewDesc("bifrost_cluster_raft_applied_index",
 		"Index of the last Raft entry this node applied to its state.", nil, nil)
 	descMembers = prometheus.NewDesc("bifrost_cluster_members",
-		"Members this node knows, by gossip state (alive, dead, left).", []string{"state"}, nil)
+		"Members this node knows, by state (alive, suspect, leaving, dead, left).", []string{"state"}, nil)
+	descMemberLoad = prometheus.NewDesc("bifrost_cluster_member_load",
+		"Each live member's load figure as it last told the others (0 to 1).", []string{"node"}, nil)
 	descRefused = prometheus.NewDesc("bifrost_cluster_refused_total",
 		"Peers refused: at gossip (another cluster, unreadable metadata) or at the rpc port (no secret).", []string{"at"}, nil)
 )
@@ -53,7 +55,7 @@ func registerMetrics(reg *metrics.Registry, c *Cluster) (*clusterMetrics, error)
 type collector struct{ c *Cluster }
 
 func (collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRaftState, descTerm, descLast, descCommit, descApplied, descMembers, descRefused} {
+	for _, d := range []*prometheus.Desc{descRaftState, descTerm, descLast, descCommit, descApplied, descMembers, descMemberLoad, descRefused} {
 		ch <- d
 	}
 }
@@ -72,9 +74,16 @@ func (k collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descLast, prometheus.GaugeValue, float64(r.LastIndex()))
 	ch <- prometheus.MustNewConstMetric(descCommit, prometheus.GaugeValue, float64(r.CommitIndex()))
 	ch <- prometheus.MustNewConstMetric(descApplied, prometheus.GaugeValue, float64(r.AppliedIndex()))
-	counts := map[string]int{"alive": 0, "dead": 0, "left": 0}
+	counts := map[string]int{"alive": 0, "suspect": 0, "leaving": 0, "dead": 0, "left": 0}
 	for _, m := range k.c.Members() {
-		counts[m.State]++
+		state := m.State
+		if state == "alive" && m.Meta.Leaving {
+			state = "leaving"
+		}
+		counts[state]++
+		if state != "dead" && state != "left" {
+			ch <- prometheus.MustNewConstMetric(descMemberLoad, prometheus.GaugeValue, m.Meta.Load, m.Name)
+		}
 	}
 	for s, n := range counts {
 		ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(n), s)

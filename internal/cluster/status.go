@@ -27,8 +27,9 @@ type Status struct {
 // configuration (a server gossip has not heard of has gossip state "unknown").
 type MemberStatus struct {
 	Name string `json:"name"`
-	// State is the gossip state: alive, leaving, dead (failed), left (gracefully), or
-	// unknown (a server of the Raft configuration gossip has not heard of).
+	// State is the gossip state: alive, suspect, leaving, dead (failed), left
+	// (gracefully), or unknown (a server of the Raft configuration gossip has not heard
+	// of).
 	State     string  `json:"state"`
 	Raft      string  `json:"raft"` // voter, nonvoter, or "" when not in the configuration
 	Gossip    string  `json:"gossip,omitempty"`

@@ -20,7 +20,7 @@ import (
 //
 //	/metrics        Prometheus exposition of the Registry
 //	/healthz        200 "ok" while serving, 503 "shutting down" once SetReady(false)
-//	/load           the load figure as JSON (LoadReport)
+//	/load           the load figure as JSON (LoadReport; on a cluster node, every node's)
 //	/debug/pprof/   net/http/pprof, on this server's own mux
 //
 // The routes live on a ServeMux of our own, so this endpoint serves exactly these paths,
@@ -90,7 +90,7 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Server) loadReport(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	if err := json.NewEncoder(w).Encode(s.reg.Load()); err != nil {
+	if err := json.NewEncoder(w).Encode(s.reg.report()); err != nil {
 		s.log.Debug("http /load: write failed", "err", err)
 	}
 }

@@ -133,3 +133,28 @@ func TestListenInUse(t *testing.T) {
 		t.Fatalf("Listen on a taken port: %v", err)
 	}
 }
+
+// TestHTTPLoadNodes: a cluster node's /load lists the nodes SetNodes gives, and a single
+// node's has no nodes field at all; Handle adds a path.
+func TestHTTPLoadNodes(t *testing.T) {
+	reg := New(nil)
+	s := serve(t, reg)
+	if _, body := get(t, s, "/load"); strings.Contains(body, "nodes") {
+		t.Errorf("a single node's /load: %s", body)
+	}
+	nodes := []NodeLoad{{Name: "n1", State: "alive", Leader: true, Self: true, RPC: "10.0.0.1:7947", MQTT: "10.0.0.1:1883", Load: 0.5},
+		{Name: "n2", State: "suspect", RPC: "10.0.0.2:7947", MQTT: "10.0.0.2:1883", Load: 0.25}}
+	reg.SetNodes(func() []NodeLoad { return nodes })
+	s.Handle("GET /extra", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("x")) }))
+	_, body := get(t, s, "/load")
+	var got LoadReport
+	if err := json.Unmarshal([]byte(body), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Nodes) != 2 || got.Nodes[0] != nodes[0] || got.Nodes[1] != nodes[1] {
+		t.Errorf("/load nodes %+v; want %+v", got.Nodes, nodes)
+	}
+	if code, body := get(t, s, "/extra"); code != http.StatusOK || body != "x" {
+		t.Errorf("/extra: %d %q", code, body)
+	}
+}

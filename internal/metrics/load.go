@@ -15,10 +15,26 @@ type LoadInput struct {
 	MemoryLimitBytes uint64 `json:"memory_limit_bytes"` // 0: no limit, memory does not count
 }
 
-// LoadReport is the body of GET /load: the figure and the inputs behind it.
+// LoadReport is the body of GET /load: the figure and the inputs behind it, and on a
+// node of a cluster every node as this one knows it.
 type LoadReport struct {
 	Load float64 `json:"load"`
 	LoadInput
+	Nodes []NodeLoad `json:"nodes,omitempty"`
+}
+
+// NodeLoad is one node of the cluster in GET /load: how to reach it, its load figure as
+// it last told the others (gossip, refreshed every second or so), and how it is.
+type NodeLoad struct {
+	Name string `json:"name"`
+	// State is alive, suspect (it did not answer this node's last probe), leaving
+	// (closing), dead (failed) or left (gone gracefully).
+	State  string  `json:"state"`
+	Leader bool    `json:"leader"`         // the Raft leader as this node knows it
+	Self   bool    `json:"self,omitempty"` // the node that answered
+	RPC    string  `json:"rpc,omitempty"`
+	MQTT   string  `json:"mqtt,omitempty"`
+	Load   float64 `json:"load"`
 }
 
 // Load returns how full the node is, from 0 (idle) to 1 (full): the larger of the

@@ -28,8 +28,9 @@ import (
 // the HTTP endpoint. Its exported series are safe for concurrent use; the fields are set
 // by New and never reassigned.
 type Registry struct {
-	reg  *prometheus.Registry
-	load func() LoadInput
+	reg   *prometheus.Registry
+	load  func() LoadInput
+	nodes func() []NodeLoad // the cluster's nodes for /load; nil on a single node
 
 	// ConnectionsCurrent is the number of open MQTT connections per listener name.
 	ConnectionsCurrent *prometheus.GaugeVec
@@ -159,4 +160,17 @@ func (r *Registry) Register(c prometheus.Collector) error {
 func (r *Registry) Load() LoadReport {
 	in := r.load()
 	return LoadReport{Load: Load(in), LoadInput: in}
+}
+
+// SetNodes makes /load list the nodes of the cluster this one is part of, as nodes
+// returns them. Call it before the HTTP endpoint serves.
+func (r *Registry) SetNodes(nodes func() []NodeLoad) { r.nodes = nodes }
+
+// report is the body of GET /load.
+func (r *Registry) report() LoadReport {
+	rep := r.Load()
+	if r.nodes != nil {
+		rep.Nodes = r.nodes()
+	}
+	return rep
 }

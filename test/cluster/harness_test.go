@@ -65,6 +65,7 @@ type node struct {
 	t      testing.TB
 	name   string
 	dir    string // store.dir; the cluster's state is in dir/cluster
+	file   string // its config file, written at each start
 	gossip string // 127.0.0.1:port, reserved for the node's life
 	rpc    string
 	cfg    nodeConfig
@@ -131,6 +132,7 @@ func (c *testCluster) node(name string) *node {
 // start starts every node not running, all at once, and waits for each to serve.
 func (c *testCluster) start() {
 	c.t.Helper()
+	binary.Path(c.t) // built (or skipped, or failed) here, on the test's goroutine
 	var wg sync.WaitGroup
 	errs := make([]error, len(c.nodes))
 	for i, nd := range c.nodes {
@@ -156,6 +158,7 @@ func (c *testCluster) start() {
 func newNode(t testing.TB, name string, cfg nodeConfig) *node {
 	t.Helper()
 	nd := &node{t: t, name: name, dir: t.TempDir(), gossip: freePort(t, true), rpc: freePort(t, false), cfg: cfg}
+	nd.file = filepath.Join(t.TempDir(), name+".yaml")
 	t.Cleanup(func() {
 		nd.kill()
 		if t.Failed() {
@@ -244,16 +247,16 @@ func (nd *node) start() {
 	}
 }
 
-// spawn runs the node's process and waits until its HTTP endpoint listens.
+// spawn runs the node's process and waits until its HTTP endpoint listens. It may run
+// on a goroutine of its own once the binary is built.
 func (nd *node) spawn() error {
 	if nd.running() {
 		return fmt.Errorf("%s: already running", nd.name)
 	}
-	path := filepath.Join(nd.t.TempDir(), nd.name+".yaml")
-	if err := os.WriteFile(path, []byte(nd.config()), 0o600); err != nil {
+	if err := os.WriteFile(nd.file, []byte(nd.config()), 0o600); err != nil {
 		return err
 	}
-	cmd := exec.Command(binary.Path(nd.t), "-c", path)
+	cmd := exec.Command(binary.Path(nd.t), "-c", nd.file)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return err
@@ -323,7 +326,7 @@ func (nd *node) running() bool {
 	}
 }
 
-func (nd *node) signal(sig syscall.Signal) {
+func (nd *node) signal(sig os.Signal) {
 	nd.mu.Lock()
 	cmd := nd.cmd
 	nd.mu.Unlock()
@@ -366,10 +369,6 @@ func (nd *node) term() {
 		nd.t.Errorf("%s still running %v after SIGTERM", nd.name, startTimeout)
 	}
 }
-
-// stop pauses the process (SIGSTOP); cont resumes it (SIGCONT).
-func (nd *node) stop() { nd.signal(syscall.SIGSTOP) }
-func (nd *node) cont() { nd.signal(syscall.SIGCONT) }
 
 func (nd *node) logs() string {
 	nd.mu.Lock()
