@@ -27,7 +27,8 @@ import (
 // (round robin; a node whose members are all offline answers none online and the next is
 // tried), and when no peer has the group, its offline local member queues it now.
 //
-// Forwarded messages come in through an Inbound, a batch at a time: delivered to the local
+// Forwarded messages come in through an Inbound, a batch at a time, acknowledged once
+// what persistent sessions keep of them is in the store: delivered to the local
 // subscribers with the publisher's properties, never stored as retained here and never
 // forwarded again.
 
@@ -155,8 +156,9 @@ func (b *Broker) deliverSharedOnline(bt *batch, g pubsub.Group, m *session.Messa
 // An Inbound delivers the messages of one batch another node forwarded, in one broker
 // batch: the sessions they reach are written once, at End. One goroutine uses it.
 type Inbound struct {
-	b  *Broker
-	bt *batch
+	b      *Broker
+	bt     *batch
+	stored bool // a persistent session's store keeps a message of the batch
 }
 
 // BeginForwarded starts delivering a batch of forwarded messages; End it.
@@ -174,7 +176,8 @@ func (b *Broker) BeginForwarded() *Inbound {
 func (in *Inbound) Deliver(m *session.Message, share string, offlineOK bool) bool {
 	b, bt := in.b, in.bt
 	if share == "" {
-		n, _ := b.deliver(bt, m)
+		n, stored := b.deliver(bt, m)
+		in.stored = in.stored || stored
 		return n > 0
 	}
 	g, ok := b.index.GroupOf([]byte(share))
@@ -186,19 +189,27 @@ func (in *Inbound) Deliver(m *session.Message, share string, offlineOK bool) boo
 	if m.QoS > 0 && m.Borrowed() {
 		m, pooled = m.OwnPooled(), true
 	}
-	took, _ := b.deliverSharedOnline(bt, g, m, nowNs, 0)
+	took, stored := b.deliverSharedOnline(bt, g, m, nowNs, 0)
 	if !took && offlineOK {
-		took, _ = b.deliverShared(bt, g, m, nowNs, 0)
+		took, stored = b.deliverShared(bt, g, m, nowNs, 0)
 	}
+	in.stored = in.stored || stored
 	if pooled {
 		m.Release()
 	}
 	return took
 }
 
-// End writes what the batch's messages gave the sessions.
+// End writes what the batch's messages gave the sessions and, when a persistent
+// session's store keeps one of them, returns once the store has it: the cluster then
+// acknowledges the batch to its sender, whose publishers' PUBACKs wait for that, as a
+// PUBACK on one node waits for its store (persist.go). It blocks the cluster's receiving
+// goroutine, never a poller.
 func (in *Inbound) End() {
 	in.bt.cluster.forwarded = false
-	in.b.endBatch(in.bt)
-	in.bt = nil
+	in.b.endBatch(in.bt) // commits
+	if in.stored && in.b.j != nil {
+		in.b.j.WaitCommitted()
+	}
+	in.bt, in.stored = nil, false
 }
