@@ -159,6 +159,13 @@ func TestPublishAnywhere(t *testing.T) {
 			t.Errorf("shared: message %d delivered %d times", i, seen[fmt.Sprint(i)])
 		}
 	}
+	// The publisher's node counts what it forwarded to each peer: every message and the
+	// marker crossed to n1 and n3 (their direct subscribers), once per node.
+	for _, peer := range []string{"n1", "n3"} {
+		if v, ok := n2.metric(fmt.Sprintf(`bifrost_cluster_forwarded_messages_total{peer=%q}`, peer)); !ok || v < n+1 {
+			t.Errorf("n2 reports %v messages forwarded to %s (found %v), want at least %d", v, peer, ok, n+1)
+		}
+	}
 }
 
 // TestSubackMeansRoutedProcesses: a client that has its SUBACK on one node gets a
