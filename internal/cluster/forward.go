@@ -311,13 +311,17 @@ func (f *forwarder) settle(l *fwdLink, o *outMsg, delivered bool) {
 func (f *forwarder) reshare(o *outMsg) bool {
 	r := f.c.routes
 	g, ok := r.remote.GroupOf([]byte(o.share))
-	if ok && !o.offlineOK {
-		s, found := r.remote.Pick(g, func(s pubsub.Sub) bool {
-			return !slices.Contains(o.tried, s.Subscriber) && f.linkOf(r.nodeName(s.Subscriber)) != nil
-		})
-		if found && f.requeue(s.Subscriber, o) {
+	for ok && !o.offlineOK {
+		// Pick's accept runs under the remote index's lock: it must not take rmu (apply
+		// holds rmu while it changes the index), so the link is looked for after.
+		s, found := r.remote.Pick(g, func(s pubsub.Sub) bool { return !slices.Contains(o.tried, s.Subscriber) })
+		if !found {
+			break
+		}
+		if f.requeue(s.Subscriber, o) {
 			return true
 		}
+		o.tried = append(o.tried, s.Subscriber)
 	}
 	if !o.offlineOK {
 		// Every node answered none online: an offline member's session queues it, here
