@@ -28,9 +28,10 @@ import (
 //
 // SUBACK means routed: AddRoute returns the version that added the filter, and the caller
 // waits until every live peer has acknowledged it, and, on a node that has just started,
-// until it has found its cluster (Wait): before, it knows no peer to wait for. A peer that does not answer holds the
-// wait only until failure detection declares it dead; routeAckTimeout bounds the rest
-// (a peer alive in gossip whose rpc port refuses us) and is counted.
+// until it has tried its seeds (knowsPeers): before, it knows no peer to wait for. A peer
+// that does not answer holds the wait only until failure detection declares it dead;
+// routeAckTimeout bounds the rest (a peer alive in gossip whose rpc port refuses us) and
+// is counted.
 
 const (
 	// routeAckTimeout bounds a SUBACK's wait for a peer that gossip says is alive.
@@ -150,7 +151,7 @@ func (r *routes) wait(version uint64, done func()) bool {
 	live := r.c.livePeers()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.c.hasFormed() && r.ackedLocked(version, live) {
+	if r.c.knowsPeers() && r.ackedLocked(version, live) {
 		return false
 	}
 	r.waiters = append(r.waiters, routeWaiter{version: version, deadline: time.Now().Add(routeAckTimeout), done: done})
@@ -183,14 +184,14 @@ func (r *routes) laggingLocked(version uint64, live []string) []string {
 // past their deadline.
 func (r *routes) settle() {
 	live := r.c.livePeers()
-	formed := r.c.hasFormed()
+	known := r.c.knowsPeers()
 	now := time.Now()
 	var ready []func()
 	r.mu.Lock()
 	keep := r.waiters[:0]
 	for _, w := range r.waiters {
 		switch {
-		case formed && r.ackedLocked(w.version, live):
+		case known && r.ackedLocked(w.version, live):
 			ready = append(ready, w.done)
 		case now.After(w.deadline):
 			r.timeouts++

@@ -39,8 +39,14 @@ func (c *Cluster) ForwardShared(m *session.Message, share string) bool {
 	return c.fwd.forwardShared(m, share)
 }
 
-// hasFormed reports whether the cluster has been formed with this node in it (Wait).
-func (c *Cluster) hasFormed() bool {
+// knowsPeers reports whether this node has tried its seeds once (memberlist's join merges
+// the seed's member list before it returns) or has been formed: before, a node that has
+// just started knows no peer, and a SUBACK with no peer to wait for would be routed
+// nowhere.
+func (c *Cluster) knowsPeers() bool {
+	if c.joinTried.Load() {
+		return true
+	}
 	select {
 	case <-c.formed:
 		return true
