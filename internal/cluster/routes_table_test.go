@@ -150,3 +150,23 @@ func TestForwardQueueFull(t *testing.T) {
 		t.Fatalf("depth %d", d)
 	}
 }
+
+// TestSubackWaitsForSeeds: a node that has not yet tried its seeds knows no peer, so a
+// SUBACK waits until it has (then for the peers it learned of), not zero peers.
+func TestSubackWaitsForSeeds(t *testing.T) {
+	c := &Cluster{formed: make(chan struct{})}
+	c.routes = newRoutes(c)
+	done := false
+	if !c.routes.wait(c.routes.add("a"), func() { done = true }) {
+		t.Fatal("a SUBACK on a node that has not joined went at once")
+	}
+	c.routes.settle()
+	if done {
+		t.Fatal("released before the seeds were tried")
+	}
+	c.joinTried.Store(true) // no seed answered, or its members are known now
+	c.routes.settle()
+	if !done {
+		t.Fatal("still waiting once the seeds were tried, with no live peer")
+	}
+}
