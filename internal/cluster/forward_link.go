@@ -29,8 +29,8 @@ type fwdLink struct {
 	seq      uint64
 	closed   bool
 
-	msgs, bytes, drops atomic.Uint64
-	rtt                atomic.Int64 // the last round trip of a batch, nanoseconds
+	msgs, bytes, drops, batches atomic.Uint64
+	rtt                         atomic.Int64 // the last round trip of a batch, nanoseconds
 }
 
 func newFwdLink(f *forwarder, name string) *fwdLink {
@@ -208,6 +208,7 @@ func (l *fwdLink) stream(ctx context.Context) error {
 		err := st.Send(b) // encodes the batch before it returns
 		b.Node, b.Epoch = "", 0
 		l.msgs.Add(uint64(len(sent)))
+		l.batches.Add(1)
 		l.bytes.Add(uint64(bytes))
 		for _, o := range drop {
 			o.free()

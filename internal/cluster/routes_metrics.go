@@ -14,6 +14,8 @@ var (
 		"Messages forwarded to a peer.", []string{"peer"}, nil)
 	descFwdBytes = prometheus.NewDesc("bifrost_cluster_forwarded_bytes_total",
 		"Bytes of topic, payload and properties forwarded to a peer.", []string{"peer"}, nil)
+	descFwdBatches = prometheus.NewDesc("bifrost_cluster_forward_batches_total",
+		"Batches sent to a peer: messages over batches is how well forwarding batches.", []string{"peer"}, nil)
 	descFwdDrops = prometheus.NewDesc("bifrost_cluster_forward_dropped_total",
 		"QoS 0 messages for a peer dropped because its queue was full.", []string{"peer"}, nil)
 	descFwdQueue = prometheus.NewDesc("bifrost_cluster_forward_queue",
@@ -36,7 +38,7 @@ var (
 type routesCollector struct{ c *Cluster }
 
 func (routesCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descFwdMsgs, descFwdBytes, descFwdDrops, descFwdQueue, descFwdRTT,
+	for _, d := range []*prometheus.Desc{descFwdMsgs, descFwdBytes, descFwdBatches, descFwdDrops, descFwdQueue, descFwdRTT,
 		descRoutes, descLocalRoutes, descRouteTimeouts, descResent, descSharedDropped} {
 		ch <- d
 	}
@@ -53,6 +55,7 @@ func (k routesCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, l := range links {
 		ch <- prometheus.MustNewConstMetric(descFwdMsgs, prometheus.CounterValue, float64(l.msgs.Load()), l.name)
 		ch <- prometheus.MustNewConstMetric(descFwdBytes, prometheus.CounterValue, float64(l.bytes.Load()), l.name)
+		ch <- prometheus.MustNewConstMetric(descFwdBatches, prometheus.CounterValue, float64(l.batches.Load()), l.name)
 		ch <- prometheus.MustNewConstMetric(descFwdDrops, prometheus.CounterValue, float64(l.drops.Load()), l.name)
 		ch <- prometheus.MustNewConstMetric(descFwdQueue, prometheus.GaugeValue, float64(l.depth()), l.name)
 		ch <- prometheus.MustNewConstMetric(descFwdRTT, prometheus.GaugeValue, time.Duration(l.rtt.Load()).Seconds(), l.name)
