@@ -59,6 +59,7 @@ type batch struct {
 	msg         session.Message // the borrowed message of the PUBLISH being routed
 	props       []byte          // scratch for msg's encoded properties
 	dirty       []*session.Session
+	cluster     clusterScratch // nil Options.Cluster: never used
 }
 
 // mark records that s has bytes to flush.

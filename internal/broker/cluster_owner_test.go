@@ -35,6 +35,7 @@ type fakeCluster struct {
 }
 
 type fakeNode struct {
+	noRoutes
 	c       *fakeCluster
 	name    string
 	mu      sync.Mutex

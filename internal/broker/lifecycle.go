@@ -152,6 +152,7 @@ func (b *Broker) removeSubs(s *session.Session, subs []session.Sub) {
 	for _, sub := range subs {
 		if b.index.Unsubscribe([]byte(sub.Filter), pubsub.SubscriberID(s.ID())) {
 			b.stats.subscriptions(-1)
+			b.removeRoute(sub.Filter)
 		}
 	}
 }

@@ -212,5 +212,8 @@ func (b *Broker) indexSub(s *session.Session, sub session.Sub) {
 	if !b.index.Subscribe([]byte(sub.Filter), pubsub.Sub{Subscriber: pubsub.SubscriberID(s.ID()), ID: sub.ID,
 		QoS: sub.Opts.QoS, Flags: flags}) {
 		b.stats.subscriptions(1)
+		if b.cluster != nil {
+			b.addRoute([]byte(sub.Filter), nil)
+		}
 	}
 }

@@ -97,6 +97,8 @@ type Cluster struct {
 	rpcAddr  string // advertised
 	hadState bool   // Raft state existed at Start
 	mets     *clusterMetrics
+	routes   *routes    // routes.go
+	fwd      *forwarder // forward.go
 
 	mqttAddr     atomic.Pointer[string]
 	redirectTo   atomic.Pointer[string] // where new MQTT 5 clients go; "" here (load.go)
@@ -136,6 +138,7 @@ func New(o Options) (*Cluster, error) {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.own.init()
+	c.routes, c.fwd = newRoutes(c), newForwarder(c)
 	empty := ""
 	c.mqttAddr.Store(&empty)
 	c.redirectTo.Store(&empty)
@@ -205,7 +208,10 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	c.mux = newMux(ln, serverTLS, c.log, c.spawn)
 	c.peers = newPeers(clientTLS)
-	c.ms = newMembership(k.NodeName, c.log, c.localMeta, c.ClusterID, c.peers.drop)
+	c.ms = newMembership(k.NodeName, c.log, c.localMeta, c.ClusterID, func(name string) {
+		c.peers.drop(name)
+		c.routes.gone(name) // its routes leave at once
+	})
 
 	c.fsm = &FSM{changed: c.stateChanged, applied: c.applied}
 	c.trans = newTransport(c.mux, c.rpcAddr, clientTLS, c.raftAddress, newHCLogger(c.log, "raft"))
@@ -217,6 +223,9 @@ func (c *Cluster) start(ctx context.Context) error {
 	clusterpb.RegisterClusterServer(c.grpc, rpcServer{c: c})
 	if c.metrics != nil {
 		if c.mets, err = registerMetrics(c.metrics, c); err != nil {
+			return err
+		}
+		if err := c.metrics.Register(routesCollector{c}); err != nil {
 			return err
 		}
 	}
@@ -240,6 +249,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	})
 	c.spawn("cluster control", c.control)
 	c.startOwnership()
+	c.spawn("cluster routes", func(ctx context.Context) { c.routes.run(ctx.Done()) })
 	c.log.Info("cluster: started", "node", k.NodeName, "gossip", c.ms.addr(), "rpc", c.rpcAddr, "dir", k.Dir,
 		"raft_state", c.hadState, "cluster_id", id, "secret", k.Secret != "")
 	return nil
