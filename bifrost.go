@@ -106,7 +106,13 @@ func New(cfg *Config, opts ...Option) (*Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bifrost: %w", err)
 	}
+	if b.cluster != nil {
+		b.cluster.SetLocal(mqtt) // messages forwarded by the other nodes go to its subscribers
+	}
 	b.mqtt = mqtt
+	if b.cluster != nil {
+		b.cluster.SetHost(mqtt) // fences, hand-overs and the lease reach the broker
+	}
 	return b, nil
 }
 

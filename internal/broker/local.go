@@ -45,6 +45,9 @@ func (b *Broker) Subscribe(filter string, fn func(topic string, payload []byte))
 	id := b.allocID(target{local: fn})
 	b.index.Subscribe([]byte(filter), pubsub.Sub{Subscriber: pubsub.SubscriberID(id), QoS: 2})
 	b.stats.subscriptions(1)
+	if b.cluster != nil {
+		b.addRoute([]byte(filter), nil)
+	}
 	done := false
 	return func() {
 		b.mu.Lock()
@@ -56,6 +59,7 @@ func (b *Broker) Subscribe(filter string, fn func(topic string, payload []byte))
 		b.mu.Unlock()
 		if b.index.Unsubscribe([]byte(filter), pubsub.SubscriberID(id)) {
 			b.stats.subscriptions(-1)
+			b.removeRoute(filter)
 		}
 		b.freeID(id)
 	}, nil

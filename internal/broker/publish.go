@@ -74,12 +74,12 @@ func (b *Broker) onPublish(bt *batch, cl *client, p *packet.Publish) error {
 	switch p.QoS {
 	case 0:
 		if !internal {
-			b.route(bt, p, topic, s.ID())
+			b.route(bt, p, topic, s)
 		}
 	case 1:
 		n, durable := 0, false
 		if !internal {
-			n, durable = b.route(bt, p, topic, s.ID())
+			n, durable = b.route(bt, p, topic, s)
 		}
 		ack := &bt.ack
 		*ack = packet.Ack{PacketType: packet.PUBACK, PacketID: p.PacketID, Props: ack.Props}
@@ -95,7 +95,7 @@ func (b *Broker) onPublish(bt *batch, cl *client, p *packet.Publish) error {
 		}
 		n, durable := 1, false
 		if !dup && !internal {
-			n, durable = b.route(bt, p, topic, s.ID())
+			n, durable = b.route(bt, p, topic, s)
 		}
 		ack := &bt.ack
 		*ack = packet.Ack{PacketType: packet.PUBREC, PacketID: p.PacketID, Props: ack.Props}
@@ -161,12 +161,18 @@ func (b *Broker) onPubrel(bt *batch, cl *client, a *packet.Ack) {
 	bt.mark(cl.s, cl.s.Send(ack))
 }
 
-// route publishes p (topic resolved) from session origin, borrowing it from the read
+// route publishes p (topic resolved) from session s, borrowing it from the read
 // buffer. It returns the number of recipients, and whether the store keeps it (a
 // persistent recipient, a retained change): its acknowledgement must then wait.
-func (b *Broker) route(bt *batch, p *packet.Publish, topic []byte, origin uint32) (n int, durable bool) {
-	bt.props = bt.msg.Borrow(p, topic, origin, time.Now(), bt.props)
-	return b.deliver(bt, &bt.msg)
+func (b *Broker) route(bt *batch, p *packet.Publish, topic []byte, s *session.Session) (n int, durable bool) {
+	bt.props = bt.msg.Borrow(p, topic, s.ID(), time.Now(), bt.props)
+	if b.cluster == nil {
+		return b.deliver(bt, &bt.msg)
+	}
+	bt.cluster.from = s // a peer's acknowledgement gates the PUBACK or PUBREC (cluster_routes.go)
+	n, durable = b.deliver(bt, &bt.msg)
+	bt.cluster.from = nil
+	return n, durable
 }
 
 // routeOwned publishes a message the broker already owns (wills, $SYS, in-process).
@@ -185,7 +191,7 @@ type recipient struct {
 // deliver is steps 3 to 4 of the publish path.
 func (b *Broker) deliver(bt *batch, m *session.Message) (n int, durable bool) {
 	topic := m.Topic()
-	if m.Retain {
+	if m.Retain && !bt.cluster.forwarded { // a forwarded message is retained by its origin's path
 		switch {
 		case b.j != nil && !sysTopic(topic):
 			m, durable = b.retainDurable(topic, m)
@@ -217,13 +223,28 @@ func (b *Broker) deliver(bt *batch, m *session.Message) (n int, durable bool) {
 		durable = durable || stored
 	}
 	for _, g := range bt.matches.Groups {
+		if b.cluster != nil && bt.cluster.forwarded {
+			break // the origin gave the message to one member cluster-wide (DeliverForwarded)
+		}
 		if m.QoS > 0 && m.Borrowed() {
 			m, pooled = m.OwnPooled(), true // the member may keep it: the same one copy
 		}
-		took, stored := b.deliverShared(bt, g, m, nowNs, 0)
+		var took, stored bool
+		if b.cluster == nil {
+			took, stored = b.deliverShared(bt, g, m, nowNs, 0)
+		} else if took, stored = b.deliverSharedOnline(bt, g, m, nowNs, 0); took {
+			bt.cluster.out.Served = append(bt.cluster.out.Served, b.index.GroupName(g))
+		} else {
+			bt.cluster.unserved = append(bt.cluster.unserved, g)
+		}
 		if took {
 			n++
 		}
+		durable = durable || stored
+	}
+	if b.cluster != nil && !bt.cluster.forwarded && !sysTopic(topic) {
+		k, stored := b.forward(bt, m, nowNs)
+		n += k
 		durable = durable || stored
 	}
 	if pooled {
@@ -325,6 +346,11 @@ func (b *Broker) deliverShared(bt *batch, g pubsub.Group, m *session.Message, no
 			return false, false
 		}
 	}
+	return b.deliverMember(bt, g, sub, m, nowNs)
+}
+
+// deliverMember gives m to sub, the chosen member of group g.
+func (b *Broker) deliverMember(bt *batch, g pubsub.Group, sub pubsub.Sub, m *session.Message, nowNs int64) (took, stored bool) {
 	d := session.Delivery{QoS: min(sub.QoS, m.QoS), SubID: sub.ID, Share: b.index.GroupName(g)}
 	if sub.Flags&pubsub.RetainAsPublished != 0 {
 		d.Retain = m.Retain
@@ -338,8 +364,21 @@ func (b *Broker) deliverShared(bt *batch, g pubsub.Group, m *session.Message, no
 
 // redeliverShared sends a message that reached session from via a shared subscription,
 // unacknowledged when it disconnected, to another member of the group (spec 4.8.2).
+// On a node of a cluster, an online member here comes first, then a node with members
+// (cluster_routes.go).
 func (b *Broker) redeliverShared(bt *batch, from *session.Session, d session.Delivery) {
-	if g, ok := b.index.GroupOf([]byte(d.Share)); ok {
+	g, ok := b.index.GroupOf([]byte(d.Share))
+	if b.cluster != nil {
+		if ok {
+			if took, _ := b.deliverSharedOnline(bt, g, d.Msg, now(), from.ID()); took {
+				return
+			}
+		}
+		if b.cluster.ForwardShared(d.Msg, d.Share) {
+			return
+		}
+	}
+	if ok {
 		b.deliverShared(bt, g, d.Msg, now(), from.ID())
 	}
 }

@@ -33,6 +33,11 @@ func (b *Broker) onSubscribe(bt *batch, cl *client, p *packet.Subscribe) error {
 	ack.Props.Reset()
 	var reqs [8]retainReq
 	want := reqs[:0]
+	var routed *subscribeGate // SUBACK means routed (cluster_routes.go)
+	if b.cluster != nil {
+		routed = &subscribeGate{gate: s.Gate()}
+		routed.left.Store(1)
+	}
 	for i := range p.Subscriptions {
 		sub := &p.Subscriptions[i]
 		granted := min(sub.QoS, b.maxQoS)
@@ -66,6 +71,9 @@ func (b *Broker) onSubscribe(bt *batch, cl *client, p *packet.Subscribe) error {
 			NoLocal: sub.NoLocal, RetainAsPublished: sub.RetainAsPublished, RetainHandling: sub.RetainHandling}})
 		if !existed {
 			b.stats.subscriptions(1)
+			if routed != nil {
+				b.addRoute(sub.Filter, routed)
+			}
 		}
 		ack.Codes = append(ack.Codes, packet.ReasonCode(granted))
 		_, _, shared := packet.SplitShared(sub.Filter)
@@ -74,6 +82,9 @@ func (b *Broker) onSubscribe(bt *batch, cl *client, p *packet.Subscribe) error {
 		}
 	}
 	bt.mark(s, s.Send(ack))
+	if routed != nil {
+		routed.done()
+	}
 	nowNs := now()
 	for _, r := range want {
 		b.ret.Match(r.filter, func(topic string, m *session.Message) bool {
@@ -157,6 +168,9 @@ func (b *Broker) onUnsubscribe(bt *batch, cl *client, p *packet.Unsubscribe) {
 		code := packet.Success
 		if removed {
 			b.stats.subscriptions(-1)
+			if b.cluster != nil {
+				b.removeRoute(string(f))
+			}
 		} else {
 			code = packet.NoSubscriptionExisted
 		}

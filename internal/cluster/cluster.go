@@ -97,6 +97,8 @@ type Cluster struct {
 	rpcAddr  string // advertised
 	hadState bool   // Raft state existed at Start
 	mets     *clusterMetrics
+	routes   *routes    // routes.go
+	fwd      *forwarder // forward.go
 
 	mqttAddr     atomic.Pointer[string]
 	redirectTo   atomic.Pointer[string] // where new MQTT 5 clients go; "" here (load.go)
@@ -111,6 +113,8 @@ type Cluster struct {
 	// The control goroutine's own.
 	lastWhy   string
 	published Meta
+
+	own ownership // owner.go: client-id claims, hand-over, the lease
 }
 
 // New returns a Cluster for o, not started: it opens nothing and starts no goroutine.
@@ -133,6 +137,8 @@ func New(o Options) (*Cluster, error) {
 		c.load = func() float64 { return 0 }
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.own.init()
+	c.routes, c.fwd = newRoutes(c), newForwarder(c)
 	empty := ""
 	c.mqttAddr.Store(&empty)
 	c.redirectTo.Store(&empty)
@@ -202,9 +208,12 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	c.mux = newMux(ln, serverTLS, c.log, c.spawn)
 	c.peers = newPeers(clientTLS)
-	c.ms = newMembership(k.NodeName, c.log, c.localMeta, c.ClusterID, c.peers.drop)
+	c.ms = newMembership(k.NodeName, c.log, c.localMeta, c.ClusterID, func(name string) {
+		c.peers.drop(name)
+		c.routes.gone(name) // its routes leave at once
+	})
 
-	c.fsm = &FSM{changed: c.stateChanged}
+	c.fsm = &FSM{changed: c.stateChanged, applied: c.applied}
 	c.trans = newTransport(c.ctx, c.mux, c.rpcAddr, clientTLS, c.raftAddress, newHCLogger(c.log, "raft"))
 	if c.raft, err = raft.NewRaft(raftConfig(k.NodeName, newHCLogger(c.log, "raft")), c.fsm,
 		c.stores.logs, c.stores.stable, c.stores.snaps, c.trans); err != nil {
@@ -214,6 +223,9 @@ func (c *Cluster) start(ctx context.Context) error {
 	clusterpb.RegisterClusterServer(c.grpc, rpcServer{c: c})
 	if c.metrics != nil {
 		if c.mets, err = registerMetrics(c.metrics, c); err != nil {
+			return err
+		}
+		if err := c.metrics.Register(routesCollector{c}); err != nil {
 			return err
 		}
 	}
@@ -237,6 +249,8 @@ func (c *Cluster) start(ctx context.Context) error {
 	})
 	c.spawn("cluster rejoin", func(ctx context.Context) { c.ms.rejoin(ctx, rejoinInterval) })
 	c.spawn("cluster control", c.control)
+	c.startOwnership()
+	c.spawn("cluster routes", func(ctx context.Context) { c.routes.run(ctx.Done()) })
 	c.log.Info("cluster: started", "node", k.NodeName, "gossip", c.ms.addr(), "rpc", c.rpcAddr, "dir", k.Dir,
 		"raft_state", c.hadState, "cluster_id", id, "secret", k.Secret != "")
 	return nil

@@ -12,8 +12,14 @@
 //
 // What is consistent (the Raft log, applied by every node in the same order): the cluster
 // id, and later client-id ownership and retained messages. What is eventual (gossip and
-// gRPC): liveness, node metadata such as the load figure, and later routes and forwarded
-// messages.
+// gRPC): liveness, node metadata such as the load figure, routes and forwarded messages.
+//
+// Publish anywhere, receive anywhere: each node streams its routes (the filters its
+// sessions subscribe to) to every live peer, which keeps them in a remote index of node
+// ids (routes.go, routes_stream.go); a PUBLISH matching a peer's routes crosses to it once,
+// on one batched stream per peer (forward.go, forward_link.go, frame.go). The broker's side
+// of it, SUBACK means routed and the PUBACK waiting for the peers included, is
+// internal/broker/cluster_routes.go; routes_broker.go is the Cluster's.
 //
 // Forming a cluster (bootstrap.go): a node without Raft state never forms one alone
 // unless bootstrap_expect is 1. Once it sees bootstrap_expect members without state or

@@ -48,6 +48,7 @@ conns flags:
   -keepalive S      CONNECT keep alive in seconds, pinged at half of it (default 0: none)
 
 fanin, fanout, pair flags:
+  -pub-addr IP:PORT the publishers' broker address, another node of a cluster (default -addr)
   -pubs P / -subs S / -pairs K   (default 10 each)
   -size B           payload bytes, at least 16 (default 64)
   -rate R           messages per second per publisher; 0: as fast as the window allows (default 0)
@@ -86,6 +87,7 @@ func Main(args []string, stdout, stderr io.Writer, self []string) int {
 		w        workerOptions
 	)
 	fs.StringVar(&o.Addr, "addr", "127.0.0.1:1883", "")
+	fs.StringVar(&o.PubAddr, "pub-addr", "", "")
 	fs.IntVar(&o.PID, "pid", 0, "")
 	fs.StringVar(&o.Metrics, "metrics", "", "")
 	fs.IntVar(&o.SrcAddrs, "src-addrs", 4, "")

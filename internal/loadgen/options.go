@@ -26,8 +26,11 @@ const headerSize = 16
 // Options describe one run. Zero means the default noted next to a field, except where
 // the field says otherwise; EnsureDefaults fills them in.
 type Options struct {
-	Mode    string         // ModeConns, ModeFanIn, ModeFanOut or ModePair
-	Addr    string         // the broker's MQTT address, IP:port on loopback; default 127.0.0.1:1883
+	Mode string // ModeConns, ModeFanIn, ModeFanOut or ModePair
+	Addr string // the broker's MQTT address, IP:port on loopback; default 127.0.0.1:1883
+	// PubAddr, if set, is where the publishers of fanin, fanout and pair connect (another
+	// node of a cluster); the subscribers connect to Addr. Empty: Addr.
+	PubAddr string
 	Version packet.Version // default 3.1.1
 	PID     int            // the broker's process id; 0: no broker figures
 	// Metrics is a bifrost broker's HTTP address (http://127.0.0.1:8080): conns then also
@@ -186,6 +189,7 @@ func (o *Options) trafficConns() int {
 type Params struct {
 	Mode        string  `json:"mode"`
 	Addr        string  `json:"addr"`
+	PubAddr     string  `json:"pub_addr,omitempty"`
 	Version     string  `json:"version"`
 	PID         int     `json:"pid,omitempty"`
 	SrcAddrs    int     `json:"src_addrs"`
@@ -210,7 +214,7 @@ type Params struct {
 }
 
 func (o *Options) params() Params {
-	p := Params{Mode: o.Mode, Addr: o.Addr, Version: o.Version.String(), PID: o.PID,
+	p := Params{Mode: o.Mode, Addr: o.Addr, PubAddr: o.PubAddr, Version: o.Version.String(), PID: o.PID,
 		SrcAddrs: max(o.SrcAddrs, 0), WSPath: o.WSPath, QoS: o.QoS}
 	if o.Mode == ModeChurn {
 		p.Concurrency, p.DurationS, p.SettleS = o.Concurrency, o.Duration.Seconds(), o.Settle.Seconds()

@@ -24,6 +24,12 @@ func runTraffic(ctx context.Context, o *Options, errs *errorLog) (*Report, error
 	if err != nil {
 		return nil, err
 	}
+	pd := d // the publishers' broker: another node with -pub-addr
+	if o.PubAddr != "" {
+		if pd, err = newDialer(o.PubAddr, o.SrcAddrs, o.WSPath); err != nil {
+			return nil, err
+		}
+	}
 	run := runID()
 	nPubs, nSubs := o.topology()
 	topic := func(i int) string { return fmt.Sprintf("lg/%s/%s", run, o.Mode) }
@@ -54,7 +60,7 @@ func runTraffic(ctx context.Context, o *Options, errs *errorLog) (*Report, error
 		return nil, fmt.Errorf("loadgen: subscriber: %w", err)
 	}
 	err = parallel(ctx, nPubs, min(o.Concurrency, nPubs), func(i int) error {
-		c, err := dialConnect(ctx, d, nSubs+i, connectOptions{version: o.Version,
+		c, err := dialConnect(ctx, pd, nSubs+i, connectOptions{version: o.Version,
 			clientID: fmt.Sprintf("lg-%s-p%d", run, i)})
 		pubClients[i] = c
 		return err
@@ -62,7 +68,11 @@ func runTraffic(ctx context.Context, o *Options, errs *errorLog) (*Report, error
 	if err != nil {
 		return nil, fmt.Errorf("loadgen: publisher: %w", err)
 	}
-	fmt.Fprintf(o.Log, "%s: %d publisher(s) and %d subscriber(s) connected to %s\n", o.Mode, nPubs, nSubs, o.Addr)
+	if o.PubAddr != "" {
+		fmt.Fprintf(o.Log, "%s: %d publisher(s) connected to %s, %d subscriber(s) to %s\n", o.Mode, nPubs, o.PubAddr, nSubs, o.Addr)
+	} else {
+		fmt.Fprintf(o.Log, "%s: %d publisher(s) and %d subscriber(s) connected to %s\n", o.Mode, nPubs, nSubs, o.Addr)
+	}
 
 	pubs := make([]*publisher, nPubs)
 	for i, c := range pubClients {

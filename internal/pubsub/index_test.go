@@ -248,3 +248,12 @@ func TestConcurrent(t *testing.T) {
 	wg.Wait()
 	mustCheck(t, x)
 }
+
+// TestWalkEmpty: Walk over an index that is empty, new or emptied, calls nothing.
+func TestWalkEmpty(t *testing.T) {
+	x := NewIndex()
+	x.Walk(func([]byte, Sub) bool { t.Error("called on a new index"); return true })
+	x.Subscribe([]byte("a/b"), Sub{Subscriber: 1})
+	x.Unsubscribe([]byte("a/b"), 1)
+	x.Walk(func([]byte, Sub) bool { t.Error("called on an emptied index"); return true })
+}

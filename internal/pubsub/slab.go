@@ -68,6 +68,9 @@ func (s *slab) get(b block) []Sub { return s.at(b.page, *b.off, *b.n) }
 
 // at returns the first n Subs of the block at off in page p.
 func (s *slab) at(p, off, n uint32) []Sub {
+	if n == 0 {
+		return nil // an empty block may have no page (the empty index's root)
+	}
 	if off&bigBlock != 0 {
 		return s.big[off&^bigBlock][:n]
 	}

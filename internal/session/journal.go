@@ -210,6 +210,17 @@ func (c *commit) finished(err error) {
 	j.pool.Put(c)
 }
 
+// WaitCommitted blocks until every generation handed to the store before the call has
+// been reported: what was committed by then is durable, or its commit failed. Unlike Wait,
+// commits made meanwhile do not hold it up.
+func (j *Journal) WaitCommitted() {
+	j.mu.Lock()
+	for gen := j.committed; j.done < gen; {
+		j.idle.Wait()
+	}
+	j.mu.Unlock()
+}
+
 // Wait blocks until every generation handed to the store has been reported (and the
 // output held for it released). The broker calls it after a Commit when it closes.
 func (j *Journal) Wait() {

@@ -275,6 +275,363 @@ func (x *ApplyReply) GetError() string {
 	return ""
 }
 
+type HandoverRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClientId      string                 `protobuf:"bytes,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`     // the caller's claim (the Raft index that made it)
+	Node          string                 `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`        // the caller, the new owner
+	Discard       bool                   `protobuf:"varint,4,opt,name=discard,proto3" json:"discard,omitempty"` // the caller starts clean: delete the session, return nothing
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandoverRequest) Reset() {
+	*x = HandoverRequest{}
+	mi := &file_cluster_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandoverRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandoverRequest) ProtoMessage() {}
+
+func (x *HandoverRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandoverRequest.ProtoReflect.Descriptor instead.
+func (*HandoverRequest) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *HandoverRequest) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *HandoverRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *HandoverRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *HandoverRequest) GetDiscard() bool {
+	if x != nil {
+		return x.Discard
+	}
+	return false
+}
+
+type HandoverReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Found         bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`    // the callee had a session of the id
+	Session       []byte                 `protobuf:"bytes,2,opt,name=session,proto3" json:"session,omitempty"` // the session as internal/store's image encodes it; empty with discard
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandoverReply) Reset() {
+	*x = HandoverReply{}
+	mi := &file_cluster_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandoverReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandoverReply) ProtoMessage() {}
+
+func (x *HandoverReply) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandoverReply.ProtoReflect.Descriptor instead.
+func (*HandoverReply) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *HandoverReply) GetFound() bool {
+	if x != nil {
+		return x.Found
+	}
+	return false
+}
+
+func (x *HandoverReply) GetSession() []byte {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+// RouteUpdate is a change of the sender's route table: the filters its local sessions
+// subscribe to, "$share/{group}/{filter}" for a shared subscription.
+type RouteUpdate struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`          // the sender's name (set on the first update of a stream)
+	Version       uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`   // the table's version after this update
+	Snapshot      bool                   `protobuf:"varint,3,opt,name=snapshot,proto3" json:"snapshot,omitempty"` // add is the whole table: routes not in it are gone
+	Add           []string               `protobuf:"bytes,4,rep,name=add,proto3" json:"add,omitempty"`
+	Remove        []string               `protobuf:"bytes,5,rep,name=remove,proto3" json:"remove,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RouteUpdate) Reset() {
+	*x = RouteUpdate{}
+	mi := &file_cluster_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RouteUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RouteUpdate) ProtoMessage() {}
+
+func (x *RouteUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RouteUpdate.ProtoReflect.Descriptor instead.
+func (*RouteUpdate) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RouteUpdate) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *RouteUpdate) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *RouteUpdate) GetSnapshot() bool {
+	if x != nil {
+		return x.Snapshot
+	}
+	return false
+}
+
+func (x *RouteUpdate) GetAdd() []string {
+	if x != nil {
+		return x.Add
+	}
+	return nil
+}
+
+func (x *RouteUpdate) GetRemove() []string {
+	if x != nil {
+		return x.Remove
+	}
+	return nil
+}
+
+type RouteAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"` // the callee's remote index holds the sender's table of this version
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RouteAck) Reset() {
+	*x = RouteAck{}
+	mi := &file_cluster_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RouteAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RouteAck) ProtoMessage() {}
+
+func (x *RouteAck) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RouteAck.ProtoReflect.Descriptor instead.
+func (*RouteAck) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RouteAck) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+// ForwardBatch is a batch of PUBLISHes crossing to the node that has matching
+// subscribers. The messages are frames of their own (internal/cluster/frame.go), which
+// the callee reads in place: one allocation per batch, not several per message.
+type ForwardBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`     // the sender (first batch of a stream)
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`  // the sender's incarnation (first batch of a stream)
+	Frames        []byte                 `protobuf:"bytes,3,opt,name=frames,proto3" json:"frames,omitempty"` // the messages, one frame each
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardBatch) Reset() {
+	*x = ForwardBatch{}
+	mi := &file_cluster_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardBatch) ProtoMessage() {}
+
+func (x *ForwardBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardBatch.ProtoReflect.Descriptor instead.
+func (*ForwardBatch) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ForwardBatch) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ForwardBatch) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *ForwardBatch) GetFrames() []byte {
+	if x != nil {
+		return x.Frames
+	}
+	return nil
+}
+
+type ForwardAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`                                        // every message up to this seq is delivered
+	NoneOnline    []uint64               `protobuf:"varint,2,rep,packed,name=none_online,json=noneOnline,proto3" json:"none_online,omitempty"` // shared messages no member of the group took
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardAck) Reset() {
+	*x = ForwardAck{}
+	mi := &file_cluster_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardAck) ProtoMessage() {}
+
+func (x *ForwardAck) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardAck.ProtoReflect.Descriptor instead.
+func (*ForwardAck) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ForwardAck) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ForwardAck) GetNoneOnline() []uint64 {
+	if x != nil {
+		return x.NoneOnline
+	}
+	return nil
+}
+
 var File_cluster_proto protoreflect.FileDescriptor
 
 const file_cluster_proto_rawDesc = "" +
@@ -300,10 +657,38 @@ const file_cluster_proto_rawDesc = "" +
 	"ApplyReply\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x16\n" +
 	"\x06result\x18\x02 \x01(\fR\x06result\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error2\xa2\x01\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"r\n" +
+	"\x0fHandoverRequest\x12\x1b\n" +
+	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x12\n" +
+	"\x04node\x18\x03 \x01(\tR\x04node\x12\x18\n" +
+	"\adiscard\x18\x04 \x01(\bR\adiscard\"?\n" +
+	"\rHandoverReply\x12\x14\n" +
+	"\x05found\x18\x01 \x01(\bR\x05found\x12\x18\n" +
+	"\asession\x18\x02 \x01(\fR\asession\"\x81\x01\n" +
+	"\vRouteUpdate\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x1a\n" +
+	"\bsnapshot\x18\x03 \x01(\bR\bsnapshot\x12\x10\n" +
+	"\x03add\x18\x04 \x03(\tR\x03add\x12\x16\n" +
+	"\x06remove\x18\x05 \x03(\tR\x06remove\"$\n" +
+	"\bRouteAck\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\"P\n" +
+	"\fForwardBatch\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x16\n" +
+	"\x06frames\x18\x03 \x01(\fR\x06frames\"?\n" +
+	"\n" +
+	"ForwardAck\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1f\n" +
+	"\vnone_online\x18\x02 \x03(\x04R\n" +
+	"noneOnline2\x94\x03\n" +
 	"\aCluster\x12L\n" +
 	"\x06Status\x12!.bifrost.cluster.v1.StatusRequest\x1a\x1f.bifrost.cluster.v1.StatusReply\x12I\n" +
-	"\x05Apply\x12 .bifrost.cluster.v1.ApplyRequest\x1a\x1e.bifrost.cluster.v1.ApplyReplyB<Z:github.com/bifrost-mqtt/bifrost/internal/cluster/clusterpbb\x06proto3"
+	"\x05Apply\x12 .bifrost.cluster.v1.ApplyRequest\x1a\x1e.bifrost.cluster.v1.ApplyReply\x12R\n" +
+	"\bHandover\x12#.bifrost.cluster.v1.HandoverRequest\x1a!.bifrost.cluster.v1.HandoverReply\x12K\n" +
+	"\x06Routes\x12\x1f.bifrost.cluster.v1.RouteUpdate\x1a\x1c.bifrost.cluster.v1.RouteAck(\x010\x01\x12O\n" +
+	"\aForward\x12 .bifrost.cluster.v1.ForwardBatch\x1a\x1e.bifrost.cluster.v1.ForwardAck(\x010\x01B<Z:github.com/bifrost-mqtt/bifrost/internal/cluster/clusterpbb\x06proto3"
 
 var (
 	file_cluster_proto_rawDescOnce sync.Once
@@ -317,20 +702,32 @@ func file_cluster_proto_rawDescGZIP() []byte {
 	return file_cluster_proto_rawDescData
 }
 
-var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_cluster_proto_goTypes = []any{
-	(*StatusRequest)(nil), // 0: bifrost.cluster.v1.StatusRequest
-	(*StatusReply)(nil),   // 1: bifrost.cluster.v1.StatusReply
-	(*ApplyRequest)(nil),  // 2: bifrost.cluster.v1.ApplyRequest
-	(*ApplyReply)(nil),    // 3: bifrost.cluster.v1.ApplyReply
+	(*StatusRequest)(nil),   // 0: bifrost.cluster.v1.StatusRequest
+	(*StatusReply)(nil),     // 1: bifrost.cluster.v1.StatusReply
+	(*ApplyRequest)(nil),    // 2: bifrost.cluster.v1.ApplyRequest
+	(*ApplyReply)(nil),      // 3: bifrost.cluster.v1.ApplyReply
+	(*HandoverRequest)(nil), // 4: bifrost.cluster.v1.HandoverRequest
+	(*HandoverReply)(nil),   // 5: bifrost.cluster.v1.HandoverReply
+	(*RouteUpdate)(nil),     // 6: bifrost.cluster.v1.RouteUpdate
+	(*RouteAck)(nil),        // 7: bifrost.cluster.v1.RouteAck
+	(*ForwardBatch)(nil),    // 8: bifrost.cluster.v1.ForwardBatch
+	(*ForwardAck)(nil),      // 9: bifrost.cluster.v1.ForwardAck
 }
 var file_cluster_proto_depIdxs = []int32{
 	0, // 0: bifrost.cluster.v1.Cluster.Status:input_type -> bifrost.cluster.v1.StatusRequest
 	2, // 1: bifrost.cluster.v1.Cluster.Apply:input_type -> bifrost.cluster.v1.ApplyRequest
-	1, // 2: bifrost.cluster.v1.Cluster.Status:output_type -> bifrost.cluster.v1.StatusReply
-	3, // 3: bifrost.cluster.v1.Cluster.Apply:output_type -> bifrost.cluster.v1.ApplyReply
-	2, // [2:4] is the sub-list for method output_type
-	0, // [0:2] is the sub-list for method input_type
+	4, // 2: bifrost.cluster.v1.Cluster.Handover:input_type -> bifrost.cluster.v1.HandoverRequest
+	6, // 3: bifrost.cluster.v1.Cluster.Routes:input_type -> bifrost.cluster.v1.RouteUpdate
+	8, // 4: bifrost.cluster.v1.Cluster.Forward:input_type -> bifrost.cluster.v1.ForwardBatch
+	1, // 5: bifrost.cluster.v1.Cluster.Status:output_type -> bifrost.cluster.v1.StatusReply
+	3, // 6: bifrost.cluster.v1.Cluster.Apply:output_type -> bifrost.cluster.v1.ApplyReply
+	5, // 7: bifrost.cluster.v1.Cluster.Handover:output_type -> bifrost.cluster.v1.HandoverReply
+	7, // 8: bifrost.cluster.v1.Cluster.Routes:output_type -> bifrost.cluster.v1.RouteAck
+	9, // 9: bifrost.cluster.v1.Cluster.Forward:output_type -> bifrost.cluster.v1.ForwardAck
+	5, // [5:10] is the sub-list for method output_type
+	0, // [0:5] is the sub-list for method input_type
 	0, // [0:0] is the sub-list for extension type_name
 	0, // [0:0] is the sub-list for extension extendee
 	0, // [0:0] is the sub-list for field type_name
@@ -347,7 +744,7 @@ func file_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cluster_proto_rawDesc), len(file_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,8 +23,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Cluster_Status_FullMethodName = "/bifrost.cluster.v1.Cluster/Status"
-	Cluster_Apply_FullMethodName  = "/bifrost.cluster.v1.Cluster/Apply"
+	Cluster_Status_FullMethodName   = "/bifrost.cluster.v1.Cluster/Status"
+	Cluster_Apply_FullMethodName    = "/bifrost.cluster.v1.Cluster/Apply"
+	Cluster_Handover_FullMethodName = "/bifrost.cluster.v1.Cluster/Handover"
+	Cluster_Routes_FullMethodName   = "/bifrost.cluster.v1.Cluster/Routes"
+	Cluster_Forward_FullMethodName  = "/bifrost.cluster.v1.Cluster/Forward"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -37,6 +40,18 @@ type ClusterClient interface {
 	// Apply appends a command to the Raft log; only the leader takes it (a follower answers
 	// FAILED_PRECONDITION naming the leader it knows). Followers forward their commands here.
 	Apply(ctx context.Context, in *ApplyRequest, opts ...grpc.CallOption) (*ApplyReply, error)
+	// Handover asks the previous owner of a client id for its session, after the caller's
+	// claim of the id was applied: the callee closes its connection of the id if it is
+	// still open, and returns the session and deletes it (memory and store). A callee
+	// whose own claim of the id is newer than the caller's answers ABORTED.
+	Handover(ctx context.Context, in *HandoverRequest, opts ...grpc.CallOption) (*HandoverReply, error)
+	// Routes carries the caller's route table to the callee: a snapshot with a version
+	// first, then deltas with the following versions; the callee acknowledges each version
+	// once its remote index has it (routes.go).
+	Routes(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[RouteUpdate, RouteAck], error)
+	// Forward carries PUBLISHes matching the callee's routes, in batches, each message
+	// numbered; the callee acknowledges what it has delivered (forward.go).
+	Forward(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ForwardBatch, ForwardAck], error)
 }
 
 type clusterClient struct {
@@ -67,6 +82,42 @@ func (c *clusterClient) Apply(ctx context.Context, in *ApplyRequest, opts ...grp
 	return out, nil
 }
 
+func (c *clusterClient) Handover(ctx context.Context, in *HandoverRequest, opts ...grpc.CallOption) (*HandoverReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HandoverReply)
+	err := c.cc.Invoke(ctx, Cluster_Handover_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) Routes(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[RouteUpdate, RouteAck], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Cluster_ServiceDesc.Streams[0], Cluster_Routes_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[RouteUpdate, RouteAck]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_RoutesClient = grpc.BidiStreamingClient[RouteUpdate, RouteAck]
+
+func (c *clusterClient) Forward(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ForwardBatch, ForwardAck], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Cluster_ServiceDesc.Streams[1], Cluster_Forward_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ForwardBatch, ForwardAck]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_ForwardClient = grpc.BidiStreamingClient[ForwardBatch, ForwardAck]
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -77,6 +128,18 @@ type ClusterServer interface {
 	// Apply appends a command to the Raft log; only the leader takes it (a follower answers
 	// FAILED_PRECONDITION naming the leader it knows). Followers forward their commands here.
 	Apply(context.Context, *ApplyRequest) (*ApplyReply, error)
+	// Handover asks the previous owner of a client id for its session, after the caller's
+	// claim of the id was applied: the callee closes its connection of the id if it is
+	// still open, and returns the session and deletes it (memory and store). A callee
+	// whose own claim of the id is newer than the caller's answers ABORTED.
+	Handover(context.Context, *HandoverRequest) (*HandoverReply, error)
+	// Routes carries the caller's route table to the callee: a snapshot with a version
+	// first, then deltas with the following versions; the callee acknowledges each version
+	// once its remote index has it (routes.go).
+	Routes(grpc.BidiStreamingServer[RouteUpdate, RouteAck]) error
+	// Forward carries PUBLISHes matching the callee's routes, in batches, each message
+	// numbered; the callee acknowledges what it has delivered (forward.go).
+	Forward(grpc.BidiStreamingServer[ForwardBatch, ForwardAck]) error
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -92,6 +155,15 @@ func (UnimplementedClusterServer) Status(context.Context, *StatusRequest) (*Stat
 }
 func (UnimplementedClusterServer) Apply(context.Context, *ApplyRequest) (*ApplyReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method Apply not implemented")
+}
+func (UnimplementedClusterServer) Handover(context.Context, *HandoverRequest) (*HandoverReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method Handover not implemented")
+}
+func (UnimplementedClusterServer) Routes(grpc.BidiStreamingServer[RouteUpdate, RouteAck]) error {
+	return status.Error(codes.Unimplemented, "method Routes not implemented")
+}
+func (UnimplementedClusterServer) Forward(grpc.BidiStreamingServer[ForwardBatch, ForwardAck]) error {
+	return status.Error(codes.Unimplemented, "method Forward not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -150,6 +222,38 @@ func _Cluster_Apply_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_Handover_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HandoverRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Handover(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Handover_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Handover(ctx, req.(*HandoverRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_Routes_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ClusterServer).Routes(&grpc.GenericServerStream[RouteUpdate, RouteAck]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_RoutesServer = grpc.BidiStreamingServer[RouteUpdate, RouteAck]
+
+func _Cluster_Forward_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ClusterServer).Forward(&grpc.GenericServerStream[ForwardBatch, ForwardAck]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_ForwardServer = grpc.BidiStreamingServer[ForwardBatch, ForwardAck]
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -165,7 +269,24 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Apply",
 			Handler:    _Cluster_Apply_Handler,
 		},
+		{
+			MethodName: "Handover",
+			Handler:    _Cluster_Handover_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Routes",
+			Handler:       _Cluster_Routes_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Forward",
+			Handler:       _Cluster_Forward_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "cluster.proto",
 }

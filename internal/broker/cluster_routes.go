@@ -1,0 +1,215 @@
+package broker
+
+import (
+	"sync/atomic"
+
+	"github.com/bifrost-mqtt/bifrost/internal/pubsub"
+	"github.com/bifrost-mqtt/bifrost/internal/session"
+)
+
+// Publish anywhere, receive anywhere: the broker's side.
+//
+// Routes. Every filter a local session subscribes to ("$share/{group}/{filter}" for a
+// shared one) is a route of this node, which the cluster refcounts and streams to the
+// peers: AddRoute for each new subscription of a session, RemoveRoute for each one gone
+// (UNSUBSCRIBE, a clean start, the session's end). SUBACK means routed: the SUBACK is
+// encoded behind a session.Gate that opens once every live peer has acknowledged the
+// routes of the SUBSCRIBE, as a PUBACK waits for the store (persist.go): the poller goes
+// on, the output waits.
+//
+// Forwarding. After local delivery, deliver hands the message to the cluster (Forward),
+// which matches it against the peers' routes and queues it once per matching node. A
+// QoS 1/2 PUBLISH from a client takes a Gate on the publisher before its PUBACK or PUBREC
+// is encoded: it opens once every peer that got the message acknowledged it.
+//
+// Shared subscriptions. A group with an online local member is served here (deliver); one
+// without is left to the cluster, which gives the message to one node that has members
+// (round robin; a node whose members are all offline answers none online and the next is
+// tried), and when no peer has the group, its offline local member queues it now.
+//
+// Forwarded messages come in through an Inbound, a batch at a time, acknowledged once
+// what persistent sessions keep of them is in the store: delivered to the local
+// subscribers with the publisher's properties, never stored as retained here and never
+// forwarded again.
+
+// ClusterRoutes is the routing part of Cluster. Its methods may be called from any
+// goroutine, the pollers' included: none blocks.
+type ClusterRoutes interface {
+	// AddRoute counts one more local subscription to filter. It reports wait when done
+	// is to be called once every live peer has acknowledged the route (bounded by
+	// failure detection); false when they have already, and done is not called.
+	AddRoute(filter string, done func()) (wait bool)
+	// RemoveRoute counts one local subscription to filter less.
+	RemoveRoute(filter string)
+	// RemoteGroup reports whether a peer has members of shared group share
+	// ("$share/{group}/{filter}").
+	RemoteGroup(share string) bool
+	// Forward queues o.Msg for every peer whose routes match its topic, and returns how
+	// many nodes it goes to. The message may be borrowed: Forward copies what it keeps.
+	Forward(o *Outbound) (nodes int)
+	// ForwardShared gives m to one node that has members of shared group share, for a
+	// message a member here left unacknowledged (spec 4.8.2), and reports whether one
+	// will take it.
+	ForwardShared(m *session.Message, share string) bool
+}
+
+// An Outbound is a message handed to the cluster after local delivery.
+type Outbound struct {
+	Msg *session.Message
+	// From is the publishing client's session for a QoS 1/2 PUBLISH: the cluster takes a
+	// Gate on it (before its PUBACK or PUBREC is encoded) for the peers' acknowledgements.
+	// nil: nothing waits (wills, $SYS, in-process publishes, QoS 0).
+	From *session.Session
+	// Served names the shared groups ("$share/{group}/{filter}") a local online member
+	// took: the cluster does not give the message to those groups again.
+	Served []string
+}
+
+// clusterScratch is the batch's part for the cluster, reused from message to message.
+type clusterScratch struct {
+	out       Outbound
+	forwarded bool             // the batch delivers a message another node forwarded
+	from      *session.Session // the PUBLISH's session for QoS 1/2, for Outbound.From
+	unserved  []pubsub.Group   // local groups without an online member
+}
+
+// subscribeGate holds a SUBACK until every route its SUBSCRIBE added is acknowledged.
+// left starts at one for the SUBSCRIBE itself, so the gate opens no earlier than the
+// SUBACK is encoded.
+type subscribeGate struct {
+	left atomic.Int32
+	gate session.Gate
+}
+
+func (g *subscribeGate) done() {
+	if g.left.Add(-1) == 0 {
+		g.gate.Open()
+	}
+}
+
+// addRoute tells the cluster of a new local subscription to filter; with g, the SUBACK
+// being built waits for its acknowledgement.
+func (b *Broker) addRoute(filter []byte, g *subscribeGate) {
+	if g == nil {
+		b.cluster.AddRoute(string(filter), nil)
+		return
+	}
+	g.left.Add(1)
+	if !b.cluster.AddRoute(string(filter), g.done) {
+		g.left.Add(-1)
+	}
+}
+
+// removeRoute tells the cluster a local subscription to filter is gone.
+func (b *Broker) removeRoute(filter string) {
+	if b.cluster != nil {
+		b.cluster.RemoveRoute(filter)
+	}
+}
+
+// forward is deliver's last step on a node of a cluster: the message goes to the peers
+// that route it, and the local shared groups without an online member go to a peer that
+// has members, else to an offline member here.
+func (b *Broker) forward(bt *batch, m *session.Message, nowNs int64) (n int, durable bool) {
+	cs := &bt.cluster
+	o := &cs.out
+	o.Msg, o.From = m, nil
+	if m.QoS > 0 {
+		o.From = cs.from
+	}
+	n = b.cluster.Forward(o)
+	for _, g := range cs.unserved {
+		if name := b.index.GroupName(g); name != "" && b.cluster.RemoteGroup(name) {
+			continue // the cluster gave it to a peer's member
+		}
+		took, stored := b.deliverShared(bt, g, m, nowNs, 0)
+		if took {
+			n++
+		}
+		durable = durable || stored
+	}
+	clear(o.Served)
+	o.Served, o.Msg, o.From = o.Served[:0], nil, nil
+	cs.unserved = cs.unserved[:0]
+	return n, durable
+}
+
+// deliverSharedOnline gives m to an online member of g other than skip, and reports
+// whether one took it.
+func (b *Broker) deliverSharedOnline(bt *batch, g pubsub.Group, m *session.Message, nowNs int64, skip uint32) (took, stored bool) {
+	online := func(s pubsub.Sub) bool {
+		if uint32(s.Subscriber) == skip {
+			return false
+		}
+		b.idMu.RLock()
+		t := b.lookup(s.Subscriber)
+		b.idMu.RUnlock()
+		return t.local != nil || (t.s != nil && t.s.Online())
+	}
+	sub, ok := b.index.Pick(g, online)
+	if !ok {
+		return false, false
+	}
+	return b.deliverMember(bt, g, sub, m, nowNs)
+}
+
+// An Inbound delivers the messages of one batch another node forwarded, in one broker
+// batch: the sessions they reach are written once, at End. One goroutine uses it.
+type Inbound struct {
+	b      *Broker
+	bt     *batch
+	stored bool // a persistent session's store keeps a message of the batch
+}
+
+// BeginForwarded starts delivering a batch of forwarded messages; End it.
+func (b *Broker) BeginForwarded() *Inbound {
+	bt := b.getBatch()
+	bt.cluster.forwarded = true
+	return &Inbound{b: b, bt: bt}
+}
+
+// Deliver delivers a message another node forwarded to this node's subscribers, and
+// reports whether any took it. m may be borrowed (valid during the call). With share
+// ("$share/{group}/{filter}"), only one member of that group gets it: an online one, or
+// with offlineOK one whose persistent session queues it. Nothing here forwards it again or
+// keeps it as retained.
+func (in *Inbound) Deliver(m *session.Message, share string, offlineOK bool) bool {
+	b, bt := in.b, in.bt
+	if share == "" {
+		n, stored := b.deliver(bt, m)
+		in.stored = in.stored || stored
+		return n > 0
+	}
+	g, ok := b.index.GroupOf([]byte(share))
+	if !ok {
+		return false
+	}
+	nowNs := now()
+	pooled := false
+	if m.QoS > 0 && m.Borrowed() {
+		m, pooled = m.OwnPooled(), true
+	}
+	took, stored := b.deliverSharedOnline(bt, g, m, nowNs, 0)
+	if !took && offlineOK {
+		took, stored = b.deliverShared(bt, g, m, nowNs, 0)
+	}
+	in.stored = in.stored || stored
+	if pooled {
+		m.Release()
+	}
+	return took
+}
+
+// End writes what the batch's messages gave the sessions and, when a persistent
+// session's store keeps one of them, returns once the store has it: the cluster then
+// acknowledges the batch to its sender, whose publishers' PUBACKs wait for that, as a
+// PUBACK on one node waits for its store (persist.go). It blocks the cluster's receiving
+// goroutine, never a poller.
+func (in *Inbound) End() {
+	in.bt.cluster.forwarded = false
+	in.b.endBatch(in.bt) // commits
+	if in.stored && in.b.j != nil {
+		in.b.j.WaitCommitted()
+	}
+	in.bt, in.stored = nil, false
+}

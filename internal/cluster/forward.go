@@ -1,0 +1,430 @@
+package cluster
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bifrost-mqtt/bifrost/internal/broker"
+	"github.com/bifrost-mqtt/bifrost/internal/bufpool"
+	"github.com/bifrost-mqtt/bifrost/internal/cluster/clusterpb"
+	"github.com/bifrost-mqtt/bifrost/internal/pubsub"
+	"github.com/bifrost-mqtt/bifrost/internal/session"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Forwarding: a PUBLISH crosses to each node whose routes match it, once.
+//
+// Forward matches the topic in the remote index (routes.go) and queues one copy of the
+// message (a pooled buffer) for each matching node's link: one goroutine and one Forward
+// stream per peer, batched (forward_link.go). Each message gets the link's next sequence
+// number; the order of the queue is the order of the stream, so the order per publisher
+// and topic holds.
+//
+// QoS 0 is dropped, and counted, when the peer's queue is full (fwdQueueMsgs or
+// fwdQueueBytes). QoS 1 and 2 are never dropped: the message stays queued, then in flight,
+// until the peer acknowledges it, and resent in order after a reconnect; the publisher's
+// PUBACK or PUBREC waits behind a session.Gate until every peer that got the message
+// acknowledged it. The queue is thus bounded by the publishers' windows (their Receive
+// Maximum), not by a count that would have to drop: a full peer slows its publishers.
+// The receiver de-duplicates by (origin, incarnation, sequence), so a message resent
+// after a reconnect is delivered once: QoS 2 stays exactly once end to end. A peer
+// declared dead releases what waited for it: its subscribers are gone with it.
+//
+// Shared groups: the message goes to one node with members (round robin over the remote
+// index's group of nodes); a node whose members are all offline answers none online, and
+// the next one is tried; when every node did, an offline member's persistent session takes
+// it, here if the group has members here, else on a peer (offline_ok).
+
+// Bounds of a peer's queue, with their reasons.
+const (
+	// fwdQueueMsgs and fwdQueueBytes bound the QoS 0 messages queued for one peer: a few
+	// hundred milliseconds of a fast stream; beyond, QoS 0 is dropped.
+	fwdQueueMsgs  = 8192
+	fwdQueueBytes = 16 << 20
+	// fwdBatchMsgs and fwdBatchBytes bound one batch on the stream.
+	fwdBatchMsgs  = 512
+	fwdBatchBytes = 256 << 10
+)
+
+// outMsg is one message queued for one peer.
+type outMsg struct {
+	buf       *[]byte // topic, payload, properties
+	ack       *fwdAck // what waits for the peer's acknowledgement; nil: nothing
+	share     string  // "$share/{group}/{filter}": one member of that group
+	tried     []pubsub.SubscriberID
+	seq       uint64
+	expiry    int64 // Unix nanoseconds; 0: none
+	tl, pl    int
+	qos       uint8
+	retain    bool
+	offlineOK bool
+}
+
+func (o *outMsg) topic() []byte   { return (*o.buf)[:o.tl] }
+func (o *outMsg) payload() []byte { return (*o.buf)[o.tl : o.tl+o.pl] }
+func (o *outMsg) props() []byte   { return (*o.buf)[o.tl+o.pl:] }
+func (o *outMsg) size() int       { return len(*o.buf) + 64 }
+
+// keep reports whether the message stays in flight until the peer acknowledges it.
+func (o *outMsg) keep() bool { return o.qos > 0 || o.share != "" }
+
+var outMsgs = sync.Pool{New: func() any { return new(outMsg) }}
+
+// newOutMsg copies m for one peer.
+func newOutMsg(m *session.Message) *outMsg {
+	o := outMsgs.Get().(*outMsg)
+	t, p, pr := m.Topic(), m.Payload(), m.Props()
+	o.buf = bufpool.Get(len(t) + len(p) + len(pr))
+	*o.buf = append(append(append((*o.buf)[:0], t...), p...), pr...)
+	o.tl, o.pl = len(t), len(p)
+	o.qos, o.retain, o.expiry = m.QoS, m.Retain, m.Expiry
+	return o
+}
+
+// free gives o back to the pools.
+func (o *outMsg) free() {
+	bufpool.Put(o.buf)
+	clear(o.tried)
+	*o = outMsg{tried: o.tried[:0]}
+	outMsgs.Put(o)
+}
+
+// A fwdAck counts the peers a QoS 1/2 message still waits for; the last opens the
+// publisher's gate. One count belongs to Forward itself while it queues.
+type fwdAck struct {
+	left atomic.Int32
+	gate session.Gate
+}
+
+var fwdAcks = sync.Pool{New: func() any { return new(fwdAck) }}
+
+func (a *fwdAck) done() {
+	if a == nil || a.left.Add(-1) != 0 {
+		return
+	}
+	a.gate.Open()
+	a.gate = session.Gate{}
+	fwdAcks.Put(a)
+}
+
+// forwarder is the node's forwarding: a link per peer, and what it received.
+type forwarder struct {
+	c     *Cluster
+	local atomic.Pointer[Local]
+
+	mu    sync.Mutex
+	links map[string]*fwdLink // by peer name
+
+	scratch sync.Pool // *matchScratch
+
+	smu  sync.Mutex
+	seen map[string]*seenSeq // by origin node
+	// dropped counts messages no one took: a shared message no member anywhere took.
+	dropped atomic.Uint64
+	// resent counts messages received again after a reconnect, and not delivered again.
+	resent atomic.Uint64
+}
+
+// seenSeq is the last sequence delivered from one incarnation of a peer.
+type seenSeq struct {
+	mu    sync.Mutex // one stream delivers at a time
+	epoch uint64
+	last  uint64
+}
+
+// matchScratch is one Forward call's reusable state.
+type matchScratch struct {
+	m      pubsub.Matches
+	nodes  []pubsub.SubscriberID
+	shares []shareTarget
+}
+
+type shareTarget struct {
+	node pubsub.SubscriberID
+	name string
+}
+
+func newForwarder(c *Cluster) *forwarder {
+	f := &forwarder{c: c, links: map[string]*fwdLink{}, seen: map[string]*seenSeq{}}
+	f.scratch.New = func() any { return new(matchScratch) }
+	return f
+}
+
+// link returns the link to peer name, starting it on first use.
+func (f *forwarder) link(name string) *fwdLink {
+	f.mu.Lock()
+	l := f.links[name]
+	if l == nil {
+		l = newFwdLink(f, name)
+		f.links[name] = l
+		f.mu.Unlock()
+		if !f.c.spawn("cluster forward", l.loop) {
+			close(l.exited) // closing: nothing is queued on a link that never runs
+			l.mu.Lock()
+			l.closed = true
+			l.mu.Unlock()
+		}
+		return l
+	}
+	f.mu.Unlock()
+	return l
+}
+
+// linkOf returns the running link to peer name; nil when there is none.
+func (f *forwarder) linkOf(name string) *fwdLink {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.links[name]
+}
+
+// names returns the peers with a link.
+func (f *forwarder) names() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]string, 0, len(f.links))
+	for name := range f.links {
+		out = append(out, name)
+	}
+	return out
+}
+
+// gone ends the link to a peer that failed or left: what waited for it is released, and
+// its shared messages go to another node.
+func (f *forwarder) gone(name string) {
+	f.mu.Lock()
+	l := f.links[name]
+	delete(f.links, name)
+	f.mu.Unlock()
+	if l == nil {
+		return
+	}
+	for _, o := range l.close() {
+		f.settle(l, o, false)
+	}
+}
+
+// Forward is broker.ClusterRoutes'.
+func (f *forwarder) Forward(o *broker.Outbound) int {
+	r := f.c.routes
+	m := o.Msg
+	sc := f.scratch.Get().(*matchScratch)
+	defer f.scratch.Put(sc)
+	sc.m.Reset()
+	r.remote.Match(m.Topic(), &sc.m)
+	if len(sc.m.Subs) == 0 && len(sc.m.Groups) == 0 {
+		return 0
+	}
+	sc.nodes = sc.nodes[:0]
+	for _, s := range sc.m.Subs {
+		sc.nodes = append(sc.nodes, s.Subscriber)
+	}
+	slices.Sort(sc.nodes)
+	sc.nodes = slices.Compact(sc.nodes)
+	sc.shares = sc.shares[:0]
+	for _, g := range sc.m.Groups {
+		name := r.remote.GroupName(g)
+		if name == "" || slices.Contains(o.Served, name) {
+			continue
+		}
+		if s, ok := r.remote.Pick(g, func(pubsub.Sub) bool { return true }); ok {
+			sc.shares = append(sc.shares, shareTarget{node: s.Subscriber, name: name})
+		}
+	}
+	var ack *fwdAck
+	if o.From != nil && m.QoS > 0 {
+		ack = fwdAcks.Get().(*fwdAck)
+		ack.gate = o.From.Gate() // before the PUBACK or PUBREC is encoded
+		ack.left.Store(1)
+	}
+	n := 0
+	for _, id := range sc.nodes {
+		if f.push(id, m, "", ack) {
+			n++
+		}
+	}
+	for _, t := range sc.shares {
+		if f.push(t.node, m, t.name, ack) {
+			n++
+		}
+	}
+	ack.done()
+	return n
+}
+
+// forwardShared queues m for one node with members of group share.
+func (f *forwarder) forwardShared(m *session.Message, share string) bool {
+	r := f.c.routes
+	g, ok := r.remote.GroupOf([]byte(share))
+	if !ok {
+		return false
+	}
+	s, ok := r.remote.Pick(g, func(pubsub.Sub) bool { return true })
+	return ok && f.push(s.Subscriber, m, share, nil)
+}
+
+// push queues a copy of m for node id. The link is started if need be: a peer's routes
+// may reach this node before the routes goroutine has seen the peer alive.
+func (f *forwarder) push(id pubsub.SubscriberID, m *session.Message, share string, ack *fwdAck) bool {
+	name := f.c.routes.nodeName(id)
+	if name == "" {
+		return false
+	}
+	l := f.link(name)
+	o := newOutMsg(m)
+	o.share = share
+	if ack != nil {
+		o.ack = ack
+		ack.left.Add(1)
+	}
+	if !l.push(o) {
+		if o.ack != nil {
+			o.ack.left.Add(-1) // Forward's own count keeps it above zero
+		}
+		o.free()
+		return false
+	}
+	return true
+}
+
+// settle ends a message the peer of l acknowledged (noneOnline: a shared message no
+// member there took), or that l gave up (the peer is gone).
+func (f *forwarder) settle(l *fwdLink, o *outMsg, delivered bool) {
+	if o.share == "" || delivered {
+		o.ack.done()
+		o.free()
+		return
+	}
+	o.tried = append(o.tried, l.id)
+	if f.reshare(o) {
+		return
+	}
+	o.ack.done()
+	o.free()
+}
+
+// reshare gives a shared message no member took on the nodes tried to the next node of
+// its group, else to an offline member, and reports whether it was queued again (it then
+// belongs to another link).
+func (f *forwarder) reshare(o *outMsg) bool {
+	r := f.c.routes
+	g, ok := r.remote.GroupOf([]byte(o.share))
+	for ok && !o.offlineOK {
+		// Pick's accept runs under the remote index's lock: it must not take rmu (apply
+		// holds rmu while it changes the index), so the link is looked for after.
+		s, found := r.remote.Pick(g, func(s pubsub.Sub) bool { return !slices.Contains(o.tried, s.Subscriber) })
+		if !found {
+			break
+		}
+		if f.requeue(s.Subscriber, o) {
+			return true
+		}
+		o.tried = append(o.tried, s.Subscriber)
+	}
+	if !o.offlineOK {
+		// Every node answered none online: an offline member's session queues it, here
+		// first.
+		if l := f.local.Load(); l != nil {
+			var m session.Message
+			m.BorrowForwarded(o.topic(), o.payload(), o.props(), o.qos, o.retain, o.expiry)
+			in := (*l).BeginForwarded()
+			took := in.Deliver(&m, o.share, true)
+			in.End()
+			if took {
+				return false
+			}
+		}
+		o.offlineOK = true
+		if ok {
+			for _, id := range o.tried {
+				if f.requeue(id, o) {
+					return true
+				}
+			}
+		}
+	}
+	f.dropped.Add(1)
+	return false
+}
+
+// requeue queues o, which no link holds, on node id's link.
+func (f *forwarder) requeue(id pubsub.SubscriberID, o *outMsg) bool {
+	l := f.linkOf(f.c.routes.nodeName(id))
+	return l != nil && l.push(o)
+}
+
+// Forward serves a peer's forwarding stream: each message delivered here once, in order,
+// acknowledged batch by batch.
+func (s rpcServer) Forward(st clusterpb.Cluster_ForwardServer) error {
+	f := s.c.fwd
+	b, err := st.Recv()
+	if err != nil {
+		return err
+	}
+	name, epoch := b.Node, b.Epoch
+	if _, ok := s.c.ms.lookup(name); !ok || name == s.c.cfg.NodeName {
+		return status.Errorf(codes.Unavailable, "cluster: %q is not a live member here", name)
+	}
+	f.smu.Lock()
+	sn := f.seen[name]
+	if sn == nil {
+		sn = &seenSeq{}
+		f.seen[name] = sn
+	}
+	f.smu.Unlock()
+	var m session.Message
+	var none []uint64
+	for {
+		none = none[:0]
+		sn.mu.Lock()
+		if sn.epoch != epoch { // a new incarnation of the peer numbers from 1 again
+			sn.epoch, sn.last = epoch, 0
+		}
+		lp := f.local.Load()
+		var in *broker.Inbound
+		if lp != nil {
+			in = (*lp).BeginForwarded()
+		}
+		now := time.Now().UnixNano()
+		var x frame
+		for rest := b.Frames; len(rest) > 0; {
+			if rest, err = readFrame(rest, &x); err != nil {
+				sn.mu.Unlock()
+				if in != nil {
+					in.End()
+				}
+				return status.Error(codes.InvalidArgument, err.Error())
+			}
+			if x.seq <= sn.last {
+				f.resent.Add(1)
+				continue // delivered before a reconnect
+			}
+			var exp int64
+			if x.expiryMS > 0 {
+				exp = now + int64(x.expiryMS)*int64(time.Millisecond)
+			}
+			took := false
+			if in != nil {
+				m.BorrowForwarded(x.topic, x.payload, x.props, x.qos, x.retain, exp)
+				took = in.Deliver(&m, string(x.share), x.offlineOK)
+			}
+			if len(x.share) > 0 && !took {
+				none = append(none, x.seq)
+			}
+			sn.last = x.seq
+		}
+		if in != nil {
+			in.End()
+		}
+		last := sn.last
+		sn.mu.Unlock()
+		if err := st.Send(&clusterpb.ForwardAck{Seq: last, NoneOnline: none}); err != nil {
+			return err
+		}
+		if b, err = st.Recv(); err != nil {
+			return nil
+		}
+	}
+}

@@ -1,0 +1,234 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync/atomic"
+	"time"
+
+	"github.com/bifrost-mqtt/bifrost/internal/cluster/clusterpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// The route streams: to each live peer one Routes stream carries this node's table, a
+// snapshot first, then deltas; the peer answers each update with the version its remote
+// index holds.
+
+const (
+	// linkBackoffMin and linkBackoffMax bound the wait before a link dials again.
+	linkBackoffMin = 50 * time.Millisecond
+	linkBackoffMax = 2 * time.Second
+)
+
+// routeDelta is one change of the table waiting for a link's stream.
+type routeDelta struct {
+	filter  string
+	remove  bool
+	version uint64
+}
+
+// A routeLink streams this node's routes to one peer.
+type routeLink struct {
+	r      *routes
+	name   string
+	ctx    context.Context // cancelled by stop: the peer is gone
+	cancel context.CancelFunc
+	wake   chan struct{}
+
+	// Guarded by r.mu.
+	started bool
+	acked   uint64       // the version the peer acknowledged on the current stream
+	pending []routeDelta // changes not yet sent
+	resnap  bool         // send a snapshot: pending overflowed
+}
+
+func newRouteLink(r *routes, name string) *routeLink {
+	ctx, cancel := context.WithCancel(r.c.ctx)
+	return &routeLink{r: r, name: name, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1)}
+}
+
+// queueLocked adds a change for the stream. r.mu is held.
+func (l *routeLink) queueLocked(filter string, remove bool, version uint64) {
+	switch {
+	case l.resnap:
+	case len(l.pending) >= routeDeltaMax:
+		clear(l.pending)
+		l.pending, l.resnap = nil, true
+	default:
+		l.pending = append(l.pending, routeDelta{filter: filter, remove: remove, version: version})
+	}
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// start runs the link's goroutine once.
+func (l *routeLink) start() {
+	l.r.mu.Lock()
+	if l.started {
+		l.r.mu.Unlock()
+		return
+	}
+	l.started = true
+	l.r.mu.Unlock()
+	l.r.c.spawn("cluster routes", l.loop)
+}
+
+// stop ends the link.
+func (l *routeLink) stop() { l.cancel() }
+
+// loop keeps a stream to the peer until the link stops, dialling again with backoff.
+func (l *routeLink) loop(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(l.ctx, cancel)()
+	backoff := linkBackoffMin
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := l.stream(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		l.r.c.log.Debug("cluster: route stream ended", "peer", l.name, "err", err)
+		if time.Since(start) > linkBackoffMax {
+			backoff = linkBackoffMin
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, linkBackoffMax)
+	}
+}
+
+// stream runs one Routes stream: the snapshot, then the deltas as they come, while a
+// second goroutine reads the acknowledgements.
+func (l *routeLink) stream(ctx context.Context) error {
+	c := l.r.c
+	m, ok := c.ms.lookup(l.name)
+	if !ok {
+		return errNotLive
+	}
+	cl, err := c.peers.client(l.name, m.Meta.RPC)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st, err := cl.Routes(ctx)
+	if err != nil {
+		return err
+	}
+	r := l.r
+	r.mu.Lock()
+	l.acked = 0 // a new stream: the peer may be a new process without our table
+	add, version := r.snapshotLocked()
+	clear(l.pending)
+	l.pending, l.resnap = l.pending[:0], false
+	r.mu.Unlock()
+	if err := st.Send(&clusterpb.RouteUpdate{Node: c.cfg.NodeName, Version: version, Snapshot: true, Add: add}); err != nil {
+		return err
+	}
+	acks := make(chan error, 1)
+	if !c.spawn("cluster routes acks", func(context.Context) { acks <- l.readAcks(st) }) {
+		return errClosed
+	}
+	var pending []routeDelta
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-acks:
+			return err
+		case <-l.wake:
+		}
+		r.mu.Lock()
+		var u *clusterpb.RouteUpdate
+		if l.resnap { // the deltas overflowed: the whole table again
+			add, version := r.snapshotLocked()
+			l.resnap = false
+			u = &clusterpb.RouteUpdate{Snapshot: true, Add: add, Version: version}
+		}
+		pending, l.pending = l.pending, pending[:0]
+		r.mu.Unlock()
+		if u == nil {
+			if len(pending) == 0 {
+				continue
+			}
+			// The last change of a filter wins: the peer applies adds, then removes.
+			last := make(map[string]bool, len(pending))
+			u = &clusterpb.RouteUpdate{Version: pending[len(pending)-1].version}
+			for _, d := range pending {
+				last[d.filter] = d.remove
+			}
+			for f, remove := range last {
+				if remove {
+					u.Remove = append(u.Remove, f)
+				} else {
+					u.Add = append(u.Add, f)
+				}
+			}
+		}
+		clear(pending)
+		if err := st.Send(u); err != nil {
+			return err
+		}
+	}
+}
+
+// readAcks records the peer's acknowledgements until the stream ends.
+func (l *routeLink) readAcks(st clusterpb.Cluster_RoutesClient) error {
+	r := l.r
+	for {
+		a, err := st.Recv()
+		if err != nil {
+			return err
+		}
+		r.mu.Lock()
+		if r.links[l.name] == l && a.Version > l.acked {
+			l.acked = a.Version
+		}
+		r.mu.Unlock()
+		r.settle()
+	}
+}
+
+var routeStreams atomic.Uint64
+
+// Routes serves a peer's route stream: its table into the remote index, acknowledged
+// version by version.
+func (s rpcServer) Routes(st clusterpb.Cluster_RoutesServer) error {
+	r := s.c.routes
+	u, err := st.Recv()
+	if err != nil {
+		return err
+	}
+	name := u.Node
+	if _, ok := s.c.ms.lookup(name); !ok || name == s.c.cfg.NodeName {
+		return status.Errorf(codes.Unavailable, "cluster: %q is not a live member here", name)
+	}
+	if !u.Snapshot {
+		return status.Error(codes.FailedPrecondition, "cluster: a route stream starts with a snapshot")
+	}
+	id := routeStreams.Add(1)
+	r.own(name, id)
+	s.c.fwd.link(name) // its routes are about to be matched
+	for {
+		if !r.apply(name, id, u.Snapshot, u.Add, u.Remove, u.Version) {
+			return status.Errorf(codes.Aborted, "cluster: the routes of %s were dropped (gone) or taken by a newer stream", name)
+		}
+		if err := st.Send(&clusterpb.RouteAck{Version: u.Version}); err != nil {
+			return err
+		}
+		if u, err = st.Recv(); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
