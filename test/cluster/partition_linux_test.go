@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"bufio"
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -13,10 +15,14 @@ import (
 
 // TestPartitionLeader: three nodes, the leader C cut off from A and B ({A,B} | {C}).
 // The majority elects a new leader of a later term, commits past everything C has and
-// serves clients; C steps down within its leader lease and knows no leader; A and B see
-// C dead. Healed, the three are one cluster again: one leader, one cluster id, three
-// voters of one term, every node's /load shows all three alive, every node serves
-// clients. -rounds repeats the cut and the heal, each time with the leader of the moment.
+// serves clients, its connected client throughout; C steps down within its leader lease
+// and knows no leader; A and B see C dead. Once C's lease has run out it has closed its
+// client (DISCONNECT 0x9C) and refuses CONNECTs (v5 0x88 or 0x9C, 3.1.1 3); that
+// client's id reconnects to the majority (after the lease, its old owner unreachable).
+// Healed, the three are one cluster again: one leader, one cluster id, three voters of
+// one term, every node's /load shows all three alive, every node serves clients, and the
+// moved client id is live once, where it moved. -rounds repeats the cut and the heal,
+// each time with the leader of the moment.
 func TestPartitionLeader(t *testing.T) {
 	lab := newNetLab(t)
 	c := newNetCluster(t, lab, 3, nil)
@@ -41,8 +47,17 @@ func partitionLeader(t *testing.T, c *testCluster, lab *netLab, id, leader strin
 			majority = append(majority, nd)
 		}
 	}
-	before := old.mustStatus()
+	stay := dialLab(t, majority[0])
+	if ack, err := stay.connect(&packet.Connect{CleanStart: true, ClientID: []byte("stays-" + leader)}); err != nil || ack.Code != packet.Success {
+		t.Fatalf("a client on %s: %v %v", majority[0].name, ack, err)
+	}
+	moves := dialLab(t, old)
+	movesID := []byte("moves-" + leader)
+	if ack, err := moves.connect(&packet.Connect{CleanStart: true, ClientID: movesID}); err != nil || ack.Code != packet.Success {
+		t.Fatalf("a client on %s: %v %v", old.name, ack, err)
+	}
 
+	before := old.mustStatus()
 	lab.partition(majority, []*node{old})
 	cut := time.Now()
 	id2, leader2 := c.waitFormed(majority...)
@@ -64,24 +79,41 @@ func partitionLeader(t *testing.T, c *testCluster, lab *netLab, id, leader strin
 		return true
 	})
 	minority := old.mustStatus()
-	for _, nd := range majority {
-		s := nd.mustStatus()
-		if s.Term <= before.Term || s.CommitIndex <= minority.LastIndex {
-			t.Errorf("%s in the majority: term %d, commit index %d; want a term after %d and a commit index past the minority's last index %d",
-				nd.name, s.Term, s.CommitIndex, before.Term, minority.LastIndex)
+	testenv.WaitFor(t, fmt.Sprintf("the majority in a term after %d, committing past the minority's last index %d", before.Term, minority.LastIndex), func() bool {
+		for _, nd := range majority {
+			s, err := nd.status()
+			if err != nil || s.Term <= before.Term || s.CommitIndex <= minority.LastIndex {
+				return false
+			}
 		}
-	}
+		return true
+	})
 	if minority.CommitIndex > before.LastIndex {
 		t.Errorf("%s alone committed up to %d, past its last index %d before the partition", old.name, minority.CommitIndex, before.LastIndex)
 	}
 	for _, nd := range majority {
 		mustServe(t, nd, "partitioned")
 	}
-	// The minority's clients are fenced once client-id ownership (cluster.lease) is in;
-	// until then it serves them as a lone broker would (docs/cluster.md, Partitions).
-	if ack, conn, err := old.connect("probe-minority", packet.V5); err == nil {
-		t.Logf("partitioned, the minority %s answers a CONNECT with %v", old.name, ack.Code)
-		_ = conn.Close()
+	// The minority fences itself once its lease has run out.
+	p, err := moves.read(testenv.Timeout)
+	if d, ok := p.(*packet.Disconnect); err != nil || !ok || d.Code != packet.UseAnotherServer {
+		t.Errorf("the client on the minority %s got %v (%v); want DISCONNECT 0x9C once its lease ran out", old.name, p, err)
+	}
+	for _, v := range []packet.Version{packet.V5, packet.V311} {
+		ack, conn, err := old.connect("refused-"+leader, v)
+		if err == nil {
+			_ = conn.Close()
+		}
+		if err != nil || ack.Code != packet.ServerUnavailable && ack.Code != packet.UseAnotherServer {
+			t.Errorf("partitioned, the minority %s answers a CONNECT (%v) with %v (%v); want it refused", old.name, v, ack.Code, err)
+		}
+	}
+	if err := ping(stay); err != nil {
+		t.Errorf("the client on %s in the majority: %v; want it served throughout", majority[0].name, err)
+	}
+	moved := dialLab(t, majority[1])
+	if ack, err := moved.connect(&packet.Connect{CleanStart: true, ClientID: movesID}); err != nil || ack.Code != packet.Success {
+		t.Errorf("%s moving to %s: %v %v; want it served", movesID, majority[1].name, ack, err)
 	}
 
 	lab.heal()
@@ -95,7 +127,40 @@ func partitionLeader(t *testing.T, c *testCluster, lab *netLab, id, leader strin
 	for _, nd := range c.nodes {
 		mustServe(t, nd, "healed")
 	}
+	for _, cl := range []*rawClient{stay, moved} {
+		if err := ping(cl); err != nil {
+			t.Errorf("healed, a client of the majority: %v; want it still served", err)
+		}
+	}
 	return leader3
+}
+
+// dialLab opens a raw MQTT 5 connection to nd through the lab.
+func dialLab(t testing.TB, nd *node) *rawClient {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := nd.dialer()(ctx, "tcp", nd.mqttAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return &rawClient{conn: conn, r: bufio.NewReader(conn)}
+}
+
+// ping checks that c's connection is served: a PINGREQ answered with PINGRESP.
+func ping(c *rawClient) error {
+	if err := c.send(&packet.Pingreq{}); err != nil {
+		return err
+	}
+	p, err := c.read(testenv.Timeout)
+	if err != nil {
+		return err
+	}
+	if _, ok := p.(*packet.Pingresp); !ok {
+		return fmt.Errorf("%v, not PINGRESP", p.Type())
+	}
+	return nil
 }
 
 // TestPartitionOneWay: a follower A that stops hearing anything from the others (they
@@ -243,15 +308,34 @@ func checkWhole(t *testing.T, c *testCluster) {
 	}
 }
 
-// mustServe checks that nd accepts an MQTT 5 client, reached from the lab's hub.
+// mustServe checks that nd accepts an MQTT 5 client, reached from the lab's hub, within
+// testenv.Timeout (a node that was cut off serves again once it has caught up).
 func mustServe(t *testing.T, nd *node, when string) {
 	t.Helper()
-	ack, conn, err := nd.connect("probe-"+nd.name, packet.V5)
-	if err != nil || ack.Code != packet.Success {
-		t.Errorf("%s, %s answers a CONNECT with %v (%v); want it served", when, nd.name, ack.Code, err)
-		return
+	var last string
+	ok := waitUntil(func() bool {
+		ack, conn, err := nd.connect("probe-"+nd.name, packet.V5)
+		if err == nil {
+			_ = conn.Close()
+		}
+		last = fmt.Sprintf("%v (%v)", ack.Code, err)
+		return err == nil && ack.Code == packet.Success
+	})
+	if !ok {
+		t.Errorf("%s, %s answers a CONNECT with %s; want it served", when, nd.name, last)
 	}
-	_ = conn.Close()
+}
+
+// waitUntil polls cond as testenv.WaitFor does, and reports whether it held in time.
+func waitUntil(cond func() bool) bool {
+	deadline := time.Now().Add(testenv.Timeout)
+	for pause := time.Millisecond; !cond(); pause = min(2*pause, 20*time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(pause)
+	}
+	return true
 }
 
 // TestPartitionStop: a follower cut off from the others, once it knows no leader and
