@@ -214,9 +214,10 @@ func TestPartitionOneWay(t *testing.T) {
 }
 
 // TestPartitionPastForgetting (-long): four nodes split two and two, neither side alone
-// and neither a majority, for longer than memberlist gossips to a dead member (30s):
-// each side forgets the other. Healed, they find each other again (a node joins the
-// members it knows failed every 10s: internal/cluster rejoin.go) and are one cluster.
+// and neither a majority (so no node serves clients), for longer than memberlist gossips
+// to a dead member (30s): each side forgets the other. Healed, they find each other
+// again (a node joins the members it knows failed every 10s: internal/cluster
+// rejoin.go), are one cluster and serve clients.
 func TestPartitionPastForgetting(t *testing.T) {
 	if !*long {
 		t.Skip("a minute long: run with -long (bench/faults.sh); internal/cluster TestRejoinAfterForgotten checks the rejoin in CI")
@@ -243,6 +244,15 @@ func TestPartitionPastForgetting(t *testing.T) {
 		}
 		return true
 	})
+	for _, nd := range c.nodes {
+		ack, conn, err := nd.connect("refused-"+nd.name, packet.V5)
+		if err == nil {
+			_ = conn.Close()
+		}
+		if err != nil || ack.Code != packet.ServerUnavailable && ack.Code != packet.UseAnotherServer {
+			t.Errorf("split two and two, %s answers a CONNECT with %v (%v); want it refused", nd.name, ack.Code, err)
+		}
+	}
 	// memberlist gossips to a dead member for GossipToTheDeadTime (30s in its LAN
 	// configuration), then forgets it; the partition lasts past that (the scenario's
 	// length: the forgetting has no event to wait on).
@@ -255,6 +265,9 @@ func TestPartitionPastForgetting(t *testing.T) {
 		t.Errorf("healed, the cluster is %s; want %s", id2, id)
 	}
 	checkWhole(t, c)
+	for _, nd := range c.nodes {
+		mustServe(t, nd, "healed")
+	}
 }
 
 // checkWhole checks that every node of c sees every node a voter of one cluster in one
