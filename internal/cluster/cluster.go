@@ -214,7 +214,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	})
 
 	c.fsm = &FSM{changed: c.stateChanged, applied: c.applied}
-	c.trans = newTransport(c.mux, c.rpcAddr, clientTLS, c.raftAddress, newHCLogger(c.log, "raft"))
+	c.trans = newTransport(c.ctx, c.mux, c.rpcAddr, clientTLS, c.raftAddress, newHCLogger(c.log, "raft"))
 	if c.raft, err = raft.NewRaft(raftConfig(k.NodeName, newHCLogger(c.log, "raft")), c.fsm,
 		c.stores.logs, c.stores.stable, c.stores.snaps, c.trans); err != nil {
 		return fmt.Errorf("cluster: raft: %w", err)
@@ -247,6 +247,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		}
 		c.ms.join(ctx, k.Seeds, &c.joinTried)
 	})
+	c.spawn("cluster rejoin", func(ctx context.Context) { c.ms.rejoin(ctx, rejoinInterval) })
 	c.spawn("cluster control", c.control)
 	c.startOwnership()
 	c.spawn("cluster routes", func(ctx context.Context) { c.routes.run(ctx.Done()) })

@@ -93,6 +93,12 @@ type membership struct {
 	changed chan struct{}
 	// onGone runs when a member fails or leaves (the rpc clients close theirs).
 	onGone func(name string)
+	// tune, set by tests only, changes memberlist's configuration before it starts (a
+	// transport that cuts links, shorter timeouts).
+	tune func(*memberlist.Config)
+	// answers tells whether a failed member's gossip address answers (rejoin.go); tests
+	// on memberlist's mock network replace it.
+	answers func(ctx context.Context, addr string) bool
 
 	// live and gone are this node's copy of memberlist's view, kept by the event
 	// delegate: the *Node values memberlist.Members returns are rewritten under a lock
@@ -106,7 +112,7 @@ type membership struct {
 }
 
 func newMembership(self string, log *slog.Logger, local func() Meta, ours func() string, onGone func(string)) *membership {
-	return &membership{self: self, log: log, local: local, ours: ours, onGone: onGone,
+	return &membership{self: self, log: log, local: local, ours: ours, onGone: onGone, answers: answers,
 		changed: make(chan struct{}, 1), live: map[string]Member{}, suspect: map[string]bool{}, gone: map[string]Member{}, refused: map[string]time.Time{}}
 }
 
@@ -158,6 +164,9 @@ func (m *membership) start(k *conf.Cluster) error {
 	if err != nil {
 		return err
 	}
+	if m.tune != nil {
+		m.tune(c)
+	}
 	ml, err := memberlist.Create(c)
 	if err != nil {
 		return fmt.Errorf("cluster: gossip on %s: %w", k.Bind, err)
@@ -186,7 +195,10 @@ func (m *membership) join(ctx context.Context, seeds []string, tried *atomic.Boo
 		}
 		wait := aloneRecheck
 		if m.ml.NumMembers() <= 1 {
-			n, err := m.ml.Join(others)
+			n, err := 0, errNoSeed
+			if live := m.answering(ctx, others); len(live) > 0 {
+				n, err = m.ml.Join(live)
+			}
 			switch {
 			case n > 0:
 				m.log.Info("cluster: joined", "seeds", others, "members", m.ml.NumMembers())
@@ -199,6 +211,8 @@ func (m *membership) join(ctx context.Context, seeds []string, tried *atomic.Boo
 				wait, backoff = backoff, min(2*backoff, joinBackoffMax)
 			}
 			tried.Store(true)
+		} else {
+			backoff = joinBackoffMin // in company (others joined it): alone again is news
 		}
 		select {
 		case <-time.After(wait):
@@ -305,6 +319,9 @@ func (m *membership) signal() {
 	default:
 	}
 }
+
+// errNoSeed is a join attempt's outcome when no seed accepts a connection.
+var errNoSeed = errors.New("no seed accepts connections")
 
 // errForeign refuses a node of another cluster.
 var errForeign = errors.New("a node of another cluster")

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"net"
@@ -27,6 +28,9 @@ const (
 // A streamLayer is raft.StreamLayer on the mux.
 type streamLayer struct {
 	*connQueue
+	// ctx ends when the node closes: it cancels dials, which would otherwise hold Raft's
+	// Shutdown for their whole timeout (a vote asked of a peer behind a partition).
+	ctx       context.Context
 	advertise string      // what this node's Raft address is, as peers dial it
 	tls       *tls.Config // client settings; nil without a secret
 }
@@ -37,7 +41,7 @@ func (s *streamLayer) Addr() net.Addr { return advertisedAddr(s.advertise) }
 // Dial opens a Raft connection to a peer's rpc port.
 func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	d := net.Dialer{Timeout: timeout}
-	c, err := d.Dial("tcp", string(address))
+	c, err := d.DialContext(s.ctx, "tcp", string(address))
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +52,7 @@ func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	}
 	if s.tls != nil {
 		tc := tls.Client(c, s.tls)
-		if err := tc.Handshake(); err != nil {
+		if err := tc.HandshakeContext(s.ctx); err != nil {
 			_ = c.Close()
 			return nil, fmt.Errorf("cluster: raft handshake with %s (is cluster.secret the same on both nodes?): %w", address, err)
 		}
@@ -76,12 +80,12 @@ func (f addressBook) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
 	return "", fmt.Errorf("cluster: %s is not a live member", id)
 }
 
-// newTransport returns Raft's transport on the mux's Raft path.
-func newTransport(m *mux, advertise string, clientTLS *tls.Config, book addressBook, log hclog.Logger) *raft.NetworkTransport {
+// newTransport returns Raft's transport on the mux's Raft path; its dials end with ctx.
+func newTransport(ctx context.Context, m *mux, advertise string, clientTLS *tls.Config, book addressBook, log hclog.Logger) *raft.NetworkTransport {
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		ServerAddressProvider: book,
 		Logger:                log,
-		Stream:                &streamLayer{connQueue: m.raft, advertise: advertise, tls: clientTLS},
+		Stream:                &streamLayer{connQueue: m.raft, ctx: ctx, advertise: advertise, tls: clientTLS},
 		MaxPool:               raftMaxPool,
 		Timeout:               raftIOTimeout,
 	})

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bifrost-mqtt/bifrost/internal/packet"
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
@@ -69,6 +71,12 @@ type node struct {
 	gossip string // 127.0.0.1:port, reserved for the node's life
 	rpc    string
 	cfg    nodeConfig
+	// host is the address its MQTT and HTTP listeners bind (port 0); netns, when not
+	// "", is the network namespace it runs in, and dial how the test reaches it there
+	// (netns_linux_test.go). Loopback and the test's own namespace otherwise.
+	host  string
+	netns string
+	dial  func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	mu   sync.Mutex
 	log  strings.Builder // every run's stderr, each run headed by a line of its own
@@ -157,7 +165,7 @@ func (c *testCluster) start() {
 // and prints its log if it failed.
 func newNode(t testing.TB, name string, cfg nodeConfig) *node {
 	t.Helper()
-	nd := &node{t: t, name: name, dir: t.TempDir(), gossip: freePort(t, true), rpc: freePort(t, false), cfg: cfg}
+	nd := &node{t: t, name: name, dir: t.TempDir(), gossip: freePort(t, true), rpc: freePort(t, false), cfg: cfg, host: "127.0.0.1"}
 	nd.file = filepath.Join(t.TempDir(), name+".yaml")
 	t.Cleanup(func() {
 		nd.kill()
@@ -204,12 +212,16 @@ func (nd *node) config() string {
 	if nd.cfg.Secret != "" {
 		secret = fmt.Sprintf("    secret: %q\n", nd.cfg.Secret)
 	}
+	auth := ""
+	if nd.netns != "" { // its addresses are not loopback
+		auth = "auth:\n  allow_anonymous: true\n"
+	}
 	return fmt.Sprintf(`listeners:
   - name: mqtt
     type: tcp
-    address: 127.0.0.1:0
+    address: %s
 http:
-  address: 127.0.0.1:0
+  address: %s
 store:
   dir: %q
 sys_interval: 0s
@@ -222,7 +234,7 @@ cluster:
     rpc: %s
     seeds: %s
     bootstrap_expect: %d
-%s%s%s`, nd.dir, logLevel(), nd.name, nd.gossip, nd.rpc, seeds, nd.cfg.BootstrapExpect, secret, nd.cfg.ClusterYAML, nd.cfg.YAML)
+%s%s%s%s`, net.JoinHostPort(nd.host, "0"), net.JoinHostPort(nd.host, "0"), nd.dir, logLevel(), nd.name, nd.gossip, nd.rpc, seeds, nd.cfg.BootstrapExpect, secret, nd.cfg.ClusterYAML, auth, nd.cfg.YAML)
 }
 
 // logLevel is the nodes' log level: info, or BIFROST_CLUSTER_LOG (debug to see gossip
@@ -257,6 +269,10 @@ func (nd *node) spawn() error {
 		return err
 	}
 	cmd := exec.Command(binary.Path(nd.t), "-c", nd.file)
+	if nd.netns != "" {
+		// ip execs bifrost in the namespace: the pid is the node's.
+		cmd = exec.Command("ip", "netns", "exec", nd.netns, binary.Path(nd.t), "-c", nd.file)
+	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return err
@@ -376,6 +392,19 @@ func (nd *node) logs() string {
 	return nd.log.String()
 }
 
+// dialer returns how the test opens connections to the node.
+func (nd *node) dialer() func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if nd.dial != nil {
+		return nd.dial
+	}
+	return (&net.Dialer{}).DialContext
+}
+
+// connect opens an MQTT connection to the node's current run (mqttConnect).
+func (nd *node) connect(id string, v packet.Version) (packet.Connack, net.Conn, error) {
+	return mqttConnectWith(nd.dialer(), nd.mqttAddr(), id, v)
+}
+
 // mqttAddr and httpAddr are the current run's addresses.
 func (nd *node) mqttAddr() string {
 	nd.mu.Lock()
@@ -392,7 +421,7 @@ func (nd *node) httpAddr() string {
 // get fetches path from the node's HTTP endpoint; an error for a node that does not
 // answer within a second (stopped, killed).
 func (nd *node) get(path string) ([]byte, error) {
-	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true, DialContext: nd.dialer()}}
 	resp, err := client.Get("http://" + nd.httpAddr() + path)
 	if err != nil {
 		return nil, err

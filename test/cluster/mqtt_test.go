@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"time"
@@ -13,8 +14,15 @@ import (
 // protocol v, and returns the CONNACK and the connection, open (a refused one is closed
 // by the broker).
 func mqttConnect(addr, id string, v packet.Version) (packet.Connack, net.Conn, error) {
+	return mqttConnectWith((&net.Dialer{}).DialContext, addr, id, v)
+}
+
+// mqttConnectWith is mqttConnect through dial.
+func mqttConnectWith(dial func(ctx context.Context, network, addr string) (net.Conn, error), addr, id string, v packet.Version) (packet.Connack, net.Conn, error) {
 	var ack packet.Connack
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	conn, err := dial(ctx, "tcp", addr)
+	cancel()
 	if err != nil {
 		return ack, nil, err
 	}
