@@ -307,7 +307,23 @@ func symbols(f *elf.File, secs []section, groupOf func(string) string) ([]symbol
 		}
 		out = append(out, symbol{s.Value, s.Value + s.Size, groupOf(s.Name)})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].start < out[j].start })
+	// At one address, a size-0 runtime marker (runtime.types, runtime.rodata) gives way
+	// to the linker's block there (type:*), which then covers the range.
+	marker := func(s symbol) bool { return s.end == s.start && s.group == "std: runtime" }
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].start != out[j].start {
+			return out[i].start < out[j].start
+		}
+		return marker(out[i]) && !marker(out[j])
+	})
+	kept := out[:0]
+	for i, s := range out {
+		if i+1 < len(out) && out[i+1].start == s.start && marker(s) {
+			continue
+		}
+		kept = append(kept, s)
+	}
+	out = kept
 	for i := range out {
 		if out[i].end > out[i].start {
 			continue
