@@ -34,12 +34,17 @@ func ReleaseCode() (int64, error) {
 		return 0, fmt.Errorf("memory: release code: %w", err)
 	}
 	defer f.Close()
+	// The executable's mappings: its device (major:minor, hex) and inode in each line.
+	dev := uint64(exe.Dev)
+	major := (dev>>8)&0xfff | (dev>>32)&^0xfff
+	minor := dev&0xff | (dev>>12)&^0xff
+	exeDev, exeIno := fmt.Sprintf("%02x:%02x", major, minor), strconv.FormatUint(exe.Ino, 10)
 	var advised int64
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		// start-end perms offset dev inode path
 		fields := strings.Fields(sc.Text())
-		if len(fields) < 6 || strings.Contains(fields[1], "w") || fields[4] != strconv.FormatUint(exe.Ino, 10) {
+		if len(fields) < 6 || strings.Contains(fields[1], "w") || fields[3] != exeDev || fields[4] != exeIno {
 			continue
 		}
 		start, end, ok := strings.Cut(fields[0], "-")
