@@ -122,8 +122,20 @@ func New(cfg *Config, opts ...Option) (*Broker, error) {
 // returns once they accept connections (Addrs and HTTPAddr are then set) or with the
 // error that prevented it (a store that is corrupt, foreign or locked by another process
 // among them); after an error, Close the Broker. ctx bounds the start only: the broker
-// runs until Close.
+// runs until Close. With the edge profile, Start then hands the executable's start-up
+// pages back to the kernel (memory.ReleaseCode): in the whole process, on Linux.
 func (b *Broker) Start(ctx context.Context) error {
+	if err := b.start(ctx); err != nil {
+		return err
+	}
+	if b.cfg.Memory.Profile == conf.ProfileEdge {
+		n, err := memory.ReleaseCode()
+		b.log.Debug("memory: executable's pages released", "advised_bytes", n, "err", err)
+	}
+	return nil
+}
+
+func (b *Broker) start(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
