@@ -41,6 +41,10 @@ type durable struct {
 	holdGen  uint64 // the generation the output waits for
 	holdWait uint64 // the generation whose waiters list has the session
 	marks    []mark // held acknowledgements whose outcome a failed commit changes
+	// gates counts the holds taken with Gate and not yet opened (gate.go); gateID names
+	// the current run of them, so that a Gate of a connection since closed opens nothing.
+	gates  uint32
+	gateID uint64
 	// nextSeq is the last queue entry number given out: the order of the store's queue
 	// records (persistent sessions only). Reuse after the flows are dropped is harmless:
 	// every entry's record was deleted first.
@@ -57,8 +61,8 @@ func (f *flows) durable() *durable {
 	return f.d
 }
 
-// held reports whether output is held for the store.
-func (f *flows) held() bool { return f.d != nil && f.d.held }
+// held reports whether output is held: for the store, or by a Gate.
+func (f *flows) held() bool { return f.d != nil && (f.d.held || f.d.gates > 0) }
 
 // entry is one message in the inflight window or the queue: a reference to the shared
 // message and what is particular to this recipient.

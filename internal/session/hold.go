@@ -37,7 +37,7 @@ func (s *Session) outLen() int {
 // are held.
 func (s *Session) holdLocked(j *Journal, f *flows, off int) uint64 {
 	d := f.durable()
-	if !d.held || off < d.holdFrom {
+	if !f.held() || off < d.holdFrom {
 		d.holdFrom = off
 	}
 	d.held = true
@@ -181,6 +181,7 @@ func (f *flows) dropHold() {
 	}
 	d.held = false
 	d.holdFrom = 0
+	d.gates = 0
 	clear(d.marks)
 	d.marks = d.marks[:0]
 }
