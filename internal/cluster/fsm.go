@@ -28,6 +28,7 @@ type kind byte
 
 const (
 	kindIdentity kind = 1 // identity.go: the cluster id, chosen once
+	// 4: fsm_retained.go
 )
 
 // A command is one change of the replicated state.
@@ -45,11 +46,13 @@ type command interface {
 // commands decodes each kind's body; the reader's error reports a malformed one.
 var commands = map[kind]func(r *reader) command{
 	kindIdentity: decodeIdentity,
+	kindRetain:   decodeRetains,
 }
 
 // state is the replicated state: every field is changed by commands only.
 type state struct {
-	clusterID string // identity.go; "" until the first identity entry
+	clusterID string      // identity.go; "" until the first identity entry
+	ret       retainedSet // fsm_retained.go: retained messages
 }
 
 // A part is one piece of state with its own section in a snapshot. Adding state for a new
@@ -66,6 +69,7 @@ type part struct {
 
 var parts = []part{
 	{section: 1, capture: captureIdentity, restore: restoreIdentity},
+	{section: 3, capture: captureRetained, restore: restoreRetained},
 }
 
 // snapshotVersion is the first byte of every snapshot this build writes.
@@ -158,6 +162,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	f.mu.Lock()
+	s.ret.adopt(&f.s.ret)
 	f.s = s
 	f.mu.Unlock()
 	if f.changed != nil {
