@@ -42,6 +42,7 @@ func (b *Broker) startCluster(ctx context.Context) error {
 	if b.cluster == nil {
 		return nil
 	}
+	b.cluster.SetRetainedStore(b.mqtt) // the replicated retained set drives the broker's
 	return b.cluster.Start(ctx)
 }
 

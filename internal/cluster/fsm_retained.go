@@ -128,7 +128,7 @@ func readRetainOp(r *reader) retainOp {
 
 // apply changes the set op by op. An op with a topic that is not a valid topic name is
 // refused as a whole before anything changes, identically on every node.
-func (c retains) apply(s *state, _ uint64) ([]byte, error) {
+func (c retains) apply(s *state, index uint64) ([]byte, error) {
 	for i := range c.ops {
 		if err := packet.ValidTopicName(c.ops[i].topic); err != nil {
 			return nil, fmt.Errorf("cluster: retained topic %q: %w", c.ops[i].topic, err)
@@ -136,6 +136,9 @@ func (c retains) apply(s *state, _ uint64) ([]byte, error) {
 	}
 	for i := range c.ops {
 		s.ret.apply(&c.ops[i])
+	}
+	if s.ret.applied != nil {
+		s.ret.applied(index)
 	}
 	return nil, nil
 }
@@ -149,6 +152,9 @@ type retainedSet struct {
 	// store receives every change; nil in tests that look at the set alone. It is the
 	// node's, not replicated: FSM.Restore carries it over to the restored state.
 	store RetainedStore
+	// applied, when set, is told the index of each retains entry applied (retained.go
+	// opens the acknowledgements that waited for it); the node's too, carried over.
+	applied func(index uint64)
 }
 
 // apply makes one op's change.
@@ -195,7 +201,7 @@ func (t *retainedSet) apply(o *retainOp) {
 // adopt takes over the node's store from old (the state before a Restore) and hands it
 // the restored set.
 func (t *retainedSet) adopt(old *retainedSet) {
-	t.store = old.store
+	t.store, t.applied = old.store, old.applied
 	if t.store != nil {
 		t.store.ReplaceRetained(t.each)
 	}
@@ -269,11 +275,12 @@ func (f *FSM) RetainedLen() int {
 	return len(f.s.ret.msgs)
 }
 
-// setRetainedStore connects the node's retained store; before Raft starts.
-func (f *FSM) setRetainedStore(st RetainedStore) {
+// setRetainedStore connects the node's retained store and the retainer's applied; before
+// Raft starts.
+func (f *FSM) setRetainedStore(st RetainedStore, applied func(index uint64)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.s.ret.store = st
+	f.s.ret.store, f.s.ret.applied = st, applied
 }
 
 // expiredRetained returns up to max expire ops for what has expired at now.

@@ -111,7 +111,7 @@ func TestRetainedApply(t *testing.T) {
 	var f FSM
 	st := &mapStore{m: map[string]*session.Message{"stale": nil}}
 	st.m["stale"] = &session.Message{}
-	f.setRetainedStore(st)
+	f.setRetainedStore(st, nil)
 	apply := func(i uint64, ops ...retainOp) {
 		t.Helper()
 		if r := applyEntry(&f, i, encodeCommand(retains{ops: ops})); r.err != nil {
@@ -176,7 +176,7 @@ func TestRetainedSnapshot(t *testing.T) {
 
 	var g FSM
 	st := &mapStore{m: map[string]*session.Message{"gone": {}}}
-	g.setRetainedStore(st)
+	g.setRetainedStore(st, nil)
 	if err := g.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,237 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/bifrost-mqtt/bifrost/internal/session"
+)
+
+// Retained messages cluster-wide (the replicated set is fsm_retained.go). A retained
+// PUBLISH on any node is handed to Retain, which queues it without blocking the poller;
+// one goroutine, the retainer, takes everything queued, appends it to the Raft log as one
+// entry (forwarded to the leader when this node follows), and waits for the next batch
+// only until the leader has applied it. A publisher's PUBACK or PUBREC is held by a
+// session.Gate (HoldRetained) until this node has applied the entry: once it is out, a
+// new subscriber on this node gets the message, and on every other node once it has
+// caught up with the log.
+//
+// Order: one entry in flight at a time, so the changes of a topic reach the log in the
+// order they were handed over here. Ops are numbered as they are queued (seq); a batch is
+// a run of them, and the Gates wait for their op's number to be done.
+//
+// Expiry: the leader looks once a second for messages past their deadline and queues an
+// expire op for each (the other nodes never remove one themselves; none serves it after
+// its deadline, as delivery checks it).
+
+const (
+	// retainBatchBytes bounds one Raft entry of retained changes; what is beyond waits
+	// for the next one.
+	retainBatchBytes = 1 << 20
+	// retainSweepEvery is how often the leader looks for expired retained messages:
+	// expiry intervals are whole seconds.
+	retainSweepEvery = time.Second
+	// retainSweepMax bounds the expire ops of one sweep.
+	retainSweepMax = 4096
+	// retainPoll is how often the applied batches are looked at again without a
+	// retained entry applied here (a snapshot restored over them).
+	retainPoll = 100 * time.Millisecond
+)
+
+// retainer queues retained changes and numbers them.
+type retainer struct {
+	mu      sync.Mutex
+	queue   []retainOp // copies, in order
+	qbytes  int
+	next    uint64      // seq of the last op queued
+	sent    []sentBatch // batches the leader applied, in log order, waiting to be applied here
+	done    uint64      // every op up to this seq is applied here (or failed)
+	waiting []waitingGate
+	applied uint64 // the index of the last retained entry applied here
+	wake    chan struct{}
+	failed  uint64 // ops the log did not take (no leader until the deadline, closing)
+}
+
+// A sentBatch is a run of ops, up to seq last, in the entry at index.
+type sentBatch struct {
+	index, last uint64
+}
+
+type waitingGate struct {
+	seq uint64
+	g   session.Gate
+}
+
+// Retain queues the retained change m (an empty payload clears the topic) for the Raft
+// log and returns its number for HoldRetained. m may be borrowed: Retain copies it. It
+// does not block.
+func (c *Cluster) Retain(m *session.Message) uint64 {
+	o := retainOp{topic: m.Topic(), payload: m.Payload(), props: m.Props(), qos: m.QoS, expiry: m.Expiry}
+	if len(o.payload) == 0 {
+		o.props, o.qos, o.expiry = nil, 0, 0
+	}
+	buf := make([]byte, 0, len(o.topic)+len(o.payload)+len(o.props))
+	buf = append(append(append(buf, o.topic...), o.payload...), o.props...)
+	tl, pl := len(o.topic), len(o.payload)
+	o.topic, o.payload, o.props = buf[:tl:tl], buf[tl:tl+pl:tl+pl], buf[tl+pl:]
+	return c.ret.add(o)
+}
+
+// HoldRetained opens g once the change numbered seq is applied on this node (at once if
+// it is); a change the log did not take opens it too, counted and logged.
+func (c *Cluster) HoldRetained(seq uint64, g session.Gate) {
+	r := &c.ret
+	r.mu.Lock()
+	if seq <= r.done {
+		r.mu.Unlock()
+		g.Open()
+		return
+	}
+	r.waiting = append(r.waiting, waitingGate{seq: seq, g: g})
+	r.mu.Unlock()
+}
+
+func (r *retainer) add(o retainOp) uint64 {
+	r.mu.Lock()
+	r.queue = append(r.queue, o)
+	r.qbytes += o.size()
+	r.next++
+	seq := r.next
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+	return seq
+}
+
+// take returns the ops of the next entry and the seq of its last one.
+func (r *retainer) take() ([]retainOp, uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n, size := 0, 0
+	for n < len(r.queue) && (n == 0 || size+r.queue[n].size() <= retainBatchBytes) {
+		size += r.queue[n].size()
+		n++
+	}
+	ops := r.queue[:n:n]
+	r.queue = r.queue[n:]
+	if len(r.queue) == 0 {
+		r.queue = nil // let a burst's array go
+	}
+	r.qbytes -= size
+	return ops, r.next - uint64(len(r.queue))
+}
+
+// sentLocked records a batch the leader applied at index; failed batches have index 0
+// and are done once the batches before them are. r.mu is held.
+func (r *retainer) sentLocked(index, last uint64) {
+	r.sent = append(r.sent, sentBatch{index: index, last: last})
+	r.releaseLocked()
+}
+
+// appliedHere is told the index of each retained entry this node applies (fsm_retained.go).
+func (r *retainer) appliedHere(index uint64) {
+	r.mu.Lock()
+	r.applied = max(r.applied, index)
+	r.releaseLocked()
+	r.mu.Unlock()
+}
+
+// releaseLocked marks done the batches applied here and opens the Gates they waited for.
+// r.mu is held; Open takes only the session's lock.
+func (r *retainer) releaseLocked() {
+	n := 0
+	for n < len(r.sent) && r.sent[n].index <= r.applied {
+		r.done = r.sent[n].last
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	r.sent = append(r.sent[:0], r.sent[n:]...)
+	keep := r.waiting[:0]
+	for _, w := range r.waiting {
+		if w.seq <= r.done {
+			w.g.Open()
+			continue
+		}
+		keep = append(keep, w)
+	}
+	clear(r.waiting[len(keep):])
+	r.waiting = keep
+}
+
+// retainLoop appends the queued changes to the log, one entry at a time, until Close.
+func (c *Cluster) retainLoop(ctx context.Context) {
+	r := &c.ret
+	poll := time.NewTicker(retainPoll)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			r.closeAll()
+			return
+		case <-r.wake:
+		case <-poll.C:
+			// A snapshot restored here covers entries whose own apply this node never
+			// saw: raft's applied index tells.
+			r.appliedHere(c.raft.AppliedIndex())
+			continue
+		}
+		for {
+			ops, last := r.take()
+			if len(ops) == 0 {
+				break
+			}
+			_, index, err := c.applyIndexed(ctx, retains{ops: ops})
+			r.mu.Lock()
+			if err != nil {
+				r.failed += uint64(len(ops))
+				index = 0
+				if len(r.sent) > 0 {
+					index = r.sent[len(r.sent)-1].index
+				}
+			}
+			r.sentLocked(index, last)
+			r.mu.Unlock()
+			if err != nil && ctx.Err() == nil {
+				c.log.Error("cluster: retained messages not replicated", "changes", len(ops), "err", err)
+			}
+		}
+	}
+}
+
+// closeAll opens every Gate at Close: the connections are closing anyway.
+func (r *retainer) closeAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, w := range r.waiting {
+		w.g.Open()
+	}
+	r.waiting = nil
+}
+
+// retainSweep has the leader remove expired retained messages, until Close.
+func (c *Cluster) retainSweep(ctx context.Context) {
+	t := time.NewTicker(retainSweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !c.IsLeader() {
+			continue
+		}
+		for _, o := range c.fsm.expiredRetained(time.Now().UnixNano(), retainSweepMax) {
+			c.ret.add(o)
+		}
+	}
+}
+
+// SetRetainedStore connects the broker's retained store, which the replicated set drives
+// from then on. It must be called before Start.
+func (c *Cluster) SetRetainedStore(st RetainedStore) { c.retStore = st }
