@@ -1,0 +1,118 @@
+package cluster
+
+import (
+	"fmt"
+	"maps"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
+	"github.com/eclipse/paho.golang/paho"
+)
+
+// Retained messages across the cluster: set or cleared on any node, they are what every
+// node serves to new subscribers, exact and wildcard.
+
+// retMarker is the marker topic of the retained tests' "ret/#" subscriptions.
+const retMarker = "ret/marker"
+
+// sameRet reports whether got and want hold the same messages; the expiry left is
+// compared as "has one" only (it counts down).
+func sameRet(got, want map[string]retMsg) bool {
+	return maps.EqualFunc(got, want, func(a, b retMsg) bool {
+		return a.Payload == b.Payload && a.QoS == b.QoS && a.ContentType == b.ContentType &&
+			a.User == b.User && (a.Expiry == 0) == (b.Expiry == 0)
+	})
+}
+
+func showRet(m map[string]retMsg) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s=%+v ", k, m[k])
+	}
+	return b.String()
+}
+
+// wantRetained checks at once what a new subscriber to filter on nd gets.
+func wantRetained(t *testing.T, nd *node, filter, marker string, want map[string]retMsg) {
+	t.Helper()
+	if got := retainedOn(t, nd, filter, marker); !sameRet(got, want) {
+		t.Fatalf("%s, %q: retained %s; want %s", nd.name, filter, showRet(got), showRet(want))
+	}
+}
+
+// waitRetained waits until a new subscriber to filter on nd gets want.
+func waitRetained(t *testing.T, nd *node, filter, marker string, want map[string]retMsg) {
+	t.Helper()
+	var got map[string]retMsg
+	testenv.WaitFor(t, fmt.Sprintf("%s to serve %q as %s (last %s)", nd.name, filter, showRet(want), "…"), func() bool {
+		got = retainedOn(t, nd, filter, marker)
+		return sameRet(got, want)
+	})
+}
+
+// TestRetainedEverywhere: a retained message set on n1 (QoS 1, with v5 properties) is
+// served by n1 as soon as its PUBACK is in, and by n2 and n3 to new subscribers, exact
+// and wildcard; cleared on n3, it is gone on n3 at once and then everywhere.
+func TestRetainedEverywhere(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	c.start()
+	c.waitFormed()
+	n1, n2, n3 := c.node("n1"), c.node("n2"), c.node("n3")
+
+	pub := retDial(t, n1)
+	pub.publish(t, &paho.Publish{Topic: "ret/a/1", QoS: 1, Retain: true, Payload: []byte("one"),
+		Properties: &paho.PublishProperties{ContentType: "text/plain", User: paho.UserProperties{{Key: "k", Value: "v"}}}})
+	want := map[string]retMsg{"ret/a/1": {Payload: "one", QoS: 1, ContentType: "text/plain", User: "k=v"}}
+	wantRetained(t, n1, "ret/a/1", "ret/a/1", want) // the PUBACK waited for n1 to apply it
+	wantRetained(t, n1, "ret/+/1", "ret/marker/1", want)
+	for _, nd := range []*node{n2, n3} {
+		waitRetained(t, nd, "ret/#", retMarker, want)
+		wantRetained(t, nd, "ret/a/1", "ret/a/1", want)
+	}
+
+	clr := retDial(t, n3)
+	clr.publish(t, &paho.Publish{Topic: "ret/a/1", QoS: 1, Retain: true})
+	none := map[string]retMsg{}
+	wantRetained(t, n3, "ret/#", retMarker, none)
+	for _, nd := range []*node{n1, n2} {
+		waitRetained(t, nd, "ret/#", retMarker, none)
+		wantRetained(t, nd, "ret/a/1", "ret/a/1", none)
+	}
+}
+
+// TestRetainedExpiry: a retained message with a message expiry is served everywhere with
+// the expiry left, then nowhere once it has passed, and the leader's removal takes it
+// out of every node's retained set (the gauge goes to 0: no node removes it itself).
+func TestRetainedExpiry(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	c.start()
+	c.waitFormed()
+	n2 := c.node("n2")
+	pub := retDial(t, n2)
+	exp := uint32(2)
+	pub.publish(t, &paho.Publish{Topic: "ret/exp", QoS: 1, Retain: true, Payload: []byte("soon"),
+		Properties: &paho.PublishProperties{MessageExpiry: &exp}})
+	pub.publish(t, &paho.Publish{Topic: "ret/stays", QoS: 1, Retain: true, Payload: []byte("here")})
+	want := map[string]retMsg{"ret/exp": {Payload: "soon", QoS: 1, Expiry: 2}, "ret/stays": {Payload: "here", QoS: 1}}
+	got := retainedOn(t, n2, "ret/#", retMarker)
+	if !sameRet(got, want) || got["ret/exp"].Expiry > 2 {
+		t.Fatalf("n2 right after the PUBACK: %s; want %s with at most 2s left", showRet(got), showRet(want))
+	}
+	stays := map[string]retMsg{"ret/stays": {Payload: "here", QoS: 1}}
+	for _, nd := range c.nodes {
+		waitRetained(t, nd, "ret/#", retMarker, stays)
+	}
+	for _, nd := range c.nodes {
+		testenv.WaitFor(t, nd.name+" holding 1 retained message", func() bool {
+			v, ok := nd.metric("bifrost_retained_messages_current")
+			return ok && v == 1
+		})
+	}
+}
