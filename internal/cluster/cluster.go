@@ -100,6 +100,7 @@ type Cluster struct {
 
 	ret      retainer      // retained.go: retained changes on their way to the log
 	retStore RetainedStore // the broker's retained index; nil: none (tests)
+	sys      sysHooks      // sys.go: $SYS totals
 
 	mqttAddr     atomic.Pointer[string]
 	redirectTo   atomic.Pointer[string] // where new MQTT 5 clients go; "" here (load.go)
@@ -242,6 +243,14 @@ func (c *Cluster) start(ctx context.Context) error {
 	})
 	c.spawn("cluster retained", c.retainLoop)
 	c.spawn("cluster retained expiry", c.retainSweep)
+	if c.sys.interval > 0 && c.sys.publish != nil {
+		c.spawn("cluster sys", c.sysLoop)
+	}
+	if c.metrics != nil {
+		if err := c.metrics.Register(retainedCollector{c}); err != nil {
+			return err
+		}
+	}
 	c.spawn("cluster control", c.control)
 	c.log.Info("cluster: started", "node", k.NodeName, "gossip", c.ms.addr(), "rpc", c.rpcAddr, "dir", k.Dir,
 		"raft_state", c.hadState, "cluster_id", id, "secret", k.Secret != "")

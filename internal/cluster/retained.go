@@ -50,6 +50,7 @@ type retainer struct {
 	waiting []waitingGate
 	applied uint64 // the index of the last retained entry applied here
 	wake    chan struct{}
+	entries uint64 // Raft entries appended
 	failed  uint64 // ops the log did not take (no leader until the deadline, closing)
 }
 
@@ -187,7 +188,9 @@ func (c *Cluster) retainLoop(ctx context.Context) {
 			}
 			_, index, err := c.applyIndexed(ctx, retains{ops: ops})
 			r.mu.Lock()
+			r.entries++
 			if err != nil {
+				r.entries--
 				r.failed += uint64(len(ops))
 				index = 0
 				if len(r.sent) > 0 {

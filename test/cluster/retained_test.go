@@ -234,6 +234,20 @@ func TestRetainedConverge(t *testing.T) {
 		return len(sets[0]) > 0 && maps.Equal(sets[0], sets[1]) && maps.Equal(sets[0], sets[2])
 	})
 	t.Logf("%d topics retained on every node, the same messages", len(sets[0]))
+	// Changes that arrive together share a Raft entry.
+	var changes, entries float64
+	for _, nd := range c.nodes {
+		ch, ok1 := nd.metric(`bifrost_cluster_retained_changes_total{what="changes"}`)
+		en, ok2 := nd.metric(`bifrost_cluster_retained_changes_total{what="entries"}`)
+		if !ok1 || !ok2 {
+			t.Fatalf("%s: no retained changes metric", nd.name)
+		}
+		changes, entries = changes+ch, entries+en
+	}
+	t.Logf("%v retained changes in %v Raft entries", changes, entries)
+	if changes < perNode*3*perClient || entries >= changes {
+		t.Errorf("%v changes in %v entries; want at least %d changes, batched", changes, entries, perNode*3*perClient)
+	}
 	for topic, m := range sets[0] {
 		if !strings.HasPrefix(m.Payload, "c") {
 			t.Errorf("topic %s holds %+v", topic, m)

@@ -275,6 +275,118 @@ func (x *ApplyReply) GetError() string {
 	return ""
 }
 
+type FiguresRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FiguresRequest) Reset() {
+	*x = FiguresRequest{}
+	mi := &file_cluster_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FiguresRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FiguresRequest) ProtoMessage() {}
+
+func (x *FiguresRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FiguresRequest.ProtoReflect.Descriptor instead.
+func (*FiguresRequest) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{4}
+}
+
+type FiguresReply struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	ClientsConnected uint64                 `protobuf:"varint,1,opt,name=clients_connected,json=clientsConnected,proto3" json:"clients_connected,omitempty"`
+	ClientsTotal     uint64                 `protobuf:"varint,2,opt,name=clients_total,json=clientsTotal,proto3" json:"clients_total,omitempty"` // sessions, connected or not
+	Subscriptions    uint64                 `protobuf:"varint,3,opt,name=subscriptions,proto3" json:"subscriptions,omitempty"`
+	MessagesReceived uint64                 `protobuf:"varint,4,opt,name=messages_received,json=messagesReceived,proto3" json:"messages_received,omitempty"` // PUBLISH packets received from clients since the start
+	MessagesSent     uint64                 `protobuf:"varint,5,opt,name=messages_sent,json=messagesSent,proto3" json:"messages_sent,omitempty"`             // PUBLISH packets sent to clients since the start
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *FiguresReply) Reset() {
+	*x = FiguresReply{}
+	mi := &file_cluster_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FiguresReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FiguresReply) ProtoMessage() {}
+
+func (x *FiguresReply) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FiguresReply.ProtoReflect.Descriptor instead.
+func (*FiguresReply) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *FiguresReply) GetClientsConnected() uint64 {
+	if x != nil {
+		return x.ClientsConnected
+	}
+	return 0
+}
+
+func (x *FiguresReply) GetClientsTotal() uint64 {
+	if x != nil {
+		return x.ClientsTotal
+	}
+	return 0
+}
+
+func (x *FiguresReply) GetSubscriptions() uint64 {
+	if x != nil {
+		return x.Subscriptions
+	}
+	return 0
+}
+
+func (x *FiguresReply) GetMessagesReceived() uint64 {
+	if x != nil {
+		return x.MessagesReceived
+	}
+	return 0
+}
+
+func (x *FiguresReply) GetMessagesSent() uint64 {
+	if x != nil {
+		return x.MessagesSent
+	}
+	return 0
+}
+
 var File_cluster_proto protoreflect.FileDescriptor
 
 const file_cluster_proto_rawDesc = "" +
@@ -300,10 +412,18 @@ const file_cluster_proto_rawDesc = "" +
 	"ApplyReply\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x16\n" +
 	"\x06result\x18\x02 \x01(\fR\x06result\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error2\xa2\x01\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\x10\n" +
+	"\x0eFiguresRequest\"\xd8\x01\n" +
+	"\fFiguresReply\x12+\n" +
+	"\x11clients_connected\x18\x01 \x01(\x04R\x10clientsConnected\x12#\n" +
+	"\rclients_total\x18\x02 \x01(\x04R\fclientsTotal\x12$\n" +
+	"\rsubscriptions\x18\x03 \x01(\x04R\rsubscriptions\x12+\n" +
+	"\x11messages_received\x18\x04 \x01(\x04R\x10messagesReceived\x12#\n" +
+	"\rmessages_sent\x18\x05 \x01(\x04R\fmessagesSent2\xf3\x01\n" +
 	"\aCluster\x12L\n" +
 	"\x06Status\x12!.bifrost.cluster.v1.StatusRequest\x1a\x1f.bifrost.cluster.v1.StatusReply\x12I\n" +
-	"\x05Apply\x12 .bifrost.cluster.v1.ApplyRequest\x1a\x1e.bifrost.cluster.v1.ApplyReplyB<Z:github.com/bifrost-mqtt/bifrost/internal/cluster/clusterpbb\x06proto3"
+	"\x05Apply\x12 .bifrost.cluster.v1.ApplyRequest\x1a\x1e.bifrost.cluster.v1.ApplyReply\x12O\n" +
+	"\aFigures\x12\".bifrost.cluster.v1.FiguresRequest\x1a .bifrost.cluster.v1.FiguresReplyB<Z:github.com/bifrost-mqtt/bifrost/internal/cluster/clusterpbb\x06proto3"
 
 var (
 	file_cluster_proto_rawDescOnce sync.Once
@@ -317,20 +437,24 @@ func file_cluster_proto_rawDescGZIP() []byte {
 	return file_cluster_proto_rawDescData
 }
 
-var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_cluster_proto_goTypes = []any{
-	(*StatusRequest)(nil), // 0: bifrost.cluster.v1.StatusRequest
-	(*StatusReply)(nil),   // 1: bifrost.cluster.v1.StatusReply
-	(*ApplyRequest)(nil),  // 2: bifrost.cluster.v1.ApplyRequest
-	(*ApplyReply)(nil),    // 3: bifrost.cluster.v1.ApplyReply
+	(*StatusRequest)(nil),  // 0: bifrost.cluster.v1.StatusRequest
+	(*StatusReply)(nil),    // 1: bifrost.cluster.v1.StatusReply
+	(*ApplyRequest)(nil),   // 2: bifrost.cluster.v1.ApplyRequest
+	(*ApplyReply)(nil),     // 3: bifrost.cluster.v1.ApplyReply
+	(*FiguresRequest)(nil), // 4: bifrost.cluster.v1.FiguresRequest
+	(*FiguresReply)(nil),   // 5: bifrost.cluster.v1.FiguresReply
 }
 var file_cluster_proto_depIdxs = []int32{
 	0, // 0: bifrost.cluster.v1.Cluster.Status:input_type -> bifrost.cluster.v1.StatusRequest
 	2, // 1: bifrost.cluster.v1.Cluster.Apply:input_type -> bifrost.cluster.v1.ApplyRequest
-	1, // 2: bifrost.cluster.v1.Cluster.Status:output_type -> bifrost.cluster.v1.StatusReply
-	3, // 3: bifrost.cluster.v1.Cluster.Apply:output_type -> bifrost.cluster.v1.ApplyReply
-	2, // [2:4] is the sub-list for method output_type
-	0, // [0:2] is the sub-list for method input_type
+	4, // 2: bifrost.cluster.v1.Cluster.Figures:input_type -> bifrost.cluster.v1.FiguresRequest
+	1, // 3: bifrost.cluster.v1.Cluster.Status:output_type -> bifrost.cluster.v1.StatusReply
+	3, // 4: bifrost.cluster.v1.Cluster.Apply:output_type -> bifrost.cluster.v1.ApplyReply
+	5, // 5: bifrost.cluster.v1.Cluster.Figures:output_type -> bifrost.cluster.v1.FiguresReply
+	3, // [3:6] is the sub-list for method output_type
+	0, // [0:3] is the sub-list for method input_type
 	0, // [0:0] is the sub-list for extension type_name
 	0, // [0:0] is the sub-list for extension extendee
 	0, // [0:0] is the sub-list for field type_name
@@ -347,7 +471,7 @@ func file_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cluster_proto_rawDesc), len(file_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

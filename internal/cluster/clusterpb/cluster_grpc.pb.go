@@ -23,8 +23,9 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Cluster_Status_FullMethodName = "/bifrost.cluster.v1.Cluster/Status"
-	Cluster_Apply_FullMethodName  = "/bifrost.cluster.v1.Cluster/Apply"
+	Cluster_Status_FullMethodName  = "/bifrost.cluster.v1.Cluster/Status"
+	Cluster_Apply_FullMethodName   = "/bifrost.cluster.v1.Cluster/Apply"
+	Cluster_Figures_FullMethodName = "/bifrost.cluster.v1.Cluster/Figures"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -37,6 +38,9 @@ type ClusterClient interface {
 	// Apply appends a command to the Raft log; only the leader takes it (a follower answers
 	// FAILED_PRECONDITION naming the leader it knows). Followers forward their commands here.
 	Apply(ctx context.Context, in *ApplyRequest, opts ...grpc.CallOption) (*ApplyReply, error)
+	// Figures is a node's own $SYS figures, which every node sums into the cluster's totals
+	// ($SYS/broker/cluster/...).
+	Figures(ctx context.Context, in *FiguresRequest, opts ...grpc.CallOption) (*FiguresReply, error)
 }
 
 type clusterClient struct {
@@ -67,6 +71,16 @@ func (c *clusterClient) Apply(ctx context.Context, in *ApplyRequest, opts ...grp
 	return out, nil
 }
 
+func (c *clusterClient) Figures(ctx context.Context, in *FiguresRequest, opts ...grpc.CallOption) (*FiguresReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FiguresReply)
+	err := c.cc.Invoke(ctx, Cluster_Figures_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -77,6 +91,9 @@ type ClusterServer interface {
 	// Apply appends a command to the Raft log; only the leader takes it (a follower answers
 	// FAILED_PRECONDITION naming the leader it knows). Followers forward their commands here.
 	Apply(context.Context, *ApplyRequest) (*ApplyReply, error)
+	// Figures is a node's own $SYS figures, which every node sums into the cluster's totals
+	// ($SYS/broker/cluster/...).
+	Figures(context.Context, *FiguresRequest) (*FiguresReply, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -92,6 +109,9 @@ func (UnimplementedClusterServer) Status(context.Context, *StatusRequest) (*Stat
 }
 func (UnimplementedClusterServer) Apply(context.Context, *ApplyRequest) (*ApplyReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method Apply not implemented")
+}
+func (UnimplementedClusterServer) Figures(context.Context, *FiguresRequest) (*FiguresReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method Figures not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -150,6 +170,24 @@ func _Cluster_Apply_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_Figures_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FiguresRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Figures(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Figures_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Figures(ctx, req.(*FiguresRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -164,6 +202,10 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Apply",
 			Handler:    _Cluster_Apply_Handler,
+		},
+		{
+			MethodName: "Figures",
+			Handler:    _Cluster_Figures_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
