@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"fmt"
+	"slices"
+	"unsafe"
 
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 	"github.com/bifrost-mqtt/bifrost/internal/session"
@@ -67,6 +69,11 @@ type retains struct {
 func (retains) kind() kind { return kindRetain }
 
 func (c retains) appendBody(b []byte) []byte {
+	n := 10
+	for i := range c.ops {
+		n += c.ops[i].size()
+	}
+	b = slices.Grow(b, n)
 	b = appendUvarint(b, uint64(len(c.ops)))
 	for i := range c.ops {
 		b = c.ops[i].append(b)
@@ -166,10 +173,8 @@ func (t *retainedSet) apply(o *retainOp) {
 		}
 	}
 	if o.expire || len(o.payload) == 0 {
-		if _, ok := t.msgs[string(o.topic)]; ok {
-			delete(t.msgs, string(o.topic))
-			delete(t.exp, string(o.topic))
-		}
+		delete(t.msgs, string(o.topic))
+		delete(t.exp, string(o.topic))
 		if t.store != nil {
 			// Cleared even when the set did not have it: the broker may hold it from its
 			// own store, written before this node's log was replayed.
@@ -183,19 +188,29 @@ func (t *retainedSet) apply(o *retainOp) {
 	if t.msgs == nil {
 		t.msgs = make(map[string]*session.Message)
 	}
-	key := string(m.Topic())
+	if _, ok := t.msgs[string(o.topic)]; ok {
+		// The key is the old message's topic bytes (topicKey): it goes with it.
+		delete(t.msgs, string(o.topic))
+		delete(t.exp, string(o.topic))
+	}
+	key := topicKey(m)
 	t.msgs[key] = m
 	if o.expiry != 0 {
 		if t.exp == nil {
 			t.exp = make(map[string]int64)
 		}
 		t.exp[key] = o.expiry
-	} else {
-		delete(t.exp, key)
 	}
 	if t.store != nil {
 		t.store.ApplyRetained(m.Topic(), m)
 	}
+}
+
+// topicKey returns m's topic as a string sharing m's buffer, without a copy: a map key
+// for as long as the map holds m (an owned message's bytes never change).
+func topicKey(m *session.Message) string {
+	t := m.Topic()
+	return unsafe.String(unsafe.SliceData(t), len(t))
 }
 
 // adopt takes over the node's store from old (the state before a Restore) and hands it
