@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"sync"
 	"time"
@@ -52,11 +53,16 @@ type retainer struct {
 	wake    chan struct{}
 	entries uint64 // Raft entries appended
 	failed  uint64 // ops the log did not take (no leader until the deadline, closing)
+	// lastFailed is the seq range of the last failed batch, for a Gate held late.
+	lastFailedFrom, lastFailedTo uint64
+	wait                         time.Duration // an entry's bound to be taken; 0: applyTimeout
 }
 
-// A sentBatch is a run of ops, up to seq last, in the entry at index.
+// A sentBatch is a run of ops, up to seq last, in the entry at index; a failed one (the
+// log did not take it) has the index of the batch before it, so it is done in its turn.
 type sentBatch struct {
 	index, last uint64
+	failed      bool
 }
 
 type waitingGate struct {
@@ -80,13 +86,20 @@ func (c *Cluster) Retain(m *session.Message) uint64 {
 }
 
 // HoldRetained opens g once the change numbered seq is applied on this node (at once if
-// it is); a change the log did not take opens it too, counted and logged.
+// it is). If the log did not take the change (no leader in time), g's connection is
+// closed instead, so that the held acknowledgement never goes out and the client
+// publishes again.
 func (c *Cluster) HoldRetained(seq uint64, g session.Gate) {
 	r := &c.ret
 	r.mu.Lock()
 	if seq <= r.done {
+		failed := seq >= r.lastFailedFrom && seq <= r.lastFailedTo
 		r.mu.Unlock()
-		g.Open()
+		if failed {
+			failGate(g)
+		} else {
+			g.Open()
+		}
 		return
 	}
 	r.waiting = append(r.waiting, waitingGate{seq: seq, g: g})
@@ -125,10 +138,16 @@ func (r *retainer) take() ([]retainOp, uint64) {
 	return ops, r.next - uint64(len(r.queue))
 }
 
-// sentLocked records a batch the leader applied at index; failed batches have index 0
-// and are done once the batches before them are. r.mu is held.
-func (r *retainer) sentLocked(index, last uint64) {
-	r.sent = append(r.sent, sentBatch{index: index, last: last})
+// sentLocked records a batch of ops up to seq last that the leader applied at index, or
+// that failed. r.mu is held.
+func (r *retainer) sentLocked(index, last uint64, failed bool) {
+	if failed {
+		index = 0
+		if len(r.sent) > 0 {
+			index = r.sent[len(r.sent)-1].index
+		}
+	}
+	r.sent = append(r.sent, sentBatch{index: index, last: last, failed: failed})
 	r.releaseLocked()
 }
 
@@ -140,28 +159,40 @@ func (r *retainer) appliedHere(index uint64) {
 	r.mu.Unlock()
 }
 
-// releaseLocked marks done the batches applied here and opens the Gates they waited for.
-// r.mu is held; Open takes only the session's lock.
+// releaseLocked marks done the batches applied here, in order, and opens the Gates they
+// held (or closes their connections, for a failed batch). r.mu is held; a Gate takes only
+// its session's lock.
 func (r *retainer) releaseLocked() {
-	n := 0
-	for n < len(r.sent) && r.sent[n].index <= r.applied {
-		r.done = r.sent[n].last
-		n++
-	}
-	if n == 0 {
-		return
-	}
-	r.sent = append(r.sent[:0], r.sent[n:]...)
-	keep := r.waiting[:0]
-	for _, w := range r.waiting {
-		if w.seq <= r.done {
-			w.g.Open()
-			continue
+	for len(r.sent) > 0 && r.sent[0].index <= r.applied {
+		b := r.sent[0]
+		r.sent = r.sent[1:]
+		if b.failed {
+			r.lastFailedFrom, r.lastFailedTo = r.done+1, b.last
 		}
-		keep = append(keep, w)
+		r.done = b.last
+		keep := r.waiting[:0]
+		for _, w := range r.waiting {
+			switch {
+			case w.seq > b.last:
+				keep = append(keep, w)
+			case b.failed:
+				failGate(w.g)
+			default:
+				w.g.Open()
+			}
+		}
+		clear(r.waiting[len(keep):])
+		r.waiting = keep
 	}
-	clear(r.waiting[len(keep):])
-	r.waiting = keep
+}
+
+// failGate closes the connection g holds, with its held output.
+func failGate(g session.Gate) {
+	if s := g.Session(); s != nil {
+		if conn := s.Conn(); conn != nil {
+			_ = conn.Close()
+		}
+	}
 }
 
 // retainLoop appends the queued changes to the log, one entry at a time, until Close.
@@ -186,18 +217,16 @@ func (c *Cluster) retainLoop(ctx context.Context) {
 			if len(ops) == 0 {
 				break
 			}
-			_, index, err := c.applyIndexed(ctx, retains{ops: ops})
+			actx, cancel := context.WithTimeout(ctx, cmp.Or(r.wait, applyTimeout))
+			_, index, err := c.applyIndexed(actx, retains{ops: ops})
+			cancel()
 			r.mu.Lock()
-			r.entries++
 			if err != nil {
-				r.entries--
 				r.failed += uint64(len(ops))
-				index = 0
-				if len(r.sent) > 0 {
-					index = r.sent[len(r.sent)-1].index
-				}
+			} else {
+				r.entries++
 			}
-			r.sentLocked(index, last)
+			r.sentLocked(index, last, err != nil)
 			r.mu.Unlock()
 			if err != nil && ctx.Err() == nil {
 				c.log.Error("cluster: retained messages not replicated", "changes", len(ops), "err", err)
@@ -206,12 +235,13 @@ func (c *Cluster) retainLoop(ctx context.Context) {
 	}
 }
 
-// closeAll opens every Gate at Close: the connections are closing anyway.
+// closeAll closes the connections of every Gate still held at Close: their changes may
+// not be applied.
 func (r *retainer) closeAll() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, w := range r.waiting {
-		w.g.Open()
+		failGate(w.g)
 	}
 	r.waiting = nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/packet"
 	"github.com/bifrost-mqtt/bifrost/internal/session"
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
@@ -148,5 +149,78 @@ func TestRetainedJoinBySnapshot(t *testing.T) {
 	}
 	if n4.fsm.RetainedLen() != len(want) {
 		t.Fatalf("the late node's set holds %d topics; want %d", n4.fsm.RetainedLen(), len(want))
+	}
+}
+
+// recConn is a session.Conn that records what is written and whether it was closed.
+type recConn struct {
+	mu     sync.Mutex
+	out    []byte
+	closed bool
+}
+
+func (c *recConn) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.out = append(c.out, b...)
+	return len(b), nil
+}
+func (c *recConn) Buffered() int  { return 0 }
+func (c *recConn) NotifyDrained() {}
+func (c *recConn) Shutdown()      { _ = c.Close() }
+func (c *recConn) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	return nil
+}
+
+func (c *recConn) state() (int, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.out), c.closed
+}
+
+// TestRetainedNotTaken: a change the log does not take (a node that never forms a
+// cluster: no leader) is counted as failed, never reaches the store, and the
+// connection whose acknowledgement waited for it is closed without it.
+func TestRetainedNotTaken(t *testing.T) {
+	st := &syncStore{}
+	k := nodeConfig(t, "alone", 3)
+	c, err := New(Options{Config: k, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetRetainedStore(st)
+	c.ret.wait = 200 * time.Millisecond
+	t.Cleanup(func() { _ = c.Close() })
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s := session.New(1, "pub", &session.Limits{ReceiveMaximum: 10, TopicAliasMaximum: 10, QueueMessages: 10, QueueBytes: 1 << 16})
+	conn := &recConn{}
+	s.Attach(conn, session.ConnectInfo{Version: packet.V5}, nil, 0)
+	seq := c.Retain(session.NewLocalMessage("r/x", []byte("v"), 1, true))
+	g := s.Gate()
+	s.Send(&packet.Ack{PacketType: packet.PUBACK, PacketID: 1})
+	s.Flush()
+	c.HoldRetained(seq, g)
+	testenv.WaitFor(t, "the held connection closed", func() bool { _, closed := conn.state(); return closed })
+	if n, _ := conn.state(); n != 0 {
+		t.Fatalf("%d bytes written: the acknowledgement of a change not taken went out", n)
+	}
+	c.ret.mu.Lock()
+	failed := c.ret.failed
+	c.ret.mu.Unlock()
+	if got, _ := st.payloads(); failed != 1 || len(got) != 0 {
+		t.Fatalf("failed %d, store %v; want 1 failed and nothing stored", failed, got)
+	}
+	// A Gate held after the failure was recorded fails the same way.
+	conn2 := &recConn{}
+	s2 := session.New(2, "late", &session.Limits{ReceiveMaximum: 10, TopicAliasMaximum: 10, QueueMessages: 10, QueueBytes: 1 << 16})
+	s2.Attach(conn2, session.ConnectInfo{Version: packet.V5}, nil, 0)
+	c.HoldRetained(seq, s2.Gate())
+	if _, closed := conn2.state(); !closed {
+		t.Fatal("a Gate held after its change failed was not closed")
 	}
 }
