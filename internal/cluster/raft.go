@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"time"
 
+	"github.com/bifrost-mqtt/bifrost/internal/cluster/raftstore"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 )
@@ -32,6 +34,9 @@ const (
 	// raftSnapshotsKept is how many snapshots the file store keeps: the newest, and one
 	// in case the newest turns out unreadable.
 	raftSnapshotsKept = 2
+	// raftDir is the log store's directory in the cluster's data directory; the
+	// snapshots are in "snapshots" beside it, and the cluster id in "cluster-id".
+	raftDir = "raft"
 )
 
 // raftConfig is Raft's configuration for the node named name.
@@ -91,12 +96,12 @@ func (s *raftStores) close() error {
 	return s.closer.Close()
 }
 
-// openLogStore opens the log and stable store in dir.
-//
-// Until internal/cluster/raftstore (a Pebble database in dir) is merged, this keeps them
-// in memory: a node forgets its Raft state when it stops.
+// openLogStore opens the log and stable store: one Pebble database (raftstore) in
+// dir/raft, whose writes are synced before raft is told they are done.
 func openLogStore(dir string, log *slog.Logger) (raft.LogStore, raft.StableStore, io.Closer, error) {
-	_, _ = dir, log
-	s := raft.NewInmemStore()
-	return s, s, nil, nil
+	s, err := raftstore.Open(filepath.Join(dir, raftDir), log)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("cluster: raft log: %w", err)
+	}
+	return s, s, s, nil
 }

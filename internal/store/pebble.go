@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/pebblelog"
 )
 
 // pebbleFormat is the Pebble format a new store is created with and an older one raised
@@ -100,7 +101,7 @@ func pebbleOptions(cfg conf.Store, fs vfs.FS, log *slog.Logger) *pebble.Options 
 		CacheSize:          int64(cfg.CacheSize),
 		MemTableSize:       uint64(cfg.MemtableSize),
 		FormatMajorVersion: pebbleFormat,
-		Logger:             pebbleLogger{log},
+		Logger:             pebblelog.Logger{Log: log},
 	}
 	// Pebble's default today, pinned: zstd is never used (package doc, Build).
 	for i := range opts.Levels {
@@ -282,13 +283,13 @@ func (e *pebbleEngine) apply(group []*Batch, sync bool) error {
 	return err
 }
 
-// commit applies pb, turning Pebble's fatal commit error (see pebbleLogger) into an
+// commit applies pb, turning Pebble's fatal commit error (see pebblelog) into an
 // error.
 func (e *pebbleEngine) commit(pb *pebble.Batch, o *pebble.WriteOptions) (err error) {
 	if err := e.wal.failed(); err != nil {
 		return err
 	}
-	defer recoverFatal(&err)
+	defer pebblelog.Recover(&err)
 	return e.db.Apply(pb, o)
 }
 
@@ -309,7 +310,7 @@ func (e *pebbleEngine) logSync() (err error) {
 	if err := e.wal.failed(); err != nil {
 		return err
 	}
-	defer recoverFatal(&err)
+	defer pebblelog.Recover(&err)
 	return e.db.LogData(nil, pebble.Sync)
 }
 
@@ -385,54 +386,8 @@ func (e *pebbleEngine) close() error {
 
 // closeDB closes db, turning a fatal error of Pebble's into an error.
 func closeDB(db *pebble.DB) (err error) {
-	defer recoverFatal(&err)
+	defer pebblelog.Recover(&err)
 	return db.Close()
-}
-
-// A fatalError is what pebbleLogger.Fatalf panics with.
-type fatalError struct {
-	msg   string
-	cause error // the first error among Fatalf's arguments
-}
-
-func (f *fatalError) Error() string { return f.msg }
-func (f *fatalError) Unwrap() error { return f.cause }
-
-// recoverFatal recovers a fatalError panic into *err; other panics go on.
-func recoverFatal(err *error) {
-	if p := recover(); p != nil {
-		f, ok := p.(*fatalError)
-		if !ok {
-			panic(p)
-		}
-		*err = f
-	}
-}
-
-// pebbleLogger sends Pebble's messages to slog. Pebble reports a failed commit through
-// Fatalf and expects it not to return (its default logger exits the process); Fatalf
-// panics instead, so that the committer can recover, fail the group and reopen the
-// database. In any other goroutine the panic stops the process, as Pebble intends.
-type pebbleLogger struct{ log *slog.Logger }
-
-func (l pebbleLogger) Infof(format string, args ...any) {
-	l.log.Debug("pebble: " + fmt.Sprintf(format, args...))
-}
-
-func (l pebbleLogger) Errorf(format string, args ...any) {
-	l.log.Error("pebble: " + fmt.Sprintf(format, args...))
-}
-
-func (l pebbleLogger) Fatalf(format string, args ...any) {
-	f := &fatalError{msg: fmt.Sprintf(format, args...)}
-	for _, a := range args {
-		if err, ok := a.(error); ok {
-			f.cause = err
-			break
-		}
-	}
-	l.log.Error("pebble: fatal: " + f.msg)
-	panic(f)
 }
 
 // walWatch is the file system under Pebble. It records the first error that a write-ahead

@@ -1,0 +1,308 @@
+package raftstore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/hashicorp/raft"
+
+	"github.com/bifrost-mqtt/bifrost/internal/pebblelog"
+)
+
+// ErrClosed is returned by every method of a closed Store.
+var ErrClosed = errors.New("raftstore: closed")
+
+// ErrBroken marks the error of every write after a write that failed in Pebble's commit
+// pipeline (package doc, Failures).
+var ErrBroken = errors.New("raftstore: broken by a failed write; restart the node")
+
+// A Store is raft's log store and stable store on one Pebble database. Its methods may
+// be called concurrently, as raft does (its main loop writes, replication goroutines read
+// with GetLog, the snapshot goroutine calls DeleteRange); writes are serialised.
+type Store struct {
+	dir string
+	log *slog.Logger
+
+	// closeMu is held shared by every method while it uses db, and exclusively by Close.
+	closeMu sync.RWMutex
+	db      *pebble.DB // nil once closed
+
+	// writeMu serialises writes, so that the cached indexes follow the order of the
+	// commits and no write enters Pebble after one has failed.
+	writeMu sync.Mutex
+	batch   *pebble.Batch // reused from write to write
+	broken  error         // the failed write, wrapped in ErrBroken
+
+	// first and last are the lowest and highest index in the log, 0 when it is empty.
+	// Writers update them under writeMu once their commit is durable.
+	first, last atomic.Uint64
+}
+
+var (
+	_ raft.LogStore    = (*Store)(nil)
+	_ raft.StableStore = (*Store)(nil)
+)
+
+// Open opens the store in dir, creating both if need be. dir holds this database only;
+// the cluster gives it a directory of its own under its data directory. log receives
+// Pebble's messages (nil: slog.Default()).
+func Open(dir string, log *slog.Logger) (*Store, error) {
+	return openFS(vfs.Default, dir, log)
+}
+
+// openFS is Open on fs: the tests' file systems fail writes or lose what was not synced.
+func openFS(fs vfs.FS, dir string, log *slog.Logger) (*Store, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	db, err := openPebble(fs, dir, log)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{dir: dir, log: log, db: db, batch: db.NewBatch()}
+	first, last, err := s.bounds()
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("raftstore: open %s: %w", dir, err)
+	}
+	s.first.Store(first)
+	s.last.Store(last)
+	return s, nil
+}
+
+// Close closes the database. Every later call returns ErrClosed; Close itself returns
+// nil.
+func (s *Store) Close() (err error) {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	if s.db == nil {
+		return nil
+	}
+	db := s.db
+	s.db = nil
+	defer pebblelog.Recover(&err)
+	return db.Close()
+}
+
+// FirstIndex returns the lowest index in the log, 0 when it is empty. It reads a cached
+// value.
+func (s *Store) FirstIndex() (uint64, error) { return s.first.Load(), nil }
+
+// LastIndex returns the highest index in the log, 0 when it is empty. It reads a cached
+// value.
+func (s *Store) LastIndex() (uint64, error) { return s.last.Load(), nil }
+
+// GetLog reads the entry at index into l, or returns raft.ErrLogNotFound. l owns the
+// slices it is given.
+func (s *Store) GetLog(index uint64, l *raft.Log) error {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.db == nil {
+		return ErrClosed
+	}
+	var k [logKeyLen]byte
+	putLogKey(k[:], index)
+	v, closer, err := s.db.Get(k[:])
+	if errors.Is(err, pebble.ErrNotFound) {
+		return raft.ErrLogNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("raftstore: get log %d: %w", index, err)
+	}
+	defer closer.Close()
+	return decodeLog(index, v, l)
+}
+
+// StoreLog stores l, durably.
+func (s *Store) StoreLog(l *raft.Log) error {
+	return s.StoreLogs([]*raft.Log{l})
+}
+
+// StoreLogs stores logs in one Pebble batch and returns once it is synced: one fsync
+// however many entries. An entry replaces any at its index. Indexes need not follow the
+// log's last (raft.LogStore allows gaps).
+func (s *Store) StoreLogs(logs []*raft.Log) error {
+	if len(logs) == 0 {
+		return nil
+	}
+	lo, hi := logs[0].Index, logs[0].Index
+	return s.write(func(b *pebble.Batch) error {
+		for _, l := range logs {
+			op := b.SetDeferred(logKeyLen, logLen(l))
+			putLogKey(op.Key, l.Index)
+			appendLog(op.Value[:0], l)
+			if err := op.Finish(); err != nil {
+				return err
+			}
+			lo, hi = min(lo, l.Index), max(hi, l.Index)
+		}
+		return nil
+	}, func() error {
+		if first := s.first.Load(); first == 0 || lo < first {
+			s.first.Store(lo)
+		}
+		if hi > s.last.Load() {
+			s.last.Store(hi)
+		}
+		return nil
+	})
+}
+
+// DeleteRange deletes the entries from lo to hi, both included, with one range deletion,
+// and returns once it is synced. raft deletes at the front when it compacts the log
+// after a snapshot, and at the tail when a new leader's entries conflict with a
+// follower's.
+func (s *Store) DeleteRange(lo, hi uint64) error {
+	if lo > hi {
+		return nil
+	}
+	start := make([]byte, logKeyLen)
+	putLogKey(start, lo)
+	return s.write(func(b *pebble.Batch) error {
+		return b.DeleteRange(start, logKeyAfter(hi), nil)
+	}, func() error {
+		first, last := s.first.Load(), s.last.Load()
+		switch {
+		case first == 0 || hi < first || lo > last: // nothing of the log
+			return nil
+		case lo <= first && hi >= last: // all of it
+			s.first.Store(0)
+			s.last.Store(0)
+			return nil
+		case lo > first && hi < last: // the middle: no bound moves
+			return nil
+		}
+		// The front or the tail: the log may have gaps, so the bound is read back.
+		first, last, err := s.bounds()
+		if err != nil {
+			return err
+		}
+		s.first.Store(first)
+		s.last.Store(last)
+		return nil
+	})
+}
+
+// Set stores val under key, durably. Set and SetUint64 share one key space.
+func (s *Store) Set(key, val []byte) error {
+	return s.write(func(b *pebble.Batch) error {
+		k := appendStableKey(nil, key)
+		return b.Set(k, appendStable(nil, val), nil)
+	}, nil)
+}
+
+// Get returns the value stored under key by Set, or nil and no error when there is
+// none, as raft.StableStore says. (raft also accepts an error reading "not found", as
+// raft-boltdb returns; it treats any other error as a failure, and refuses to start
+// when the current term cannot be read.)
+func (s *Store) Get(key []byte) ([]byte, error) {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.db == nil {
+		return nil, ErrClosed
+	}
+	v, closer, err := s.db.Get(appendStableKey(nil, key))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: get %q: %w", key, err)
+	}
+	defer closer.Close()
+	val, err := decodeStable(key, v)
+	if err != nil {
+		return nil, err
+	}
+	return append(make([]byte, 0, len(val)), val...), nil
+}
+
+// SetUint64 stores val under key, durably, as 8 big-endian bytes.
+func (s *Store) SetUint64(key []byte, val uint64) error {
+	var v [8]byte
+	binary.BigEndian.PutUint64(v[:], val)
+	return s.Set(key, v[:])
+}
+
+// GetUint64 returns the value stored under key by SetUint64, or 0 and no error when
+// there is none, as raft.StableStore says. A value of another length is an error.
+func (s *Store) GetUint64(key []byte) (uint64, error) {
+	v, err := s.Get(key)
+	switch {
+	case err != nil:
+		return 0, err
+	case v == nil:
+		return 0, nil
+	case len(v) != 8:
+		return 0, fmt.Errorf("%w: stable value %q is %d bytes, not a uint64", ErrCorrupt, key, len(v))
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+// write fills the reused batch with fill, commits it synced, and then calls done (if
+// not nil) to update the cached indexes, all under writeMu.
+func (s *Store) write(fill func(*pebble.Batch) error, done func() error) error {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.db == nil {
+		return ErrClosed
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if s.broken != nil {
+		return s.broken
+	}
+	b := s.batch
+	b.Reset()
+	if err := fill(b); err != nil {
+		return fmt.Errorf("raftstore: %w", err)
+	}
+	if err := s.commit(b); err != nil {
+		var fatal *pebblelog.Fatal
+		if errors.As(err, &fatal) {
+			// Pebble's commit pipeline is unusable after a failed WAL write or fsync.
+			s.broken = fmt.Errorf("%w: %s: %w", ErrBroken, s.dir, err)
+			s.batch = nil // Pebble forbids reusing a batch whose commit failed
+			s.log.Error("raftstore: write failed; the Raft log refuses writes until the node restarts",
+				slog.String("dir", s.dir), slog.Any("err", err))
+			return s.broken
+		}
+		s.batch = s.db.NewBatch()
+		return fmt.Errorf("raftstore: %w", err)
+	}
+	if done == nil {
+		return nil
+	}
+	if err := done(); err != nil {
+		return fmt.Errorf("raftstore: %w", err)
+	}
+	return nil
+}
+
+// commit applies b synced, turning Pebble's fatal commit error into an error.
+func (s *Store) commit(b *pebble.Batch) (err error) {
+	defer pebblelog.Recover(&err)
+	return s.db.Apply(b, pebble.Sync)
+}
+
+// bounds reads the lowest and highest index of the log from the database.
+func (s *Store) bounds() (first, last uint64, err error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: logLower, UpperBound: logUpper})
+	if err != nil {
+		return 0, 0, err
+	}
+	if it.First() {
+		if first, err = logKeyIndex(it.Key()); err == nil && it.Last() {
+			last, err = logKeyIndex(it.Key())
+		}
+	}
+	if err := errors.Join(err, it.Error(), it.Close()); err != nil {
+		return 0, 0, err
+	}
+	return first, last, nil
+}

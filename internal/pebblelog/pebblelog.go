@@ -1,0 +1,64 @@
+// Package pebblelog connects Pebble's logger to slog, for every Pebble database of
+// bifrost: the broker's store (internal/store) and the cluster's Raft log
+// (internal/cluster/raftstore).
+//
+// Pebble reports a failed commit through Fatalf and expects it not to return: its
+// default logger exits the process. Logger.Fatalf panics with a *Fatal instead, so that
+// the goroutine that committed can turn it into an error with Recover and decide what
+// the database is worth after it. In any other goroutine (a flush, a compaction) the
+// panic stops the process, as Pebble intends.
+package pebblelog
+
+import (
+	"fmt"
+	"log/slog"
+)
+
+// Logger sends Pebble's messages to Log: Infof at debug level (Pebble reports every
+// flush and compaction), Errorf at error level, Fatalf at error level and then a panic
+// with a *Fatal.
+type Logger struct{ Log *slog.Logger }
+
+// Infof implements pebble.Logger.
+func (l Logger) Infof(format string, args ...any) {
+	l.Log.Debug("pebble: " + fmt.Sprintf(format, args...))
+}
+
+// Errorf implements pebble.Logger.
+func (l Logger) Errorf(format string, args ...any) {
+	l.Log.Error("pebble: " + fmt.Sprintf(format, args...))
+}
+
+// Fatalf implements pebble.Logger: it logs and panics with a *Fatal whose cause is the
+// first error among args.
+func (l Logger) Fatalf(format string, args ...any) {
+	f := &Fatal{msg: fmt.Sprintf(format, args...)}
+	for _, a := range args {
+		if err, ok := a.(error); ok {
+			f.cause = err
+			break
+		}
+	}
+	l.Log.Error("pebble: fatal: " + f.msg)
+	panic(f)
+}
+
+// A Fatal is what Logger.Fatalf panics with, and the error Recover returns.
+type Fatal struct {
+	msg   string
+	cause error // the first error among Fatalf's arguments
+}
+
+func (f *Fatal) Error() string { return f.msg }
+func (f *Fatal) Unwrap() error { return f.cause }
+
+// Recover, deferred, recovers a *Fatal panic into *err; other panics go on.
+func Recover(err *error) {
+	if p := recover(); p != nil {
+		f, ok := p.(*Fatal)
+		if !ok {
+			panic(p)
+		}
+		*err = f
+	}
+}
