@@ -35,6 +35,8 @@ const (
 	retainSweepEvery = time.Second
 	// retainSweepMax bounds the expire ops of one sweep.
 	retainSweepMax = 4096
+	// retainNudgeWait bounds a nudge (retainLoop): it only hastens what comes anyway.
+	retainNudgeWait = time.Second
 	// retainPoll is how often the applied batches are looked at again without a
 	// retained entry applied here (a snapshot restored over them).
 	retainPoll = 100 * time.Millisecond
@@ -52,6 +54,7 @@ type retainer struct {
 	applied uint64 // the index of the last retained entry applied here
 	wake    chan struct{}
 	entries uint64 // Raft entries appended
+	nudges  uint64 // empty entries a follower appended to learn of a commit (nudge)
 	failed  uint64 // ops the log did not take (no leader until the deadline, closing)
 	// lastFailed is the seq range of the last failed batch, for a Gate held late.
 	lastFailedFrom, lastFailedTo uint64
@@ -227,11 +230,31 @@ func (c *Cluster) retainLoop(ctx context.Context) {
 				r.entries++
 			}
 			r.sentLocked(index, last, err != nil)
+			behind := err == nil && r.applied < index && len(r.queue) == 0
 			r.mu.Unlock()
+			if behind && !c.IsLeader() {
+				c.nudge(ctx)
+			}
 			if err != nil && ctx.Err() == nil {
 				c.log.Error("cluster: retained messages not replicated", "changes", len(ops), "err", err)
 			}
 		}
+	}
+}
+
+// nudge appends an empty retains entry, on a follower whose last entry the leader has
+// applied but this node has not: a follower learns that an entry is committed from the
+// leader's next append, which without another entry comes only after raft's
+// CommitTimeout (50 ms). An idle publisher's PUBACK on a follower would wait that long;
+// the nudge's append carries the commit at once, for a round trip and one entry. Under
+// load the next batch does the same, so no nudge is sent while changes are queued.
+func (c *Cluster) nudge(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, retainNudgeWait)
+	defer cancel()
+	if _, _, err := c.applyIndexed(ctx, retains{}); err == nil {
+		c.ret.mu.Lock()
+		c.ret.nudges++
+		c.ret.mu.Unlock()
 	}
 }
 

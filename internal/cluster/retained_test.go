@@ -224,3 +224,44 @@ func TestRetainedNotTaken(t *testing.T) {
 		t.Fatal("a Gate held after its change failed was not closed")
 	}
 }
+
+// TestRetainedFollowerNudge: a change handed to a follower with nothing after it is done
+// there once the follower has appended an empty entry (a nudge) that carries the commit
+// to it at once, rather than after raft's CommitTimeout; the nudge changes no set.
+func TestRetainedFollowerNudge(t *testing.T) {
+	stores := []*syncStore{{}, {}, {}}
+	n1 := startRetNode(t, nodeConfig(t, "n1", 3), stores[0])
+	n2 := startRetNode(t, nodeConfig(t, "n2", 3, n1.gossip()), stores[1])
+	n3 := startRetNode(t, nodeConfig(t, "n3", 3, n1.gossip()), stores[2])
+	_, leader := waitFormed(t, n1, n2, n3)
+	var follower, lead *testNode
+	for _, n := range []*testNode{n1, n2, n3} {
+		if n.name == leader {
+			lead = n
+		} else {
+			follower = n
+		}
+	}
+	for i := range 3 {
+		seq := follower.Retain(session.NewLocalMessage(fmt.Sprintf("n/%d", i), []byte("v"), 1, true))
+		testenv.WaitFor(t, "the change done on the follower", func() bool { return follower.retDone() >= seq })
+	}
+	follower.ret.mu.Lock()
+	nudges := follower.ret.nudges
+	follower.ret.mu.Unlock()
+	if nudges == 0 {
+		t.Fatal("the follower never nudged")
+	}
+	lead.ret.mu.Lock()
+	leaderNudges := lead.ret.nudges
+	lead.ret.mu.Unlock()
+	if leaderNudges != 0 {
+		t.Errorf("the leader nudged %d times; it applies its entries itself", leaderNudges)
+	}
+	for _, st := range stores {
+		testenv.WaitFor(t, "every store with the three topics", func() bool {
+			got, _ := st.payloads()
+			return len(got) == 3
+		})
+	}
+}
