@@ -127,7 +127,7 @@ func readRetainOp(r *reader) retainOp {
 	if flags&flagExpiry != 0 {
 		o.expiry = int64(r.uvarint())
 	}
-	if r.err == nil && (flags&^retainFlags != 0 || o.qos > maxRetainQoS) {
+	if r.err == nil && (flags&^retainFlags != 0 || o.qos > maxRetainQoS || o.expire && o.expiry == 0) {
 		r.err = fmt.Errorf("cluster: retain op flags %#x", flags)
 	}
 	return o
