@@ -16,7 +16,8 @@ import (
 // ClusterRetained is the cluster's side of retained messages.
 type ClusterRetained interface {
 	// Retain hands the retained change m to the cluster and returns its number for
-	// HoldRetained. m may be borrowed: Retain copies it. It does not block.
+	// HoldRetained; 0 when a QoS 0 change was dropped (the cluster's queue full). m may
+	// be borrowed: Retain copies it. It does not block.
 	Retain(m *session.Message) uint64
 	// HoldRetained opens g once the change numbered seq is applied on this node, at once
 	// if it is already.

@@ -27,6 +27,9 @@ import (
 // its deadline, as delivery checks it).
 
 const (
+	// retainQueueBytes bounds the QoS 0 changes queued here (while there is no leader,
+	// say): beyond it they are dropped and counted.
+	retainQueueBytes = 64 << 20
 	// retainBatchBytes bounds one Raft entry of retained changes; what is beyond waits
 	// for the next one.
 	retainBatchBytes = 1 << 20
@@ -56,9 +59,11 @@ type retainer struct {
 	entries uint64 // Raft entries appended
 	nudges  uint64 // empty entries a follower appended to learn of a commit (nudge)
 	failed  uint64 // ops the log did not take (no leader until the deadline, closing)
+	dropped uint64 // QoS 0 changes not queued: the queue was full
 	// lastFailed is the seq range of the last failed batch, for a Gate held late.
 	lastFailedFrom, lastFailedTo uint64
 	wait                         time.Duration // an entry's bound to be taken; 0: applyTimeout
+	bound                        int           // the QoS 0 queue bound; 0: retainQueueBytes
 }
 
 // A sentBatch is a run of ops, up to seq last, in the entry at index; a failed one (the
@@ -75,8 +80,13 @@ type waitingGate struct {
 
 // Retain queues the retained change m (an empty payload clears the topic) for the Raft
 // log and returns its number for HoldRetained. m may be borrowed: Retain copies it. It
-// does not block.
+// does not block. A QoS 0 change that finds retainQueueBytes queued is dropped (counted)
+// and numbered 0; QoS 1 and 2 changes are bounded by their publishers' windows, whose
+// acknowledgements wait for them.
 func (c *Cluster) Retain(m *session.Message) uint64 {
+	if m.QoS == 0 && c.ret.full() {
+		return 0
+	}
 	o := retainOp{topic: m.Topic(), payload: m.Payload(), props: m.Props(), qos: m.QoS, expiry: m.Expiry}
 	if len(o.payload) == 0 {
 		o.props, o.qos, o.expiry = nil, 0, 0
@@ -107,6 +117,17 @@ func (c *Cluster) HoldRetained(seq uint64, g session.Gate) {
 	}
 	r.waiting = append(r.waiting, waitingGate{seq: seq, g: g})
 	r.mu.Unlock()
+}
+
+// full reports whether the queue holds retainQueueBytes, and counts a drop if so.
+func (r *retainer) full() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.qbytes < cmp.Or(r.bound, retainQueueBytes) {
+		return false
+	}
+	r.dropped++
+	return true
 }
 
 func (r *retainer) add(o retainOp) uint64 {

@@ -11,7 +11,8 @@ var (
 	descRetainedChanges = prometheus.NewDesc("bifrost_cluster_retained_changes_total",
 		"Retained changes this node handed to the Raft log (set, clear, and the leader's expiry removals), "+
 			"the entries that carried them, the changes the log did not take (no leader in time), "+
-			"and the empty entries a follower appended to learn of a commit at once (nudges).", []string{"what"}, nil)
+			"the empty entries a follower appended to learn of a commit at once (nudges), "+
+			"and the QoS 0 changes dropped because the queue to the log was full (dropped).", []string{"what"}, nil)
 	descRetainedSet = prometheus.NewDesc("bifrost_cluster_retained_topics",
 		"Topics in the replicated retained set (every node holds the whole set).", nil, nil)
 )
@@ -26,11 +27,12 @@ func (retainedCollector) Describe(ch chan<- *prometheus.Desc) {
 func (k retainedCollector) Collect(ch chan<- prometheus.Metric) {
 	r := &k.c.ret
 	r.mu.Lock()
-	changes, entries, failed, nudges := r.next, r.entries, r.failed, r.nudges
+	changes, entries, failed, nudges, dropped := r.next, r.entries, r.failed, r.nudges, r.dropped
 	r.mu.Unlock()
 	ch <- prometheus.MustNewConstMetric(descRetainedChanges, prometheus.CounterValue, float64(changes), "changes")
 	ch <- prometheus.MustNewConstMetric(descRetainedChanges, prometheus.CounterValue, float64(entries), "entries")
 	ch <- prometheus.MustNewConstMetric(descRetainedChanges, prometheus.CounterValue, float64(failed), "failed")
 	ch <- prometheus.MustNewConstMetric(descRetainedChanges, prometheus.CounterValue, float64(nudges), "nudges")
+	ch <- prometheus.MustNewConstMetric(descRetainedChanges, prometheus.CounterValue, float64(dropped), "dropped")
 	ch <- prometheus.MustNewConstMetric(descRetainedSet, prometheus.GaugeValue, float64(k.c.fsm.RetainedLen()))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -263,5 +264,38 @@ func TestRetainedFollowerNudge(t *testing.T) {
 			got, _ := st.payloads()
 			return len(got) == 3
 		})
+	}
+}
+
+// TestRetainedQueueBound: while the log takes nothing (no leader), QoS 0 changes beyond
+// the queue's bound are dropped and counted; QoS 1 changes are still queued (their
+// publishers' windows bound them).
+func TestRetainedQueueBound(t *testing.T) {
+	k := nodeConfig(t, "alone", 3)
+	c, err := New(Options{Config: k, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetRetainedStore(&syncStore{})
+	c.ret.wait, c.ret.bound = time.Minute, 1024
+	t.Cleanup(func() { _ = c.Close() })
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	payload := []byte(strings.Repeat("p", 100))
+	dropped := 0
+	for i := range 40 {
+		if c.Retain(session.NewLocalMessage(fmt.Sprintf("q/%d", i), payload, 0, true)) == 0 {
+			dropped++
+		}
+	}
+	if seq := c.Retain(session.NewLocalMessage("q/one", payload, 1, true)); seq == 0 {
+		t.Fatal("a QoS 1 change was dropped")
+	}
+	c.ret.mu.Lock()
+	counted, queued := c.ret.dropped, c.ret.qbytes
+	c.ret.mu.Unlock()
+	if dropped < 25 || counted != uint64(dropped) || queued > 1024+2*200 {
+		t.Fatalf("dropped %d (counted %d) of 40 QoS 0 changes of ~130 bytes with a 1 KiB bound, %d bytes queued", dropped, counted, queued)
 	}
 }
