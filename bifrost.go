@@ -107,6 +107,9 @@ func New(cfg *Config, opts ...Option) (*Broker, error) {
 		return nil, fmt.Errorf("bifrost: %w", err)
 	}
 	b.mqtt = mqtt
+	if b.cluster != nil {
+		b.cluster.SetHost(mqtt) // fences, hand-overs and the lease reach the broker
+	}
 	return b, nil
 }
 

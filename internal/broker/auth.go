@@ -74,6 +74,9 @@ type authState struct {
 	user     string // the identity the connection has, for re-authentication
 	working  bool   // a step is on the auth pool: hold what the client sends
 	reauth   bool   // the exchange is a re-authentication of a connected client
+	// claim is the accepted CONNECT waiting for the cluster to give this node its client
+	// id (cluster_owner.go); working is set meanwhile.
+	claim *admission
 }
 
 // authRequest is what the client presents, for the authenticator, in a request of its

@@ -110,6 +110,8 @@ type Broker struct {
 	byID  []target // SubscriberID → recipient; 0 unused
 	freeI []uint32
 
+	own ownerState // cluster_owner.go; b.mu
+
 	authPool pool
 	batches  sync.Pool
 	rounds   []round       // by poller: the batch of its round (listener.Batcher)
@@ -154,6 +156,9 @@ func New(o Options) (*Broker, error) {
 	}
 	if err := b.initRealms(&o); err != nil {
 		return nil, err
+	}
+	if c.Cluster != nil {
+		b.own.staleAfter = staleAfter(time.Duration(c.Cluster.Lease))
 	}
 	b.limits = newLimits(c)
 	b.certIdentity = make(map[string]bool)

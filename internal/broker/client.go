@@ -197,6 +197,10 @@ func (b *Broker) onData(bt *batch, c listener.Conn, data []byte) {
 		return
 	}
 	b.stats.bytesRecv.Add(uint64(len(data)))
+	if b.cluster != nil && cl.s != nil && !b.cluster.ServingAt(now()) {
+		b.unserved(bt, cl) // cluster_owner.go: the lease ran out, a pause perhaps
+		return
+	}
 	if cl.auth != nil && cl.auth.working {
 		cl.r.Keep(data)
 		if cl.r.Held() > maxHeldBytes {

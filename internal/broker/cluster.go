@@ -11,6 +11,7 @@ import "github.com/bifrost-mqtt/bifrost/internal/packet"
 // interface of its own file (cluster_routes.go, cluster_owner.go, ...) and embeds it
 // here. Methods are called from the pollers and must not block unless they say so.
 type Cluster interface {
+	ClusterOwner    // cluster_owner.go: one client id, one live connection
 	ClusterRetained // cluster_retained.go: the retained set is the cluster's
 	Redirector
 }

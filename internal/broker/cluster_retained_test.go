@@ -8,19 +8,19 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/session"
 )
 
-// The redirector of cluster_test.go hands retained changes nowhere.
-func (r *redirector) Retain(*session.Message) uint64          { return 0 }
-func (r *redirector) HoldRetained(seq uint64, g session.Gate) { g.Open() }
+// The fakeNode of cluster_owner_test.go hands retained changes nowhere.
+func (n *fakeNode) Retain(*session.Message) uint64          { return 0 }
+func (n *fakeNode) HoldRetained(seq uint64, g session.Gate) { g.Open() }
 
-// fakeRetained is a cluster that keeps the retained changes handed to it until apply.
+// fakeRetained is a cluster that keeps the retained changes handed to it until apply;
+// its client ids are claimed in a fake cluster of one node (cluster_owner_test.go).
 type fakeRetained struct {
+	*fakeNode
 	b     *Broker
 	mu    sync.Mutex
 	ops   []*session.Message
 	gates map[uint64]session.Gate
 }
-
-func (f *fakeRetained) Redirect() string { return "" }
 
 func (f *fakeRetained) Retain(m *session.Message) uint64 {
 	f.mu.Lock()
@@ -87,7 +87,7 @@ func retainedTopics(t *testing.T, b *Broker, id, filter string) []string {
 // subscribers get it; a clear (empty payload) goes the same way; $SYS stays local.
 func TestClusterRetained(t *testing.T) {
 	b := benchBroker(t)
-	f := &fakeRetained{b: b}
+	f := &fakeRetained{fakeNode: &fakeNode{c: newFakeCluster(), name: "a", serving: true}, b: b}
 	b.cluster = f
 	pub := &authTestConn{}
 	b.OnOpen(pub)

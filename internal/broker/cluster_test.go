@@ -6,8 +6,12 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 )
 
-// redirector is a Cluster that redirects to to.
-type redirector struct{ to string }
+// redirector is a Cluster that redirects to to; its client ids are claimed in a fake
+// cluster of one node (cluster_owner_test.go).
+type redirector struct {
+	*fakeNode
+	to string
+}
 
 func (r *redirector) Redirect() string { return r.to }
 
@@ -17,7 +21,7 @@ func (r *redirector) Redirect() string { return r.to }
 // none, MQTT 5 clients are served again.
 func TestRedirect(t *testing.T) {
 	b := benchBroker(t)
-	r := &redirector{to: "127.0.0.1:18830"}
+	r := &redirector{fakeNode: &fakeNode{c: newFakeCluster(), name: "a", serving: true}, to: "127.0.0.1:18830"}
 	b.cluster = r
 	c := &benchConn{}
 	b.OnOpen(c)
@@ -36,7 +40,11 @@ func TestRedirect(t *testing.T) {
 	if ack.Code != packet.UseAnotherServer || string(ack.Props.ServerReference) != r.to {
 		t.Fatalf("CONNACK %v with Server Reference %q; want %v with %q", ack.Code, ack.Props.ServerReference, packet.UseAnotherServer, r.to)
 	}
-	connect(t, b, "old", packet.V311)
+	if _, ack := dialC(t, b, packet.V311, "old", nil); ack.Code != packet.Success {
+		t.Fatalf("3.1.1 CONNACK %+v", ack)
+	}
 	r.to = ""
-	connect(t, b, "new", packet.V5)
+	if _, ack := dialC(t, b, packet.V5, "new", nil); ack.Code != packet.Success {
+		t.Fatalf("CONNACK %+v once no node is named", ack)
+	}
 }

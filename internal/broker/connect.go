@@ -39,6 +39,9 @@ func (b *Broker) onConnect(bt *batch, cl *client, h packet.Header, body []byte) 
 	}
 	v := c.Version
 	cl.r.Version = v
+	if b.cluster != nil && b.refuseUnserved(cl, v) {
+		return
+	}
 	if b.pressure() >= memory.Soft {
 		// Admission control: near the memory limit new clients are refused with server
 		// busy (3.1.1: server unavailable), so the clients already connected keep their
@@ -111,14 +114,6 @@ func (b *Broker) connected(bt *batch, cl *client, c *packet.Connect, cid string,
 		return
 	}
 
-	s, present, old := b.claimSession(cid, c.CleanStart, cl)
-	if s == nil {
-		b.refuse(cl, v, packet.ServerUnavailable) // shutting down
-		return
-	}
-	if old != nil {
-		b.takeOver(bt, old, c.CleanStart)
-	}
 	info := session.ConnectInfo{Version: v, Username: res.Username, Expiry: expiry, Will: will, Realm: cl.realm}
 	if v == packet.V5 {
 		info.ClientMaxPacket = c.Props.MaximumPacketSize.V
@@ -126,28 +121,68 @@ func (b *Broker) connected(bt *batch, cl *client, c *packet.Connect, cid string,
 		info.ClientAliasMax = c.Props.TopicAliasMaximum.V
 		info.NoProblemDetails = c.Props.RequestProblemInfo.Set && c.Props.RequestProblemInfo.V == 0
 	}
+	a := admission{cid: cid, clean: c.CleanStart, keepAlive: keepAlive, info: info}
+	if b.cluster != nil {
+		// Kept beyond this call: a copy on the heap, so that a single node's admission
+		// stays on the stack.
+		pa := new(admission)
+		*pa = a
+		pa.connack = *connack
+		b.claimInCluster(cl, pa) // admits once the cluster has given this node the client id
+		return
+	}
+	b.admit(bt, cl, &a, connack)
+}
+
+// An admission is a CONNECT accepted, for admit: what the session is attached with.
+type admission struct {
+	cid       string
+	clean     bool
+	keepAlive uint16
+	info      session.ConnectInfo
+	// For a cluster (cluster_owner.go): the CONNACK kept while the client id is claimed,
+	// and the claim's epoch.
+	connack packet.Connack
+	epoch   uint64
+}
+
+// admit gives an accepted client its session (taking it over from a live connection if
+// need be) and sends connack.
+func (b *Broker) admit(bt *batch, cl *client, a *admission, connack *packet.Connack) {
+	cid, v := a.cid, a.info.Version
+	s, present, old := b.claimSession(cid, a.clean, cl)
+	if s == nil {
+		b.refuse(cl, v, packet.ServerUnavailable) // shutting down
+		return
+	}
+	if old != nil {
+		b.takeOver(bt, old, a.clean)
+	}
 	if present {
-		if user, realm := s.Identity(); (user != res.Username || realm != cl.realm) && b.realms[cl.realm].Authorizer != nil {
+		if user, realm := s.Identity(); (user != a.info.Username || realm != cl.realm) && b.realms[cl.realm].Authorizer != nil {
 			// The session's filters were judged for another identity.
 			b.distrust(s)
 		}
 	}
 	connack.SessionPresent = present
-	bt.mark(s, s.Attach(cl.conn, info, connack, now()))
+	bt.mark(s, s.Attach(cl.conn, a.info, connack, now()))
 	b.attached(s)
 	cl.s = s
 	cl.willOnClose = true
 	b.clients.Add(1)
 	b.stats.connects.Add(1)
-	if keepAlive > 0 {
+	if b.cluster != nil {
+		b.ownedAttached(bt, s, a.epoch)
+	}
+	if a.keepAlive > 0 {
 		// Close after one and a half keep alive periods of silence [MQTT-3.1.2-22]
 		// (3.1.1: [MQTT-3.1.2-24]).
-		cl.conn.SetIdleTimeout(time.Duration(keepAlive) * 1500 * time.Millisecond)
+		cl.conn.SetIdleTimeout(time.Duration(a.keepAlive) * 1500 * time.Millisecond)
 	} else {
 		cl.conn.SetIdleTimeout(0)
 	}
 	if b.debugging() {
-		b.log.Debug("client connected", "client", cid, "version", v.String(), "clean", c.CleanStart,
+		b.log.Debug("client connected", "client", cid, "version", v.String(), "clean", a.clean,
 			"present", present, "remote", cl.conn.RemoteAddr().String())
 	}
 }

@@ -115,6 +115,7 @@ func (b *Broker) endSession(s *session.Session) {
 		return // reconnected, or about to be
 	}
 	delete(b.sessions, s.ClientID())
+	epoch, release := b.releaseLocked(s.ClientID())
 	wt := b.wills[s]
 	delete(b.wills, s)
 	if t := b.expiries[s]; t != nil {
@@ -122,6 +123,9 @@ func (b *Broker) endSession(s *session.Session) {
 		delete(b.expiries, s)
 	}
 	b.mu.Unlock()
+	if release {
+		b.cluster.Release(s.ClientID(), epoch)
+	}
 	b.removeSubs(s, s.End())
 	b.freeID(s.ID())
 	if wt != nil {

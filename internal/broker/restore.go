@@ -87,17 +87,7 @@ func (r *restorer) Session(rec store.SessionRecord) error {
 	b.setTarget(id, target{s: s})
 	b.sessions[rec.ClientID] = s
 	for _, sub := range s.Subs() {
-		var flags uint8
-		if sub.Opts.NoLocal {
-			flags |= pubsub.NoLocal
-		}
-		if sub.Opts.RetainAsPublished {
-			flags |= pubsub.RetainAsPublished
-		}
-		if !b.index.Subscribe([]byte(sub.Filter), pubsub.Sub{Subscriber: pubsub.SubscriberID(id), ID: sub.ID,
-			QoS: sub.Opts.QoS, Flags: flags}) {
-			b.stats.subscriptions(1)
-		}
+		b.indexSub(s, sub)
 	}
 	r.sessions = append(r.sessions, restored{s: s, disconnectedAt: rec.DisconnectedAt})
 	r.cur = &r.sessions[len(r.sessions)-1]
@@ -206,5 +196,21 @@ func (r *restorer) apply(now time.Time) {
 		case end >= 0:
 			b.scheduleExpiry(s, time.Duration(end-nowNs))
 		}
+	}
+}
+
+// indexSub enters a subscription of a session that comes whole, restored from the store
+// or handed over by another node (cluster_owner.go), in the index.
+func (b *Broker) indexSub(s *session.Session, sub session.Sub) {
+	var flags uint8
+	if sub.Opts.NoLocal {
+		flags |= pubsub.NoLocal
+	}
+	if sub.Opts.RetainAsPublished {
+		flags |= pubsub.RetainAsPublished
+	}
+	if !b.index.Subscribe([]byte(sub.Filter), pubsub.Sub{Subscriber: pubsub.SubscriberID(s.ID()), ID: sub.ID,
+		QoS: sub.Opts.QoS, Flags: flags}) {
+		b.stats.subscriptions(1)
 	}
 }

@@ -115,6 +115,8 @@ type Cluster struct {
 	// The control goroutine's own.
 	lastWhy   string
 	published Meta
+
+	own ownership // owner.go: client-id claims, hand-over, the lease
 }
 
 // New returns a Cluster for o, not started: it opens nothing and starts no goroutine.
@@ -138,6 +140,7 @@ func New(o Options) (*Cluster, error) {
 		c.load = func() float64 { return 0 }
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.own.init()
 	empty := ""
 	c.mqttAddr.Store(&empty)
 	c.redirectTo.Store(&empty)
@@ -209,7 +212,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	c.peers = newPeers(clientTLS)
 	c.ms = newMembership(k.NodeName, c.log, c.localMeta, c.ClusterID, c.peers.drop)
 
-	c.fsm = &FSM{changed: c.stateChanged}
+	c.fsm = &FSM{changed: c.stateChanged, applied: c.applied}
 	c.trans = newTransport(c.mux, c.rpcAddr, clientTLS, c.raftAddress, newHCLogger(c.log, "raft"))
 	c.fsm.setRetainedStore(c.retStore, c.ret.appliedHere)
 	if c.raft, err = raft.NewRaft(raftConfig(k.NodeName, newHCLogger(c.log, "raft")), c.fsm,
@@ -252,6 +255,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		}
 	}
 	c.spawn("cluster control", c.control)
+	c.startOwnership()
 	c.log.Info("cluster: started", "node", k.NodeName, "gossip", c.ms.addr(), "rpc", c.rpcAddr, "dir", k.Dir,
 		"raft_state", c.hadState, "cluster_id", id, "secret", k.Secret != "")
 	return nil

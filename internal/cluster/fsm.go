@@ -28,6 +28,7 @@ type kind byte
 
 const (
 	kindIdentity kind = 1 // identity.go: the cluster id, chosen once
+	// 2, 3: owner_fsm.go
 	// 4: fsm_retained.go
 )
 
@@ -46,12 +47,15 @@ type command interface {
 // commands decodes each kind's body; the reader's error reports a malformed one.
 var commands = map[kind]func(r *reader) command{
 	kindIdentity: decodeIdentity,
+	kindClaim:    decodeClaims,
+	kindRelease:  decodeReleases,
 	kindRetain:   decodeRetains,
 }
 
 // state is the replicated state: every field is changed by commands only.
 type state struct {
 	clusterID string      // identity.go; "" until the first identity entry
+	owners    owners      // owner_fsm.go: client-id ownership
 	ret       retainedSet // fsm_retained.go: retained messages
 }
 
@@ -69,6 +73,7 @@ type part struct {
 
 var parts = []part{
 	{section: 1, capture: captureIdentity, restore: restoreIdentity},
+	{section: 2, capture: captureOwners, restore: restoreOwners},
 	{section: 3, capture: captureRetained, restore: restoreRetained},
 }
 
@@ -116,6 +121,10 @@ type FSM struct {
 	// changed, when set, runs after each applied command and after a Restore, on Raft's
 	// FSM goroutine without the lock: it must return quickly.
 	changed func()
+	// applied, when set, is told each command applied without error, with its index, on
+	// Raft's FSM goroutine after the state changed and without the lock (owner.go fences
+	// the connections of client ids claimed elsewhere): it must not block.
+	applied func(c command, index uint64)
 }
 
 var _ raft.FSM = (*FSM)(nil)
@@ -131,6 +140,9 @@ func (f *FSM) Apply(l *raft.Log) any {
 	f.mu.Lock()
 	data, err := c.apply(&f.s, l.Index)
 	f.mu.Unlock()
+	if err == nil && f.applied != nil {
+		f.applied(c, l.Index)
+	}
 	if f.changed != nil {
 		f.changed()
 	}

@@ -99,7 +99,7 @@ func (s *sink) ID() string    { return "test" }
 func (s *sink) Close() error  { s.closed = true; return nil }
 func (s *sink) Cancel() error { s.cancelled = true; return nil }
 
-func persist(t *testing.T, snap raft.FSMSnapshot) []byte {
+func persist(t testing.TB, snap raft.FSMSnapshot) []byte {
 	t.Helper()
 	var s sink
 	if err := snap.Persist(&s); err != nil {

@@ -76,6 +76,9 @@ type membership struct {
 	ml   *memberlist.Memberlist
 	log  *slog.Logger
 	self string
+	// updateMu serialises UpdateNode and Leave: memberlist's UpdateNode races with
+	// itself (the control goroutine's broadcasts and Close's leave).
+	updateMu sync.Mutex
 	// selfIP and selfPort are this node's gossip address, read once after Create:
 	// memberlist.LocalNode's fields change under memberlist's lock, which it does not
 	// export (UpdateNode rewrites them).
@@ -276,12 +279,16 @@ func (m *membership) lookup(name string) (Member, bool) {
 // update broadcasts this node's metadata after a change, waiting up to timeout for it to
 // go out.
 func (m *membership) update(timeout time.Duration) error {
+	m.updateMu.Lock()
+	defer m.updateMu.Unlock()
 	return m.ml.UpdateNode(timeout)
 }
 
 // leave tells the others this node leaves (they mark it left, not failed), waiting up to
 // timeout for the message to go out.
 func (m *membership) leave(timeout time.Duration) error {
+	m.updateMu.Lock()
+	defer m.updateMu.Unlock()
 	return m.ml.Leave(timeout)
 }
 

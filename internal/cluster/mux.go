@@ -129,26 +129,51 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
-// A connQueue is a net.Listener fed by the mux.
+// A connQueue is a net.Listener fed by the mux. It closes the connections it handed out
+// when it is closed: Raft's transport leaves a goroutine reading each inbound connection
+// until its peer closes it, and the peer may be closing too.
 type connQueue struct {
 	addr net.Addr
 	ch   chan net.Conn
 	done chan struct{}
 	once sync.Once
+
+	mu   sync.Mutex
+	open map[*queuedConn]struct{} // handed out, not closed
 }
 
 func newConnQueue(addr net.Addr) *connQueue {
-	return &connQueue{addr: addr, ch: make(chan net.Conn), done: make(chan struct{})}
+	return &connQueue{addr: addr, ch: make(chan net.Conn), done: make(chan struct{}), open: map[*queuedConn]struct{}{}}
+}
+
+// queuedConn is a connection a connQueue handed out.
+type queuedConn struct {
+	net.Conn
+	q *connQueue
+}
+
+func (c *queuedConn) Close() error {
+	c.q.mu.Lock()
+	delete(c.q.open, c)
+	c.q.mu.Unlock()
+	return c.Conn.Close()
 }
 
 // put hands c to Accept; false once the queue or ctx is closed.
 func (q *connQueue) put(ctx context.Context, c net.Conn) bool {
+	qc := &queuedConn{Conn: c, q: q}
+	q.mu.Lock()
+	q.open[qc] = struct{}{}
+	q.mu.Unlock()
 	select {
-	case q.ch <- c:
+	case q.ch <- qc:
 		return true
 	case <-q.done:
 	case <-ctx.Done():
 	}
+	q.mu.Lock()
+	delete(q.open, qc)
+	q.mu.Unlock()
 	return false
 }
 
@@ -162,9 +187,17 @@ func (q *connQueue) Accept() (net.Conn, error) {
 	}
 }
 
-// Close makes Accept return net.ErrClosed; the mux's listener stays the mux's.
+// Close makes Accept return net.ErrClosed and closes the connections handed out; the
+// mux's listener stays the mux's.
 func (q *connQueue) Close() error {
 	q.once.Do(func() { close(q.done) })
+	q.mu.Lock()
+	open := q.open
+	q.open = map[*queuedConn]struct{}{}
+	q.mu.Unlock()
+	for c := range open {
+		_ = c.Conn.Close()
+	}
 	return nil
 }
 

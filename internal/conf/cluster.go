@@ -56,8 +56,10 @@ type Cluster struct {
 	RedirectLoad float64 `yaml:"redirect_load"`
 	// Lease is how long a node keeps serving clients without hearing from the Raft
 	// leader; past it, it closes them and refuses new ones until it is in contact again.
-	// Default 3s: three of Raft's 1s heartbeat timeouts, enough to ride out a leader
-	// election, short enough that a cut-off node lets its clients go elsewhere quickly.
+	// Default 5s: a follower fences at 0.8 of it (4 s) and Raft's elections after a
+	// leader dies took 1.3-2.6 s here (docs/cluster-owner.md), so an election does not
+	// disconnect the survivors' clients; a cut-off node still lets its clients go
+	// elsewhere within seconds.
 	Lease Duration `yaml:"lease"`
 }
 
@@ -67,7 +69,7 @@ const (
 	DefaultClusterRPC          = "127.0.0.1:7947"
 	DefaultClusterExpect       = 3
 	DefaultClusterRedirectLoad = 0.9
-	DefaultClusterLease        = Duration(3 * time.Second)
+	DefaultClusterLease        = Duration(5 * time.Second)
 
 	// minClusterSecret is the shortest cluster.secret accepted: the keys are derived
 	// from it with a fast hash, so a short secret could be guessed offline from a

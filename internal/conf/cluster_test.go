@@ -40,7 +40,7 @@ func TestClusterDefaults(t *testing.T) {
 		BootstrapExpect: 3,
 		Dir:             filepath.Join("/var/lib/bifrost", "cluster"),
 		RedirectLoad:    0.9,
-		Lease:           Duration(3 * time.Second),
+		Lease:           Duration(5 * time.Second),
 	}
 	if !reflect.DeepEqual(c.Cluster, want) {
 		t.Fatalf("cluster = %+v\nwant      %+v", c.Cluster, want)

@@ -50,6 +50,17 @@ func Restore(id uint32, r *store.SessionRecord, lim *Limits) *Session {
 func (s *Session) RestoreQueued(seq uint64, r *store.QueuedRecord, m *Message) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	j := s.lim.Journal
+	if m != nil && j != nil {
+		j.mu.Lock()
+		j.refs[m.sid]++
+		j.mu.Unlock()
+	}
+	s.restoreQueuedLocked(seq, r, m)
+}
+
+// restoreQueuedLocked puts back queue entry seq in memory only.
+func (s *Session) restoreQueuedLocked(seq uint64, r *store.QueuedRecord, m *Message) {
 	f := s.flows()
 	d := f.durable()
 	d.nextSeq = max(d.nextSeq, seq)
@@ -62,12 +73,6 @@ func (s *Session) RestoreQueued(seq uint64, r *store.QueuedRecord, m *Message) {
 		if len(r.SubIDs) > 1 {
 			e.more = append([]uint32(nil), r.SubIDs[1:]...)
 		}
-	}
-	j := s.lim.Journal
-	if m != nil && j != nil {
-		j.mu.Lock()
-		j.refs[m.sid]++
-		j.mu.Unlock()
 	}
 	switch r.State {
 	case store.StateQueued:

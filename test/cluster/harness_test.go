@@ -486,10 +486,10 @@ func (nd *node) metric(series string) (float64, bool) {
 	return 0, false
 }
 
-// waitFormed waits until every node of nodes (all of c's when none are given) is formed,
-// they agree on one cluster id and one leader, exactly one of them leads, and each sees
-// every other alive and advertising that id (gossip carries it a moment after the log);
-// it returns the id and the leader's name.
+// waitFormed waits until every node of nodes (all of c's when none are given) is formed
+// and serves clients (it holds the lease), they agree on one cluster id and one leader,
+// exactly one of them leads, and each sees every other alive and advertising that id
+// (gossip carries it a moment after the log); it returns the id and the leader's name.
 func (c *testCluster) waitFormed(nodes ...*node) (id, leader string) {
 	c.t.Helper()
 	if len(nodes) == 0 {
@@ -524,6 +524,11 @@ func (c *testCluster) waitFormed(nodes ...*node) (id, leader string) {
 				if m, found := s.member(other.name); !found || m.State != "alive" || m.ClusterID != s.ClusterID {
 					ok = false
 				}
+			}
+			// A node serves clients once it holds the lease: formed and caught up.
+			if v, found := nd.metric("bifrost_cluster_serving"); !found || v != 1 {
+				last = append(last, nd.name+": not serving clients yet")
+				ok = false
 			}
 		}
 		return ok && leaders == 1

@@ -275,6 +275,126 @@ func (x *ApplyReply) GetError() string {
 	return ""
 }
 
+type HandoverRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClientId      string                 `protobuf:"bytes,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`     // the caller's claim (the Raft index that made it)
+	Node          string                 `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`        // the caller, the new owner
+	Discard       bool                   `protobuf:"varint,4,opt,name=discard,proto3" json:"discard,omitempty"` // the caller starts clean: delete the session, return nothing
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandoverRequest) Reset() {
+	*x = HandoverRequest{}
+	mi := &file_cluster_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandoverRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandoverRequest) ProtoMessage() {}
+
+func (x *HandoverRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandoverRequest.ProtoReflect.Descriptor instead.
+func (*HandoverRequest) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *HandoverRequest) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *HandoverRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *HandoverRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *HandoverRequest) GetDiscard() bool {
+	if x != nil {
+		return x.Discard
+	}
+	return false
+}
+
+type HandoverReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Found         bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`    // the callee had a session of the id
+	Session       []byte                 `protobuf:"bytes,2,opt,name=session,proto3" json:"session,omitempty"` // the session as internal/store's image encodes it; empty with discard
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandoverReply) Reset() {
+	*x = HandoverReply{}
+	mi := &file_cluster_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandoverReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandoverReply) ProtoMessage() {}
+
+func (x *HandoverReply) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandoverReply.ProtoReflect.Descriptor instead.
+func (*HandoverReply) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *HandoverReply) GetFound() bool {
+	if x != nil {
+		return x.Found
+	}
+	return false
+}
+
+func (x *HandoverReply) GetSession() []byte {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
 type FiguresRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -283,7 +403,7 @@ type FiguresRequest struct {
 
 func (x *FiguresRequest) Reset() {
 	*x = FiguresRequest{}
-	mi := &file_cluster_proto_msgTypes[4]
+	mi := &file_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -295,7 +415,7 @@ func (x *FiguresRequest) String() string {
 func (*FiguresRequest) ProtoMessage() {}
 
 func (x *FiguresRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[4]
+	mi := &file_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -308,7 +428,7 @@ func (x *FiguresRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FiguresRequest.ProtoReflect.Descriptor instead.
 func (*FiguresRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{4}
+	return file_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 type FiguresReply struct {
@@ -324,7 +444,7 @@ type FiguresReply struct {
 
 func (x *FiguresReply) Reset() {
 	*x = FiguresReply{}
-	mi := &file_cluster_proto_msgTypes[5]
+	mi := &file_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -336,7 +456,7 @@ func (x *FiguresReply) String() string {
 func (*FiguresReply) ProtoMessage() {}
 
 func (x *FiguresReply) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[5]
+	mi := &file_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -349,7 +469,7 @@ func (x *FiguresReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FiguresReply.ProtoReflect.Descriptor instead.
 func (*FiguresReply) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{5}
+	return file_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *FiguresReply) GetClientsConnected() uint64 {
@@ -412,17 +532,26 @@ const file_cluster_proto_rawDesc = "" +
 	"ApplyReply\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x16\n" +
 	"\x06result\x18\x02 \x01(\fR\x06result\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"\x10\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"r\n" +
+	"\x0fHandoverRequest\x12\x1b\n" +
+	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x12\n" +
+	"\x04node\x18\x03 \x01(\tR\x04node\x12\x18\n" +
+	"\adiscard\x18\x04 \x01(\bR\adiscard\"?\n" +
+	"\rHandoverReply\x12\x14\n" +
+	"\x05found\x18\x01 \x01(\bR\x05found\x12\x18\n" +
+	"\asession\x18\x02 \x01(\fR\asession\"\x10\n" +
 	"\x0eFiguresRequest\"\xd8\x01\n" +
 	"\fFiguresReply\x12+\n" +
 	"\x11clients_connected\x18\x01 \x01(\x04R\x10clientsConnected\x12#\n" +
 	"\rclients_total\x18\x02 \x01(\x04R\fclientsTotal\x12$\n" +
 	"\rsubscriptions\x18\x03 \x01(\x04R\rsubscriptions\x12+\n" +
 	"\x11messages_received\x18\x04 \x01(\x04R\x10messagesReceived\x12#\n" +
-	"\rmessages_sent\x18\x05 \x01(\x04R\fmessagesSent2\xf3\x01\n" +
+	"\rmessages_sent\x18\x05 \x01(\x04R\fmessagesSent2\xc7\x02\n" +
 	"\aCluster\x12L\n" +
 	"\x06Status\x12!.bifrost.cluster.v1.StatusRequest\x1a\x1f.bifrost.cluster.v1.StatusReply\x12I\n" +
-	"\x05Apply\x12 .bifrost.cluster.v1.ApplyRequest\x1a\x1e.bifrost.cluster.v1.ApplyReply\x12O\n" +
+	"\x05Apply\x12 .bifrost.cluster.v1.ApplyRequest\x1a\x1e.bifrost.cluster.v1.ApplyReply\x12R\n" +
+	"\bHandover\x12#.bifrost.cluster.v1.HandoverRequest\x1a!.bifrost.cluster.v1.HandoverReply\x12O\n" +
 	"\aFigures\x12\".bifrost.cluster.v1.FiguresRequest\x1a .bifrost.cluster.v1.FiguresReplyB<Z:github.com/bifrost-mqtt/bifrost/internal/cluster/clusterpbb\x06proto3"
 
 var (
@@ -437,24 +566,28 @@ func file_cluster_proto_rawDescGZIP() []byte {
 	return file_cluster_proto_rawDescData
 }
 
-var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_cluster_proto_goTypes = []any{
-	(*StatusRequest)(nil),  // 0: bifrost.cluster.v1.StatusRequest
-	(*StatusReply)(nil),    // 1: bifrost.cluster.v1.StatusReply
-	(*ApplyRequest)(nil),   // 2: bifrost.cluster.v1.ApplyRequest
-	(*ApplyReply)(nil),     // 3: bifrost.cluster.v1.ApplyReply
-	(*FiguresRequest)(nil), // 4: bifrost.cluster.v1.FiguresRequest
-	(*FiguresReply)(nil),   // 5: bifrost.cluster.v1.FiguresReply
+	(*StatusRequest)(nil),   // 0: bifrost.cluster.v1.StatusRequest
+	(*StatusReply)(nil),     // 1: bifrost.cluster.v1.StatusReply
+	(*ApplyRequest)(nil),    // 2: bifrost.cluster.v1.ApplyRequest
+	(*ApplyReply)(nil),      // 3: bifrost.cluster.v1.ApplyReply
+	(*HandoverRequest)(nil), // 4: bifrost.cluster.v1.HandoverRequest
+	(*HandoverReply)(nil),   // 5: bifrost.cluster.v1.HandoverReply
+	(*FiguresRequest)(nil),  // 6: bifrost.cluster.v1.FiguresRequest
+	(*FiguresReply)(nil),    // 7: bifrost.cluster.v1.FiguresReply
 }
 var file_cluster_proto_depIdxs = []int32{
 	0, // 0: bifrost.cluster.v1.Cluster.Status:input_type -> bifrost.cluster.v1.StatusRequest
 	2, // 1: bifrost.cluster.v1.Cluster.Apply:input_type -> bifrost.cluster.v1.ApplyRequest
-	4, // 2: bifrost.cluster.v1.Cluster.Figures:input_type -> bifrost.cluster.v1.FiguresRequest
-	1, // 3: bifrost.cluster.v1.Cluster.Status:output_type -> bifrost.cluster.v1.StatusReply
-	3, // 4: bifrost.cluster.v1.Cluster.Apply:output_type -> bifrost.cluster.v1.ApplyReply
-	5, // 5: bifrost.cluster.v1.Cluster.Figures:output_type -> bifrost.cluster.v1.FiguresReply
-	3, // [3:6] is the sub-list for method output_type
-	0, // [0:3] is the sub-list for method input_type
+	4, // 2: bifrost.cluster.v1.Cluster.Handover:input_type -> bifrost.cluster.v1.HandoverRequest
+	6, // 3: bifrost.cluster.v1.Cluster.Figures:input_type -> bifrost.cluster.v1.FiguresRequest
+	1, // 4: bifrost.cluster.v1.Cluster.Status:output_type -> bifrost.cluster.v1.StatusReply
+	3, // 5: bifrost.cluster.v1.Cluster.Apply:output_type -> bifrost.cluster.v1.ApplyReply
+	5, // 6: bifrost.cluster.v1.Cluster.Handover:output_type -> bifrost.cluster.v1.HandoverReply
+	7, // 7: bifrost.cluster.v1.Cluster.Figures:output_type -> bifrost.cluster.v1.FiguresReply
+	4, // [4:8] is the sub-list for method output_type
+	0, // [0:4] is the sub-list for method input_type
 	0, // [0:0] is the sub-list for extension type_name
 	0, // [0:0] is the sub-list for extension extendee
 	0, // [0:0] is the sub-list for field type_name
@@ -471,7 +604,7 @@ func file_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cluster_proto_rawDesc), len(file_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,9 +23,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Cluster_Status_FullMethodName  = "/bifrost.cluster.v1.Cluster/Status"
-	Cluster_Apply_FullMethodName   = "/bifrost.cluster.v1.Cluster/Apply"
-	Cluster_Figures_FullMethodName = "/bifrost.cluster.v1.Cluster/Figures"
+	Cluster_Status_FullMethodName   = "/bifrost.cluster.v1.Cluster/Status"
+	Cluster_Apply_FullMethodName    = "/bifrost.cluster.v1.Cluster/Apply"
+	Cluster_Handover_FullMethodName = "/bifrost.cluster.v1.Cluster/Handover"
+	Cluster_Figures_FullMethodName  = "/bifrost.cluster.v1.Cluster/Figures"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -38,6 +39,11 @@ type ClusterClient interface {
 	// Apply appends a command to the Raft log; only the leader takes it (a follower answers
 	// FAILED_PRECONDITION naming the leader it knows). Followers forward their commands here.
 	Apply(ctx context.Context, in *ApplyRequest, opts ...grpc.CallOption) (*ApplyReply, error)
+	// Handover asks the previous owner of a client id for its session, after the caller's
+	// claim of the id was applied: the callee closes its connection of the id if it is
+	// still open, and returns the session and deletes it (memory and store). A callee
+	// whose own claim of the id is newer than the caller's answers ABORTED.
+	Handover(ctx context.Context, in *HandoverRequest, opts ...grpc.CallOption) (*HandoverReply, error)
 	// Figures is a node's own $SYS figures, which every node sums into the cluster's totals
 	// ($SYS/broker/cluster/...).
 	Figures(ctx context.Context, in *FiguresRequest, opts ...grpc.CallOption) (*FiguresReply, error)
@@ -71,6 +77,16 @@ func (c *clusterClient) Apply(ctx context.Context, in *ApplyRequest, opts ...grp
 	return out, nil
 }
 
+func (c *clusterClient) Handover(ctx context.Context, in *HandoverRequest, opts ...grpc.CallOption) (*HandoverReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HandoverReply)
+	err := c.cc.Invoke(ctx, Cluster_Handover_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *clusterClient) Figures(ctx context.Context, in *FiguresRequest, opts ...grpc.CallOption) (*FiguresReply, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(FiguresReply)
@@ -91,6 +107,11 @@ type ClusterServer interface {
 	// Apply appends a command to the Raft log; only the leader takes it (a follower answers
 	// FAILED_PRECONDITION naming the leader it knows). Followers forward their commands here.
 	Apply(context.Context, *ApplyRequest) (*ApplyReply, error)
+	// Handover asks the previous owner of a client id for its session, after the caller's
+	// claim of the id was applied: the callee closes its connection of the id if it is
+	// still open, and returns the session and deletes it (memory and store). A callee
+	// whose own claim of the id is newer than the caller's answers ABORTED.
+	Handover(context.Context, *HandoverRequest) (*HandoverReply, error)
 	// Figures is a node's own $SYS figures, which every node sums into the cluster's totals
 	// ($SYS/broker/cluster/...).
 	Figures(context.Context, *FiguresRequest) (*FiguresReply, error)
@@ -109,6 +130,9 @@ func (UnimplementedClusterServer) Status(context.Context, *StatusRequest) (*Stat
 }
 func (UnimplementedClusterServer) Apply(context.Context, *ApplyRequest) (*ApplyReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method Apply not implemented")
+}
+func (UnimplementedClusterServer) Handover(context.Context, *HandoverRequest) (*HandoverReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method Handover not implemented")
 }
 func (UnimplementedClusterServer) Figures(context.Context, *FiguresRequest) (*FiguresReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method Figures not implemented")
@@ -170,6 +194,24 @@ func _Cluster_Apply_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_Handover_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HandoverRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Handover(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Handover_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Handover(ctx, req.(*HandoverRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Cluster_Figures_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(FiguresRequest)
 	if err := dec(in); err != nil {
@@ -202,6 +244,10 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Apply",
 			Handler:    _Cluster_Apply_Handler,
+		},
+		{
+			MethodName: "Handover",
+			Handler:    _Cluster_Handover_Handler,
 		},
 		{
 			MethodName: "Figures",

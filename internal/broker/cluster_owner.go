@@ -1,0 +1,398 @@
+package broker
+
+import (
+	"time"
+
+	"github.com/bifrost-mqtt/bifrost/internal/packet"
+	"github.com/bifrost-mqtt/bifrost/internal/session"
+	"github.com/bifrost-mqtt/bifrost/internal/store"
+)
+
+// One client id, one live connection, cluster-wide (internal/cluster, owner.go).
+//
+// A CONNECT accepted on a node of a cluster claims its client id before it gets a
+// session: the claim is a Raft entry, so the CONNECT is parked as an authentication is
+// (the client's packets are kept, no poller waits) and admitted when the cluster calls
+// back, on the cluster's goroutine, under the client's lock. The claim's outcome says
+// whether another node owned the id; then a session of it here is stale and dropped, and
+// the session the other node handed over, if any, is installed in its place before the
+// CONNECT takes it as any local session: session present 1.
+//
+// The fence: every node applying another node's claim closes its own connection of the
+// id if that connection's claim is older (Fence, v5 DISCONNECT 0x8E). A CONNECT whose
+// claim is overtaken before its CONNACK is closed the same way right after: it attaches,
+// then looks at the applied log, and a later claim either is there already (it closes
+// itself) or is applied afterwards and finds it attached (Fence closes it).
+//
+// The node that owned the id hands its session over (HandOver): it closes the connection,
+// exports the session and deletes it. Every session ending on a node releases its claim
+// (Release), so the cluster's table holds the live and persistent sessions only.
+//
+// A node that lost the Raft leader for the lease closes every connection (SelfFence) and
+// refuses CONNECTs until it is back (refuseUnserved).
+
+// ClusterOwner is the cluster's side of client-id ownership.
+type ClusterOwner interface {
+	// Claim claims client id cid for this node; done is called once, on another
+	// goroutine, after the claim is applied: its epoch, whether another node owned the id
+	// before (moved), the session that node handed over (a store.Image; nil for none),
+	// or why the claim failed. clean: the CONNECT starts clean. Claim never blocks.
+	Claim(cid string, clean bool, done func(epoch uint64, moved bool, image []byte, err error))
+	// Release ends this node's claim of cid made at epoch: its session ended.
+	Release(cid string, epoch uint64)
+	// Owner is the owner of cid and its epoch as this node's applied log says.
+	Owner(cid string) (node string, epoch uint64)
+	// NodeName is this node's name.
+	NodeName() string
+	// Serving reports whether this node may serve clients (in contact with the Raft
+	// leader and caught up); if not, ref is another node's MQTT address, or "".
+	Serving() (ok bool, ref string)
+	// ServingAt is Serving at now (Unix ns) without the reference: an atomic load, asked
+	// on every read of a connected client's bytes, so that a node waking from a pause
+	// serves no packet before it knows it may.
+	ServingAt(now int64) bool
+}
+
+// ownerState is the broker's record of its claims; guarded by Broker.mu.
+type ownerState struct {
+	staleAfter time.Duration // see staleAfter; set by New
+
+	// epochs holds the epoch of this node's claim of each client id it has a session of
+	// since a CONNECT here: what Fence compares and Release names.
+	epochs map[string]uint64
+	// claiming counts the CONNECTs of a client id between their claim and their CONNACK,
+	// with the highest epoch known of them (0 while none has its outcome).
+	claiming map[string]claiming
+}
+
+type claiming struct {
+	n     int
+	epoch uint64
+}
+
+// claimInCluster parks an accepted CONNECT while the cluster claims its client id; the
+// caller holds cl.mu.
+func (b *Broker) claimInCluster(cl *client, a *admission) {
+	st := cl.auth
+	if st == nil {
+		st = &authState{}
+		cl.auth = st
+	}
+	st.working, st.claim = true, a
+	b.mu.Lock()
+	if b.own.claiming == nil {
+		b.own.claiming = make(map[string]claiming)
+		b.own.epochs = make(map[string]uint64)
+	}
+	c := b.own.claiming[a.cid]
+	c.n++
+	b.own.claiming[a.cid] = c
+	b.mu.Unlock()
+	b.cluster.Claim(a.cid, a.clean, func(epoch uint64, moved bool, image []byte, err error) {
+		b.claimed(cl, st, a, epoch, moved, image, err)
+	})
+}
+
+// claimed admits a parked CONNECT once its claim is applied, on the cluster's goroutine.
+func (b *Broker) claimed(cl *client, st *authState, a *admission, epoch uint64, moved bool, image []byte, err error) {
+	if err == nil {
+		b.mu.Lock()
+		c := b.own.claiming[a.cid]
+		c.epoch = max(c.epoch, epoch)
+		b.own.claiming[a.cid] = c
+		b.mu.Unlock()
+		if moved {
+			b.adopt(a.cid, epoch, image)
+		}
+	}
+	bt := b.getBatch()
+	b.claimedLocked(bt, cl, st, a, epoch, err)
+	b.mu.Lock()
+	if c := b.own.claiming[a.cid]; c.n <= 1 {
+		delete(b.own.claiming, a.cid)
+	} else {
+		c.n--
+		b.own.claiming[a.cid] = c
+	}
+	b.mu.Unlock()
+	b.endBatch(bt)
+}
+
+func (b *Broker) claimedLocked(bt *batch, cl *client, st *authState, a *admission, epoch uint64, err error) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.closing || cl.auth != st {
+		return // the connection ended meanwhile; a session handed over stays, offline
+	}
+	st.working, st.claim = false, nil
+	if st.method == "" {
+		cl.auth = nil
+	}
+	v := a.info.Version
+	switch {
+	case err != nil:
+		b.log.Warn("cluster: client id not claimed; refusing the connect", "client", a.cid, "err", err)
+		b.refuse(cl, v, packet.ServerUnavailable)
+		return
+	case b.refuseUnserved(cl, v):
+		return
+	}
+	a.epoch = epoch
+	b.admit(bt, cl, a, &a.connack)
+	b.handlePackets(bt, cl)
+}
+
+// ownedAttached records the claim of a session just attached, and fences it at once if a
+// later claim of another node is applied already.
+func (b *Broker) ownedAttached(bt *batch, s *session.Session, epoch uint64) {
+	cid := s.ClientID()
+	b.mu.Lock()
+	if e := b.own.epochs[cid]; epoch > e {
+		b.own.epochs[cid] = epoch
+	}
+	b.mu.Unlock()
+	if node, e := b.cluster.Owner(cid); e > epoch && node != b.cluster.NodeName() {
+		b.mu.Lock()
+		if b.own.epochs[cid] == epoch {
+			delete(b.own.epochs, cid)
+		}
+		b.mu.Unlock()
+		b.takeOver(bt, s, false)
+		b.sessionOffline(bt, s, nil)
+	}
+}
+
+// adopt makes a handed-over session (image; nil: none came) the session of cid on this
+// node, dropping a stale one: another node owned cid since.
+func (b *Broker) adopt(cid string, epoch uint64, image []byte) {
+	b.mu.Lock()
+	stale := b.sessions[cid]
+	if stale != nil && b.claims[stale] == 0 {
+		b.forgetLocked(stale)
+	} else {
+		stale = nil
+	}
+	b.mu.Unlock()
+	if stale != nil {
+		bt := b.getBatch()
+		b.takeOver(bt, stale, false)
+		b.endBatch(bt)
+		b.removeSubs(stale, stale.End())
+		b.freeID(stale.ID())
+	}
+	if image == nil {
+		b.commit()
+		return
+	}
+	id := b.allocID(target{})
+	s, err := session.Import(id, image, &b.lim)
+	if err != nil {
+		b.freeID(id)
+		b.log.Error("cluster: a handed-over session could not be read; it is lost", "client", cid, "err", err)
+		return
+	}
+	b.setTarget(id, target{s: s})
+	for _, sub := range s.Subs() {
+		b.indexSub(s, sub)
+	}
+	s.PendingWill() // the client is back before the will's delay: it is not sent [MQTT-3.1.3-9]
+	installed := false
+	b.mu.Lock()
+	if b.sessions[cid] == nil && !b.closed {
+		b.sessions[cid] = s
+		b.own.epochs[cid] = epoch
+		installed = true
+	}
+	b.mu.Unlock()
+	switch e := s.Expiry(); {
+	case !installed: // a local CONNECT made a session meanwhile, or the broker closed
+		b.removeSubs(s, s.End())
+		b.freeID(s.ID())
+	case e != 0 && e != session.NoExpiry:
+		// Offline until the CONNECT attaches (claimSession stops this), or for good if
+		// the client went away meanwhile.
+		b.scheduleExpiry(s, time.Duration(e)*time.Second)
+	}
+	b.commit()
+}
+
+// forgetLocked takes s out of the registry with its timers, without ending it. b.mu is
+// held.
+func (b *Broker) forgetLocked(s *session.Session) {
+	cid := s.ClientID()
+	if b.sessions[cid] == s {
+		delete(b.sessions, cid)
+	}
+	delete(b.own.epochs, cid)
+	if t := b.wills[s]; t != nil {
+		t.Stop()
+		delete(b.wills, s)
+	}
+	if t := b.expiries[s]; t != nil {
+		t.Stop()
+		delete(b.expiries, s)
+	}
+}
+
+// releaseLocked is endSession's: the ended session's claim, to release once b.mu is let
+// go. A session restored from the store has no claim of this run: the applied table's
+// entry is released if this node owns it, unless a CONNECT of the id is claiming it now.
+// b.mu is held.
+func (b *Broker) releaseLocked(cid string) (epoch uint64, ok bool) {
+	if b.cluster == nil {
+		return 0, false
+	}
+	if epoch, ok = b.own.epochs[cid]; ok {
+		delete(b.own.epochs, cid)
+		return epoch, true
+	}
+	if _, claiming := b.own.claiming[cid]; claiming {
+		return 0, false
+	}
+	node, epoch := b.cluster.Owner(cid)
+	return epoch, node == b.cluster.NodeName()
+}
+
+// Fence implements the cluster's Host: client ids claimed by another node at epoch; this
+// node's connections of them under older claims are closed (v5 0x8E). Their sessions stay
+// for the new owner's hand-over; one it never asks for (it could not reach this node) is
+// dropped after staleAfter (dropStale). It runs on Raft's FSM goroutine.
+func (b *Broker) Fence(epoch uint64, ids []string) {
+	var fenced []*session.Session
+	b.mu.Lock()
+	for _, cid := range ids {
+		s := b.sessions[cid]
+		if s == nil || b.claims[s] > 0 {
+			continue // none, or a CONNECT here about to attach: its own claim decides
+		}
+		if e, ok := b.own.epochs[cid]; ok {
+			if e >= epoch {
+				continue
+			}
+			delete(b.own.epochs, cid)
+		} else if s.Online() {
+			continue // attached, its claim not yet recorded: ownedAttached decides
+		}
+		fenced = append(fenced, s)
+	}
+	b.mu.Unlock()
+	if len(fenced) == 0 {
+		return
+	}
+	bt := b.getBatch()
+	for _, s := range fenced {
+		if s.Online() {
+			b.takeOver(bt, s, false)
+			b.sessionOffline(bt, s, nil) // until the new owner asks for it, or it expires
+		}
+		time.AfterFunc(b.own.staleAfter, func() { b.dropStale(s) })
+	}
+	b.endBatch(bt)
+}
+
+// staleAfter is how long a fenced session waits for the new owner's hand-over before it
+// is dropped: the hand-over's own bound (10s) and a lease wait, with room to spare.
+func staleAfter(lease time.Duration) time.Duration { return max(30*time.Second, 3*lease) }
+
+// dropStale drops a fenced session that no hand-over took: offline, not claimed here
+// again, owned by another node. Its will goes with it: the session lives on (or was lost)
+// with its new owner.
+func (b *Broker) dropStale(s *session.Session) {
+	cid := s.ClientID()
+	b.mu.Lock()
+	_, claiming := b.own.claiming[cid]
+	_, ours := b.own.epochs[cid]
+	if b.closed || b.sessions[cid] != s || s.Online() || b.claims[s] > 0 || claiming || ours {
+		b.mu.Unlock()
+		return
+	}
+	if node, _ := b.cluster.Owner(cid); node == b.cluster.NodeName() || node == "" {
+		b.mu.Unlock()
+		return
+	}
+	b.forgetLocked(s)
+	b.mu.Unlock()
+	b.removeSubs(s, s.End())
+	b.freeID(s.ID())
+	b.commit()
+}
+
+// HandOver implements the cluster's Host: cid's session leaves this node for the node
+// that claimed it at epoch.
+func (b *Broker) HandOver(cid string, epoch uint64, discard bool) (image []byte, found, busy, superseded bool, err error) {
+	b.mu.Lock()
+	if c, ok := b.own.claiming[cid]; ok {
+		b.mu.Unlock()
+		if c.epoch > epoch {
+			return nil, false, false, true, nil
+		}
+		return nil, false, true, false, nil // it attaches soon; then it is taken
+	}
+	if e := b.own.epochs[cid]; e > epoch {
+		b.mu.Unlock()
+		return nil, false, false, true, nil
+	}
+	s := b.sessions[cid]
+	if s == nil || b.claims[s] > 0 {
+		b.mu.Unlock()
+		return nil, false, s != nil, false, nil
+	}
+	b.forgetLocked(s)
+	b.mu.Unlock()
+	bt := b.getBatch()
+	b.takeOver(bt, s, discard)
+	b.endBatch(bt)
+	b.removeSubs(s, s.Subs()) // nothing more is queued here once it is exported
+	if !discard {
+		var im store.Image
+		s.Export(&im)
+		image = im.Bytes()
+	}
+	b.removeSubs(s, s.End())
+	b.freeID(s.ID())
+	b.commit()
+	return image, true, false, false, nil
+}
+
+// SelfFence implements the cluster's Host: this node lost the Raft leader; every client
+// is disconnected (v5 0x9C, use another server).
+func (b *Broker) SelfFence() {
+	b.mu.Lock()
+	var online []*session.Session
+	for _, s := range b.sessions {
+		if s.Online() {
+			online = append(online, s)
+		}
+	}
+	b.mu.Unlock()
+	for _, s := range online {
+		s.Disconnect(packet.UseAnotherServer)
+	}
+	b.log.Warn("cluster: lost the raft leader; disconnected every client", "clients", len(online))
+}
+
+// unserved closes a connected client whose bytes arrive while this node may not serve
+// (v5 DISCONNECT 0x9C): the lease watch closes every client too, but a node waking from
+// a pause reads its sockets before the watch has run. The caller holds cl.mu.
+func (b *Broker) unserved(bt *batch, cl *client) {
+	cl.closing = true
+	cl.r.Release()
+	bt.flush()
+	cl.s.Disconnect(packet.UseAnotherServer)
+	b.detach(bt, cl)
+}
+
+// refuseUnserved refuses a CONNECT while this node may not serve clients: v5 0x9C with a
+// Server Reference when another node is known, else 0x88; 3.1.1 return code 3.
+func (b *Broker) refuseUnserved(cl *client, v packet.Version) bool {
+	ok, ref := b.cluster.Serving()
+	if ok {
+		return false
+	}
+	if v != packet.V5 || ref == "" {
+		b.refuse(cl, v, packet.ServerUnavailable)
+		return true
+	}
+	b.redirect(cl, ref)
+	return true
+}

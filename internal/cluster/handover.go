@@ -1,0 +1,127 @@
+package cluster
+
+import (
+	"context"
+	"time"
+
+	"github.com/bifrost-mqtt/bifrost/internal/cluster/clusterpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Session hand-over: after this node's claim of a client id was applied and named
+// another previous owner, this node asks that owner for the session (Handover). The
+// previous owner closes its connection of the id if it is still open, deletes the session
+// and returns it; the broker here restores it and answers session present 1.
+//
+// A previous owner that is not a live member cannot be asked: this node waits the lease
+// (by then that node, if it still runs, has fenced itself: fence.go) and the session that
+// lived there is lost. So is one whose owner does not answer within handoverTimeout.
+
+// Hand-over settings, with their reasons.
+const (
+	// handoverTimeout bounds the whole hand-over, retries included: a session's image is
+	// at most its queue bounds, which a LAN carries in well under this.
+	handoverTimeout = 10 * time.Second
+	// handoverRetry is the pause before asking again a node whose own CONNECT of the id
+	// is between its claim and its CONNACK (busy): a Raft commit.
+	handoverRetry = 20 * time.Millisecond
+)
+
+// handover finishes pc's claim at epoch, whose previous owner is prev (another node).
+func (c *Cluster) handover(pc pendingClaim, epoch uint64, prev string) {
+	m, live := c.ms.lookup(prev)
+	if !live || m.MetaErr != nil || m.Meta.RPC == "" {
+		c.afterLease(pc, epoch, prev, "not a live member")
+		return
+	}
+	ok := c.spawn("cluster handover", func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, handoverTimeout)
+		defer cancel()
+		req := &clusterpb.HandoverRequest{ClientId: pc.cid, Epoch: epoch, Node: c.cfg.NodeName, Discard: pc.clean}
+		for {
+			cl, err := c.peers.client(prev, m.Meta.RPC)
+			var reply *clusterpb.HandoverReply
+			if err == nil {
+				reply, err = cl.Handover(ctx, req)
+			}
+			switch status.Code(err) {
+			case codes.OK:
+				claim := Claim{Epoch: epoch, Moved: true}
+				if reply.Found && !pc.clean {
+					claim.Session = reply.Session
+					c.own.counts.handed.Add(1)
+				} else {
+					c.own.counts.handedNone.Add(1)
+				}
+				pc.done(claim)
+				return
+			case codes.Aborted:
+				// prev claimed the id again after us: our connection is fenced once
+				// this node applies that claim. Nothing to take over.
+				c.own.counts.handedNone.Add(1)
+				pc.done(Claim{Epoch: epoch, Moved: true})
+				return
+			case codes.Unavailable:
+				if st, _ := status.FromError(err); st != nil && st.Message() == busyMessage {
+					select {
+					case <-ctx.Done():
+					case <-time.After(handoverRetry):
+						continue
+					}
+				}
+			}
+			if ctx.Err() != nil && c.ctx.Err() != nil {
+				pc.done(Claim{Err: errClosed})
+				return
+			}
+			c.afterLease(pc, epoch, prev, err.Error())
+			return
+		}
+	})
+	if !ok {
+		pc.done(Claim{Err: errClosed})
+	}
+}
+
+// afterLease finishes pc's claim without a session, once the lease has passed: by then a
+// previous owner that could not be asked has closed its connections if it lost the
+// leader, or closed this client's when it applied the claim.
+// It waits on a goroutine of the cluster's, so that Close waits for the answer.
+func (c *Cluster) afterLease(pc pendingClaim, epoch uint64, prev, why string) {
+	c.own.counts.lost.Add(1)
+	c.log.Info("cluster: session not handed over; it is lost", "client", pc.cid, "previous_owner", prev, "why", why)
+	ok := c.spawn("cluster lease wait", func(ctx context.Context) {
+		select {
+		case <-ctx.Done():
+			pc.done(Claim{Err: errClosed})
+		case <-time.After(time.Duration(c.cfg.Lease)):
+			pc.done(Claim{Epoch: epoch, Moved: true})
+		}
+	})
+	if !ok {
+		pc.done(Claim{Err: errClosed})
+	}
+}
+
+// busyMessage marks the Unavailable answer of a node whose CONNECT of the id is between
+// its claim and its CONNACK.
+const busyMessage = "busy: a connect of this client id is in progress"
+
+// Handover takes a session out of this node for the node that claimed it.
+func (s rpcServer) Handover(_ context.Context, req *clusterpb.HandoverRequest) (*clusterpb.HandoverReply, error) {
+	h := s.c.host()
+	if h == nil {
+		return &clusterpb.HandoverReply{}, nil
+	}
+	image, found, busy, superseded, err := h.HandOver(req.ClientId, req.Epoch, req.Discard)
+	switch {
+	case err != nil:
+		return nil, status.Error(codes.Internal, err.Error())
+	case superseded:
+		return nil, status.Error(codes.Aborted, "this node claimed the client id after the caller")
+	case busy:
+		return nil, status.Error(codes.Unavailable, busyMessage)
+	}
+	return &clusterpb.HandoverReply{Found: found, Session: image}, nil
+}

@@ -1,0 +1,279 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// One client id, one live connection, cluster-wide. A CONNECT claims its client id
+// (Claim): the claims of concurrent CONNECTs go to the log together, in one entry per
+// batch, by a few claim workers, so a reconnect storm costs a few Raft entries, not one
+// per client. The entry's result names each id's previous owner: none or this node, and
+// the broker goes on with its local session; another node, and the session is asked of
+// it (handover.go). Every node applying a claim for another node closes its own
+// connection of the id (Host.Fence): the fence. When a session ends its node releases
+// the entry (Release, batched the same way), so the table holds the live and persistent
+// sessions only.
+
+// Ownership settings, with their reasons.
+const (
+	// claimWorkers is how many claim entries may be in the log at once: while one
+	// commits, the next batch gathers.
+	claimWorkers = 4
+	// maxClaimBatch bounds the client ids of one entry (a few tens of KiB).
+	maxClaimBatch = 1024
+	// releaseGather is how long released ids gather before they go to the log: releases
+	// only keep the table small, they may wait.
+	releaseGather = 200 * time.Millisecond
+	// maxPendingReleases bounds the releases waiting for a leader; beyond it they are
+	// dropped (the entries stay until a later claim of the id replaces them).
+	maxPendingReleases = 1 << 20
+)
+
+// Host is what the cluster asks of the broker on its node; package broker implements it
+// and the server connects the two (SetHost). The cluster calls it from its goroutines.
+type Host interface {
+	// Fence closes this node's connection of each client id in ids (v5 DISCONNECT 0x8E)
+	// if it was opened under a claim older than epoch: the ids were claimed by another
+	// node at epoch. It runs on Raft's FSM goroutine: it must not block.
+	Fence(epoch uint64, ids []string)
+	// HandOver takes client id cid's session out of this node for the node that claimed
+	// it at epoch: the connection is closed if it is open, the session deleted (memory
+	// and store) and returned as a store image (found false: there was none; with
+	// discard the image is not made). busy: a CONNECT of cid on this node is between
+	// its claim and its CONNACK, ask again; superseded: this node's claim of cid is newer
+	// than epoch, nothing changed.
+	HandOver(cid string, epoch uint64, discard bool) (image []byte, found, busy, superseded bool, err error)
+	// SelfFence closes every client connection: this node has lost the leader (fence.go).
+	SelfFence()
+}
+
+// A Claim is the outcome of claiming a client id.
+type Claim struct {
+	// Epoch is the claim's epoch: the log index of the entry that made it.
+	Epoch uint64
+	// Moved: another node owned the id before; a session of it on this node is stale.
+	Moved bool
+	// Session is the session the previous owner handed over (a store image); nil when
+	// it had none, started clean, or could not be asked (a node that failed: its sessions
+	// are lost, docs/cluster-owner.md).
+	Session []byte
+	// Err: the claim was not applied (no leader in time, closing); refuse the CONNECT.
+	Err error
+}
+
+// pendingClaim is a claim waiting for its batch.
+type pendingClaim struct {
+	cid   string
+	clean bool
+	done  func(Claim)
+}
+
+// ownership is a Cluster's side of client-id ownership.
+type ownership struct {
+	host atomic.Pointer[Host]
+
+	mu       sync.Mutex
+	claims   []pendingClaim
+	releases []release
+	dropped  uint64 // releases dropped over maxPendingReleases
+
+	claimWake   chan struct{}
+	releaseWake chan struct{}
+
+	fence  fenceState  // fence.go
+	counts ownerCounts // owner_metrics.go
+}
+
+func (o *ownership) init() {
+	o.claimWake = make(chan struct{}, 1)
+	o.releaseWake = make(chan struct{}, 1)
+}
+
+// SetHost connects the broker. Until it is set, fences and hand-overs find no session.
+func (c *Cluster) SetHost(h Host) { c.own.host.Store(&h) }
+
+func (c *Cluster) host() Host {
+	if h := c.own.host.Load(); h != nil {
+		return *h
+	}
+	return nil
+}
+
+// startOwnership starts the claim and release workers and the lease watch (fence.go),
+// and registers ownership's metrics.
+func (c *Cluster) startOwnership() {
+	if c.metrics != nil {
+		if err := registerOwnerMetrics(c.metrics, c); err != nil {
+			c.log.Warn("cluster: ownership metrics not registered", "err", err)
+		}
+	}
+	for range claimWorkers {
+		c.spawn("cluster claims", c.claimLoop)
+	}
+	c.spawn("cluster releases", c.releaseLoop)
+	c.spawn("cluster lease", c.leaseLoop)
+}
+
+// Claim claims client id cid for this node; done is called once, on another goroutine,
+// with the outcome (Claim's fields), after the claim is applied and the session handed
+// over or known to be lost. clean says the CONNECT starts clean: a previous owner deletes
+// its session without sending it. Claim never blocks.
+func (c *Cluster) Claim(cid string, clean bool, done func(epoch uint64, moved bool, session []byte, err error)) {
+	o := &c.own
+	o.mu.Lock()
+	o.claims = append(o.claims, pendingClaim{cid: cid, clean: clean,
+		done: func(r Claim) { done(r.Epoch, r.Moved, r.Session, r.Err) }})
+	o.mu.Unlock()
+	wake(o.claimWake)
+}
+
+func wake(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// claimLoop is a claim worker: it takes the waiting claims, up to a batch, applies them
+// as one entry and hands out the outcomes.
+func (c *Cluster) claimLoop(ctx context.Context) {
+	o := &c.own
+	for {
+		o.mu.Lock()
+		n := min(len(o.claims), maxClaimBatch)
+		batch := append([]pendingClaim(nil), o.claims[:n]...)
+		o.claims = append(o.claims[:0], o.claims[n:]...)
+		more := len(o.claims) > 0
+		o.mu.Unlock()
+		if more {
+			wake(o.claimWake) // another worker takes the rest
+		}
+		if n > 0 {
+			c.applyClaims(ctx, batch)
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			o.mu.Lock()
+			rest := o.claims
+			o.claims = nil
+			o.mu.Unlock()
+			for _, pc := range rest {
+				pc.done(Claim{Err: errClosed})
+			}
+			return
+		case <-o.claimWake:
+		}
+	}
+}
+
+// applyClaims applies one batch and dispatches each outcome.
+func (c *Cluster) applyClaims(ctx context.Context, batch []pendingClaim) {
+	ids := make([]string, len(batch))
+	for i, pc := range batch {
+		ids[i] = pc.cid
+	}
+	self := c.cfg.NodeName
+	res, err := c.Apply(ctx, claims{node: self, ids: ids})
+	var epoch uint64
+	var out []claimed
+	if err == nil {
+		epoch, out, err = decodeClaimed(res, len(ids))
+	}
+	if err != nil {
+		for _, pc := range batch {
+			pc.done(Claim{Err: err})
+		}
+		return
+	}
+	c.own.counts.claims.Add(uint64(len(batch)))
+	c.own.counts.entries.Add(1)
+	for i, pc := range batch {
+		prev := out[i].prev
+		if prev == "" || prev == self {
+			pc.done(Claim{Epoch: epoch})
+			continue
+		}
+		c.handover(pc, epoch, prev)
+	}
+}
+
+// Release ends this node's claim of cid made at epoch: its session ended. Releases are
+// applied in batches, later; Release never blocks.
+func (c *Cluster) Release(cid string, epoch uint64) {
+	o := &c.own
+	o.mu.Lock()
+	if len(o.releases) < maxPendingReleases {
+		o.releases = append(o.releases, release{id: cid, epoch: epoch})
+	} else {
+		o.dropped++
+	}
+	o.mu.Unlock()
+	wake(o.releaseWake)
+}
+
+// releaseLoop applies the waiting releases, gathered for releaseGather; those a failed
+// Apply leaves wait for the next round.
+func (c *Cluster) releaseLoop(ctx context.Context) {
+	o := &c.own
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-o.releaseWake:
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(releaseGather):
+		}
+		for {
+			o.mu.Lock()
+			n := min(len(o.releases), maxBatchIDs)
+			batch := append([]release(nil), o.releases[:n]...)
+			o.mu.Unlock()
+			if n == 0 {
+				break
+			}
+			if _, err := c.Apply(ctx, releases{node: c.cfg.NodeName, ids: batch}); err != nil {
+				if !errors.Is(err, errClosed) {
+					c.log.Debug("cluster: releases not applied; retrying", "ids", n, "err", err)
+					wake(o.releaseWake)
+				}
+				break
+			}
+			o.mu.Lock()
+			o.releases = append(o.releases[:0], o.releases[n:]...)
+			o.mu.Unlock()
+		}
+	}
+}
+
+// applied is the FSM's hook: a claim by another node fences this node's connections of
+// its ids.
+func (c *Cluster) applied(cmd command, index uint64) {
+	cl, ok := cmd.(claims)
+	if !ok || cl.node == c.cfg.NodeName {
+		return
+	}
+	c.own.counts.fenced.Add(uint64(len(cl.ids)))
+	if h := c.host(); h != nil {
+		h.Fence(index, cl.ids)
+	}
+}
+
+// Owner returns the owner of client id cid and its epoch as this node's applied log
+// says; "" when it has none.
+func (c *Cluster) Owner(cid string) (node string, epoch uint64) {
+	if c.fsm == nil {
+		return "", 0
+	}
+	return c.fsm.Owner(cid)
+}
+
+// NodeName is this node's name.
+func (c *Cluster) NodeName() string { return c.cfg.NodeName }

@@ -1,0 +1,278 @@
+package cluster
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Client-id ownership in the replicated state: client id → (owner node, epoch). A CONNECT
+// on node B claims its client id for B (claims); the entry's previous owner, returned to
+// B, is the node B asks for the session (handover.go), and every node applying the claim
+// closes its own connection of that id if it is not the owner (the fence, owner.go). When
+// a session ends its node releases the entry (releases), so the table holds the live and
+// persistent sessions, not every client id ever seen.
+//
+// The epoch of a claim is the Raft index of the entry that made it: strictly greater than
+// every earlier epoch, of any client id, without a counter per entry, and never reused, so
+// that a release can name exactly the claim it ends (a release that reaches the log after
+// the same node claimed the id again removes nothing).
+//
+// Memory: an entry is the client id (the map's key) and one word, the owner's number in
+// the node table (16 bits) and the epoch (48 bits: 2.8e14 log entries). 1M entries: see
+// BenchmarkOwnerTableBytes.
+
+const (
+	kindClaim   kind = 2 // claims: client ids for a node
+	kindRelease kind = 3 // releases: client ids whose sessions ended
+)
+
+// Packing of an ownership entry into one word.
+const (
+	epochBits = 48
+	epochMask = 1<<epochBits - 1
+	maxNodes  = 1 << (64 - epochBits)
+)
+
+// owners is the ownership part of the state.
+type owners struct {
+	m       map[string]uint64 // client id → node number << epochBits | epoch
+	nodes   []string          // node number → name; append-only, small
+	nodeIdx map[string]uint16
+}
+
+// nodeNum returns the number of node, adding it to the table.
+func (o *owners) nodeNum(node string) (uint16, error) {
+	if n, ok := o.nodeIdx[node]; ok {
+		return n, nil
+	}
+	if len(o.nodes) >= maxNodes {
+		return 0, fmt.Errorf("cluster: more than %d node names in the ownership table", maxNodes)
+	}
+	if o.nodeIdx == nil {
+		o.nodeIdx = map[string]uint16{}
+		o.m = map[string]uint64{}
+	}
+	n := uint16(len(o.nodes))
+	o.nodes = append(o.nodes, node)
+	o.nodeIdx[node] = n
+	return n, nil
+}
+
+// get returns the owner and epoch of cid; "" when it has none.
+func (o *owners) get(cid string) (node string, epoch uint64) {
+	v, ok := o.m[cid]
+	if !ok {
+		return "", 0
+	}
+	return o.nodes[v>>epochBits], v & epochMask
+}
+
+// claims gives client ids to a node. Its result is the epoch (the entry's index), then
+// for each id, in order, the previous owner ("" for none) and its epoch. One entry holds
+// the claims of many CONNECTs (owner.go batches them).
+type claims struct {
+	node string
+	ids  []string
+}
+
+func (claims) kind() kind { return kindClaim }
+
+func (c claims) appendBody(b []byte) []byte {
+	b = appendString(b, c.node)
+	b = appendUvarint(b, uint64(len(c.ids)))
+	for _, id := range c.ids {
+		b = appendString(b, id)
+	}
+	return b
+}
+
+// maxBatchIDs bounds the client ids of one claims or releases entry: a decoder allocates
+// no more than this many up front.
+const maxBatchIDs = 1 << 16
+
+func decodeClaims(r *reader) command {
+	c := claims{node: r.string()}
+	n := r.uvarint()
+	if n > maxBatchIDs {
+		r.err = fmt.Errorf("cluster: %d client ids in one entry", n)
+		return c
+	}
+	c.ids = make([]string, 0, n)
+	for range n {
+		c.ids = append(c.ids, r.string())
+	}
+	return c
+}
+
+func (c claims) apply(s *state, index uint64) ([]byte, error) {
+	if c.node == "" {
+		return nil, fmt.Errorf("cluster: a claim without a node")
+	}
+	if index > epochMask {
+		return nil, fmt.Errorf("cluster: log index %d beyond the epoch's range", index)
+	}
+	n, err := s.owners.nodeNum(c.node)
+	if err != nil {
+		return nil, err
+	}
+	out := appendUvarint(make([]byte, 0, 8+len(c.ids)*4), index)
+	v := uint64(n)<<epochBits | index
+	for _, id := range c.ids {
+		prev, epoch := s.owners.get(id)
+		out = appendString(out, prev)
+		out = appendUvarint(out, epoch)
+		s.owners.m[id] = v
+	}
+	return out, nil
+}
+
+// A claimed is one client id's outcome of a claims entry.
+type claimed struct {
+	prev      string // the previous owner; "" for none
+	prevEpoch uint64
+}
+
+// decodeClaimed reads a claims result for n ids.
+func decodeClaimed(data []byte, n int) (epoch uint64, out []claimed, err error) {
+	r := &reader{b: data}
+	epoch = r.uvarint()
+	out = make([]claimed, n)
+	for i := range out {
+		out[i].prev = r.string()
+		out[i].prevEpoch = r.uvarint()
+	}
+	if err := r.end(); err != nil {
+		return 0, nil, fmt.Errorf("cluster: claim result: %w", err)
+	}
+	return epoch, out, nil
+}
+
+// A release ends one claim: the client id, and the epoch it was claimed at.
+type release struct {
+	id    string
+	epoch uint64
+}
+
+// releases removes the entries of sessions that ended on node, each only if it is still
+// the claim named (same owner, same epoch). The result is how many were removed.
+type releases struct {
+	node string
+	ids  []release
+}
+
+func (releases) kind() kind { return kindRelease }
+
+func (c releases) appendBody(b []byte) []byte {
+	b = appendString(b, c.node)
+	b = appendUvarint(b, uint64(len(c.ids)))
+	for _, r := range c.ids {
+		b = appendString(b, r.id)
+		b = appendUvarint(b, r.epoch)
+	}
+	return b
+}
+
+func decodeReleases(r *reader) command {
+	c := releases{node: r.string()}
+	n := r.uvarint()
+	if n > maxBatchIDs {
+		r.err = fmt.Errorf("cluster: %d client ids in one entry", n)
+		return c
+	}
+	c.ids = make([]release, 0, n)
+	for range n {
+		c.ids = append(c.ids, release{id: r.string(), epoch: r.uvarint()})
+	}
+	return c
+}
+
+func (c releases) apply(s *state, _ uint64) ([]byte, error) {
+	n, ok := s.owners.nodeIdx[c.node]
+	removed := 0
+	for _, r := range c.ids {
+		if ok && s.owners.m[r.id] == uint64(n)<<epochBits|r.epoch {
+			delete(s.owners.m, r.id)
+			removed++
+		}
+	}
+	return appendUvarint(nil, uint64(removed)), nil
+}
+
+// captureOwners encodes the table at once (Persist runs beside later Applies, which
+// change the map): [nodes][name]... [entries]([id][node][epoch])..., a few bytes beyond
+// the client id per entry.
+func captureOwners(s *state) func([]byte) []byte {
+	o := &s.owners
+	b := appendUvarint(nil, uint64(len(o.nodes)))
+	for _, n := range o.nodes {
+		b = appendString(b, n)
+	}
+	b = appendUvarint(b, uint64(len(o.m)))
+	for id, v := range o.m {
+		b = appendString(b, id)
+		b = appendUvarint(b, v>>epochBits)
+		b = appendUvarint(b, v&epochMask)
+	}
+	return func(out []byte) []byte { return append(out, b...) }
+}
+
+func restoreOwners(s *state, r *reader) {
+	o := owners{}
+	nodes := r.uvarint()
+	if nodes > maxNodes {
+		r.err = fmt.Errorf("cluster: %d node names in the ownership table", nodes)
+		return
+	}
+	for range nodes {
+		if _, err := o.nodeNum(r.string()); err != nil && r.err == nil {
+			r.err = err
+		}
+	}
+	n := r.uvarint()
+	if n > uint64(len(r.b)) { // every entry takes 3 bytes at least
+		r.err = errShort
+		return
+	}
+	o.m = make(map[string]uint64, n)
+	for range n {
+		id, node, epoch := r.string(), r.uvarint(), r.uvarint()
+		if r.err != nil {
+			return
+		}
+		if node >= uint64(len(o.nodes)) || epoch > epochMask {
+			r.err = fmt.Errorf("cluster: ownership entry of %q: node %d, epoch %d", id, node, epoch)
+			return
+		}
+		o.m[id] = node<<epochBits | epoch
+	}
+	s.owners = o
+}
+
+// Owner returns the owner of client id cid and its epoch as the applied log says; "" when
+// it has none.
+func (f *FSM) Owner(cid string) (node string, epoch uint64) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.s.owners.get(cid)
+}
+
+// Owners returns the number of ownership entries.
+func (f *FSM) Owners() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return len(f.s.owners.m)
+}
+
+// ownedBy returns the client ids node owns, sorted; for tests and diagnostics.
+func (f *FSM) ownedBy(node string) []string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var out []string
+	for id := range f.s.owners.m {
+		if n, _ := f.s.owners.get(id); n == node {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
