@@ -3,6 +3,7 @@ package bifrost
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/cluster"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
@@ -42,6 +43,16 @@ func (b *Broker) startCluster(ctx context.Context) error {
 	if b.cluster == nil {
 		return nil
 	}
+	b.cluster.SetRetainedStore(b.mqtt) // the replicated retained set drives the broker's
+	var sys time.Duration
+	if iv := b.cfg.SysInterval; iv != nil {
+		sys = time.Duration(*iv)
+	}
+	b.cluster.SetSys(sys, func() cluster.Figures {
+		f := b.mqtt.Figures()
+		return cluster.Figures{ClientsConnected: f.ClientsConnected, ClientsTotal: f.ClientsTotal,
+			Subscriptions: f.Subscriptions, Received: f.Received, Sent: f.Sent}
+	}, func(topic, value string) { _ = b.mqtt.Publish(topic, []byte(value), 0, true) })
 	return b.cluster.Start(ctx)
 }
 

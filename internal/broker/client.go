@@ -56,6 +56,7 @@ type batch struct {
 	unsuback    packet.Unsuback
 	matches     pubsub.Matches
 	recipients  []recipient
+	retained    uint64          // the retained change this PUBLISH handed to the cluster; 0: none
 	msg         session.Message // the borrowed message of the PUBLISH being routed
 	props       []byte          // scratch for msg's encoded properties
 	dirty       []*session.Session

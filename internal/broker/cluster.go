@@ -11,8 +11,9 @@ import "github.com/bifrost-mqtt/bifrost/internal/packet"
 // interface of its own file (cluster_routes.go, cluster_owner.go, ...) and embeds it
 // here. Methods are called from the pollers and must not block unless they say so.
 type Cluster interface {
-	ClusterOwner  // cluster_owner.go: one client id, one live connection
-	ClusterRoutes // cluster_routes.go: routes and forwarding
+	ClusterOwner    // cluster_owner.go: one client id, one live connection
+	ClusterRoutes   // cluster_routes.go: routes and forwarding
+	ClusterRetained // cluster_retained.go: the retained set is the cluster's
 	Redirector
 }
 

@@ -47,6 +47,7 @@ var (
 // onPublish handles an inbound PUBLISH and acknowledges it.
 func (b *Broker) onPublish(bt *batch, cl *client, p *packet.Publish) error {
 	s := cl.s
+	bt.retained = 0
 	if p.QoS > b.maxQoS {
 		return errQoSNotSupported
 	}
@@ -139,8 +140,12 @@ func (b *Broker) publishDenied(bt *batch, cl *client, p *packet.Publish) error {
 }
 
 // sendAck sends a PUBACK or PUBREC, held until the store has what it acknowledges if
-// durable (persist.go).
+// durable (persist.go), and until the cluster applied the retained change it made here
+// (cluster_retained.go).
 func (b *Broker) sendAck(bt *batch, s *session.Session, ack *packet.Ack, durable bool) {
+	if bt.retained != 0 {
+		b.holdRetained(bt, s)
+	}
 	if durable {
 		bt.mark(s, s.SendDurable(ack))
 		return
@@ -193,6 +198,8 @@ func (b *Broker) deliver(bt *batch, m *session.Message) (n int, durable bool) {
 	topic := m.Topic()
 	if m.Retain && !bt.cluster.forwarded { // a forwarded message is retained by its origin's path
 		switch {
+		case b.cluster != nil && !sysTopic(topic):
+			b.retainInCluster(bt, m)
 		case b.j != nil && !sysTopic(topic):
 			m, durable = b.retainDurable(topic, m)
 		default:

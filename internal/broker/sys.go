@@ -36,36 +36,28 @@ func (b *Broker) stopped() <-chan struct{} { return b.done }
 // publishSys publishes one round of $SYS figures.
 func (b *Broker) publishSys() {
 	st := &b.stats
-	var recv, sent uint64
-	for q := range 3 {
-		recv += st.received[q].Load()
-		sent += st.sentC[q].Load()
-	}
+	f := b.Figures()
 	var dropped uint64
 	for i := range st.dropped {
 		dropped += st.dropped[i].Load()
 	}
-	b.mu.Lock()
-	total := len(b.sessions)
-	b.mu.Unlock()
-	connected := b.Clients()
 	figures := [...]struct {
 		topic string
 		value string
 	}{
 		{"$SYS/broker/version", "bifrost " + Version + " (" + runtime.Version() + ")"},
 		{"$SYS/broker/uptime", strconv.FormatInt(int64(time.Since(b.start)/time.Second), 10) + " seconds"},
-		{"$SYS/broker/clients/connected", strconv.Itoa(connected)},
-		{"$SYS/broker/clients/disconnected", strconv.Itoa(max(total-connected, 0))},
-		{"$SYS/broker/clients/total", strconv.Itoa(max(total, connected))},
+		{"$SYS/broker/clients/connected", strconv.FormatUint(f.ClientsConnected, 10)},
+		{"$SYS/broker/clients/disconnected", strconv.FormatUint(f.ClientsTotal-f.ClientsConnected, 10)},
+		{"$SYS/broker/clients/total", strconv.FormatUint(f.ClientsTotal, 10)},
 		{"$SYS/broker/connections/total", strconv.FormatUint(st.connects.Load(), 10)},
-		{"$SYS/broker/messages/received", strconv.FormatUint(recv, 10)},
-		{"$SYS/broker/messages/sent", strconv.FormatUint(sent, 10)},
+		{"$SYS/broker/messages/received", strconv.FormatUint(f.Received, 10)},
+		{"$SYS/broker/messages/sent", strconv.FormatUint(f.Sent, 10)},
 		{"$SYS/broker/publish/messages/dropped", strconv.FormatUint(dropped, 10)},
 		{"$SYS/broker/bytes/received", strconv.FormatUint(st.bytesRecv.Load(), 10)},
 		{"$SYS/broker/bytes/sent", strconv.FormatUint(st.bytesSent.Load(), 10)},
 		{"$SYS/broker/subscriptions/count", strconv.FormatInt(st.subs.Load(), 10)},
-		{"$SYS/broker/retained messages/count", strconv.Itoa(b.ret.Len())},
+		{"$SYS/broker/retained messages/count", strconv.FormatUint(f.Retained, 10)},
 	}
 	for _, f := range figures {
 		_ = b.Publish(f.topic, []byte(f.value), 0, true)

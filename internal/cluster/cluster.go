@@ -100,6 +100,10 @@ type Cluster struct {
 	routes   *routes    // routes.go
 	fwd      *forwarder // forward.go
 
+	ret      retainer      // retained.go: retained changes on their way to the log
+	retStore RetainedStore // the broker's retained index; nil: none (tests)
+	sys      sysHooks      // sys.go: $SYS totals
+
 	mqttAddr     atomic.Pointer[string]
 	redirectTo   atomic.Pointer[string] // where new MQTT 5 clients go; "" here (load.go)
 	fileID       atomic.Pointer[string] // the id kept in the data directory
@@ -124,6 +128,7 @@ func New(o Options) (*Cluster, error) {
 	}
 	c := &Cluster{cfg: *o.Config, log: o.Logger, goFn: o.Go, load: o.Load, metrics: o.Metrics,
 		formed: make(chan struct{}), wake: make(chan struct{}, 1)}
+	c.ret.wake = make(chan struct{}, 1)
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -215,6 +220,7 @@ func (c *Cluster) start(ctx context.Context) error {
 
 	c.fsm = &FSM{changed: c.stateChanged, applied: c.applied}
 	c.trans = newTransport(c.ctx, c.mux, c.rpcAddr, clientTLS, c.raftAddress, newHCLogger(c.log, "raft"))
+	c.fsm.setRetainedStore(c.retStore, c.ret.appliedHere)
 	if c.raft, err = raft.NewRaft(raftConfig(k.NodeName, newHCLogger(c.log, "raft")), c.fsm,
 		c.stores.logs, c.stores.stable, c.stores.snaps, c.trans); err != nil {
 		return fmt.Errorf("cluster: raft: %w", err)
@@ -248,6 +254,16 @@ func (c *Cluster) start(ctx context.Context) error {
 		c.ms.join(ctx, k.Seeds, &c.joinTried)
 	})
 	c.spawn("cluster rejoin", func(ctx context.Context) { c.ms.rejoin(ctx, rejoinInterval) })
+	c.spawn("cluster retained", c.retainLoop)
+	c.spawn("cluster retained expiry", c.retainSweep)
+	if c.sys.interval > 0 && c.sys.publish != nil {
+		c.spawn("cluster sys", c.sysLoop)
+	}
+	if c.metrics != nil {
+		if err := c.metrics.Register(retainedCollector{c}); err != nil {
+			return err
+		}
+	}
 	c.spawn("cluster control", c.control)
 	c.startOwnership()
 	c.spawn("cluster routes", func(ctx context.Context) { c.routes.run(ctx.Done()) })
@@ -502,6 +518,12 @@ type applyError struct{ error }
 // leader that fails mid-call may have applied the command before a retry applies it
 // again: commands are written to be idempotent.
 func (c *Cluster) Apply(ctx context.Context, cmd Command) ([]byte, error) {
+	res, _, err := c.applyIndexed(ctx, cmd)
+	return res, err
+}
+
+// applyIndexed is Apply, and returns the index of the entry too.
+func (c *Cluster) applyIndexed(ctx context.Context, cmd Command) ([]byte, uint64, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, applyTimeout)
@@ -511,56 +533,56 @@ func (c *Cluster) Apply(ctx context.Context, cmd Command) ([]byte, error) {
 	start := time.Now()
 	for {
 		if c.ctx.Err() != nil {
-			return nil, errClosed
+			return nil, 0, errClosed
 		}
-		via, res, err, retry := c.applyOnce(ctx, data)
+		via, res, index, err, retry := c.applyOnce(ctx, data)
 		if !retry {
 			if err == nil && c.mets != nil {
 				c.mets.apply.WithLabelValues(via).Observe(time.Since(start).Seconds())
 			}
-			return res, err
+			return res, index, err
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("cluster: apply: no leader took the command: %w", ctx.Err())
+			return nil, 0, fmt.Errorf("cluster: apply: no leader took the command: %w", ctx.Err())
 		case <-time.After(applyRetry):
 		}
 	}
 }
 
 // applyOnce tries the leader this node knows; retry means there is none, or it changed.
-func (c *Cluster) applyOnce(ctx context.Context, data []byte) (via string, res []byte, err error, retry bool) {
+func (c *Cluster) applyOnce(ctx context.Context, data []byte) (via string, res []byte, index uint64, err error, retry bool) {
 	if c.raft.State() == raft.Leader {
-		res, _, err = c.applyLocal(ctx, data)
+		res, index, err = c.applyLocal(ctx, data)
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
 			errors.Is(err, raft.ErrLeadershipTransferInProgress) {
-			return "", nil, nil, true
+			return "", nil, 0, nil, true
 		}
-		return "leader", res, err, false
+		return "leader", res, index, err, false
 	}
 	addr, id := c.raft.LeaderWithID()
 	if id == "" {
-		return "", nil, nil, true
+		return "", nil, 0, nil, true
 	}
 	if m, ok := c.ms.lookup(string(id)); ok && m.Meta.RPC != "" {
 		addr = raft.ServerAddress(m.Meta.RPC)
 	}
 	cl, err := c.peers.client(string(id), string(addr))
 	if err != nil {
-		return "", nil, err, !errors.Is(err, errClosed)
+		return "", nil, 0, err, !errors.Is(err, errClosed)
 	}
 	reply, err := cl.Apply(ctx, &clusterpb.ApplyRequest{Command: data})
 	switch status.Code(err) {
 	case codes.OK:
 	case codes.FailedPrecondition, codes.Unavailable:
-		return "", nil, nil, true
+		return "", nil, 0, nil, true
 	default:
-		return "", nil, fmt.Errorf("cluster: apply on %s: %w", id, err), false
+		return "", nil, 0, fmt.Errorf("cluster: apply on %s: %w", id, err), false
 	}
 	if reply.Error != "" {
-		return "forwarded", nil, applyError{errors.New(reply.Error)}, false
+		return "forwarded", nil, reply.Index, applyError{errors.New(reply.Error)}, false
 	}
-	return "forwarded", reply.Result, nil, false
+	return "forwarded", reply.Result, reply.Index, nil, false
 }
 
 // applyLocal applies data on this node, which must lead, and waits until it is applied.

@@ -29,6 +29,7 @@ type kind byte
 const (
 	kindIdentity kind = 1 // identity.go: the cluster id, chosen once
 	// 2, 3: owner_fsm.go
+	// 4: fsm_retained.go
 )
 
 // A command is one change of the replicated state.
@@ -48,12 +49,14 @@ var commands = map[kind]func(r *reader) command{
 	kindIdentity: decodeIdentity,
 	kindClaim:    decodeClaims,
 	kindRelease:  decodeReleases,
+	kindRetain:   decodeRetains,
 }
 
 // state is the replicated state: every field is changed by commands only.
 type state struct {
-	clusterID string // identity.go; "" until the first identity entry
-	owners    owners // owner_fsm.go: client-id ownership
+	clusterID string      // identity.go; "" until the first identity entry
+	owners    owners      // owner_fsm.go: client-id ownership
+	ret       retainedSet // fsm_retained.go: retained messages
 }
 
 // A part is one piece of state with its own section in a snapshot. Adding state for a new
@@ -71,6 +74,7 @@ type part struct {
 var parts = []part{
 	{section: 1, capture: captureIdentity, restore: restoreIdentity},
 	{section: 2, capture: captureOwners, restore: restoreOwners},
+	{section: 3, capture: captureRetained, restore: restoreRetained},
 }
 
 // snapshotVersion is the first byte of every snapshot this build writes.
@@ -170,6 +174,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	f.mu.Lock()
+	s.ret.adopt(&f.s.ret)
 	f.s = s
 	f.mu.Unlock()
 	if f.changed != nil {

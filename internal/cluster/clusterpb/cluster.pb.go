@@ -632,6 +632,118 @@ func (x *ForwardAck) GetNoneOnline() []uint64 {
 	return nil
 }
 
+type FiguresRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FiguresRequest) Reset() {
+	*x = FiguresRequest{}
+	mi := &file_cluster_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FiguresRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FiguresRequest) ProtoMessage() {}
+
+func (x *FiguresRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FiguresRequest.ProtoReflect.Descriptor instead.
+func (*FiguresRequest) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{10}
+}
+
+type FiguresReply struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	ClientsConnected uint64                 `protobuf:"varint,1,opt,name=clients_connected,json=clientsConnected,proto3" json:"clients_connected,omitempty"`
+	ClientsTotal     uint64                 `protobuf:"varint,2,opt,name=clients_total,json=clientsTotal,proto3" json:"clients_total,omitempty"` // sessions, connected or not
+	Subscriptions    uint64                 `protobuf:"varint,3,opt,name=subscriptions,proto3" json:"subscriptions,omitempty"`
+	MessagesReceived uint64                 `protobuf:"varint,4,opt,name=messages_received,json=messagesReceived,proto3" json:"messages_received,omitempty"` // PUBLISH packets received from clients since the start
+	MessagesSent     uint64                 `protobuf:"varint,5,opt,name=messages_sent,json=messagesSent,proto3" json:"messages_sent,omitempty"`             // PUBLISH packets sent to clients since the start
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *FiguresReply) Reset() {
+	*x = FiguresReply{}
+	mi := &file_cluster_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FiguresReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FiguresReply) ProtoMessage() {}
+
+func (x *FiguresReply) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FiguresReply.ProtoReflect.Descriptor instead.
+func (*FiguresReply) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *FiguresReply) GetClientsConnected() uint64 {
+	if x != nil {
+		return x.ClientsConnected
+	}
+	return 0
+}
+
+func (x *FiguresReply) GetClientsTotal() uint64 {
+	if x != nil {
+		return x.ClientsTotal
+	}
+	return 0
+}
+
+func (x *FiguresReply) GetSubscriptions() uint64 {
+	if x != nil {
+		return x.Subscriptions
+	}
+	return 0
+}
+
+func (x *FiguresReply) GetMessagesReceived() uint64 {
+	if x != nil {
+		return x.MessagesReceived
+	}
+	return 0
+}
+
+func (x *FiguresReply) GetMessagesSent() uint64 {
+	if x != nil {
+		return x.MessagesSent
+	}
+	return 0
+}
+
 var File_cluster_proto protoreflect.FileDescriptor
 
 const file_cluster_proto_rawDesc = "" +
@@ -682,13 +794,21 @@ const file_cluster_proto_rawDesc = "" +
 	"ForwardAck\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1f\n" +
 	"\vnone_online\x18\x02 \x03(\x04R\n" +
-	"noneOnline2\x94\x03\n" +
+	"noneOnline\"\x10\n" +
+	"\x0eFiguresRequest\"\xd8\x01\n" +
+	"\fFiguresReply\x12+\n" +
+	"\x11clients_connected\x18\x01 \x01(\x04R\x10clientsConnected\x12#\n" +
+	"\rclients_total\x18\x02 \x01(\x04R\fclientsTotal\x12$\n" +
+	"\rsubscriptions\x18\x03 \x01(\x04R\rsubscriptions\x12+\n" +
+	"\x11messages_received\x18\x04 \x01(\x04R\x10messagesReceived\x12#\n" +
+	"\rmessages_sent\x18\x05 \x01(\x04R\fmessagesSent2\xe5\x03\n" +
 	"\aCluster\x12L\n" +
 	"\x06Status\x12!.bifrost.cluster.v1.StatusRequest\x1a\x1f.bifrost.cluster.v1.StatusReply\x12I\n" +
 	"\x05Apply\x12 .bifrost.cluster.v1.ApplyRequest\x1a\x1e.bifrost.cluster.v1.ApplyReply\x12R\n" +
 	"\bHandover\x12#.bifrost.cluster.v1.HandoverRequest\x1a!.bifrost.cluster.v1.HandoverReply\x12K\n" +
 	"\x06Routes\x12\x1f.bifrost.cluster.v1.RouteUpdate\x1a\x1c.bifrost.cluster.v1.RouteAck(\x010\x01\x12O\n" +
-	"\aForward\x12 .bifrost.cluster.v1.ForwardBatch\x1a\x1e.bifrost.cluster.v1.ForwardAck(\x010\x01B<Z:github.com/bifrost-mqtt/bifrost/internal/cluster/clusterpbb\x06proto3"
+	"\aForward\x12 .bifrost.cluster.v1.ForwardBatch\x1a\x1e.bifrost.cluster.v1.ForwardAck(\x010\x01\x12O\n" +
+	"\aFigures\x12\".bifrost.cluster.v1.FiguresRequest\x1a .bifrost.cluster.v1.FiguresReplyB<Z:github.com/bifrost-mqtt/bifrost/internal/cluster/clusterpbb\x06proto3"
 
 var (
 	file_cluster_proto_rawDescOnce sync.Once
@@ -702,7 +822,7 @@ func file_cluster_proto_rawDescGZIP() []byte {
 	return file_cluster_proto_rawDescData
 }
 
-var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_cluster_proto_goTypes = []any{
 	(*StatusRequest)(nil),   // 0: bifrost.cluster.v1.StatusRequest
 	(*StatusReply)(nil),     // 1: bifrost.cluster.v1.StatusReply
@@ -714,23 +834,27 @@ var file_cluster_proto_goTypes = []any{
 	(*RouteAck)(nil),        // 7: bifrost.cluster.v1.RouteAck
 	(*ForwardBatch)(nil),    // 8: bifrost.cluster.v1.ForwardBatch
 	(*ForwardAck)(nil),      // 9: bifrost.cluster.v1.ForwardAck
+	(*FiguresRequest)(nil),  // 10: bifrost.cluster.v1.FiguresRequest
+	(*FiguresReply)(nil),    // 11: bifrost.cluster.v1.FiguresReply
 }
 var file_cluster_proto_depIdxs = []int32{
-	0, // 0: bifrost.cluster.v1.Cluster.Status:input_type -> bifrost.cluster.v1.StatusRequest
-	2, // 1: bifrost.cluster.v1.Cluster.Apply:input_type -> bifrost.cluster.v1.ApplyRequest
-	4, // 2: bifrost.cluster.v1.Cluster.Handover:input_type -> bifrost.cluster.v1.HandoverRequest
-	6, // 3: bifrost.cluster.v1.Cluster.Routes:input_type -> bifrost.cluster.v1.RouteUpdate
-	8, // 4: bifrost.cluster.v1.Cluster.Forward:input_type -> bifrost.cluster.v1.ForwardBatch
-	1, // 5: bifrost.cluster.v1.Cluster.Status:output_type -> bifrost.cluster.v1.StatusReply
-	3, // 6: bifrost.cluster.v1.Cluster.Apply:output_type -> bifrost.cluster.v1.ApplyReply
-	5, // 7: bifrost.cluster.v1.Cluster.Handover:output_type -> bifrost.cluster.v1.HandoverReply
-	7, // 8: bifrost.cluster.v1.Cluster.Routes:output_type -> bifrost.cluster.v1.RouteAck
-	9, // 9: bifrost.cluster.v1.Cluster.Forward:output_type -> bifrost.cluster.v1.ForwardAck
-	5, // [5:10] is the sub-list for method output_type
-	0, // [0:5] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	0,  // 0: bifrost.cluster.v1.Cluster.Status:input_type -> bifrost.cluster.v1.StatusRequest
+	2,  // 1: bifrost.cluster.v1.Cluster.Apply:input_type -> bifrost.cluster.v1.ApplyRequest
+	4,  // 2: bifrost.cluster.v1.Cluster.Handover:input_type -> bifrost.cluster.v1.HandoverRequest
+	6,  // 3: bifrost.cluster.v1.Cluster.Routes:input_type -> bifrost.cluster.v1.RouteUpdate
+	8,  // 4: bifrost.cluster.v1.Cluster.Forward:input_type -> bifrost.cluster.v1.ForwardBatch
+	10, // 5: bifrost.cluster.v1.Cluster.Figures:input_type -> bifrost.cluster.v1.FiguresRequest
+	1,  // 6: bifrost.cluster.v1.Cluster.Status:output_type -> bifrost.cluster.v1.StatusReply
+	3,  // 7: bifrost.cluster.v1.Cluster.Apply:output_type -> bifrost.cluster.v1.ApplyReply
+	5,  // 8: bifrost.cluster.v1.Cluster.Handover:output_type -> bifrost.cluster.v1.HandoverReply
+	7,  // 9: bifrost.cluster.v1.Cluster.Routes:output_type -> bifrost.cluster.v1.RouteAck
+	9,  // 10: bifrost.cluster.v1.Cluster.Forward:output_type -> bifrost.cluster.v1.ForwardAck
+	11, // 11: bifrost.cluster.v1.Cluster.Figures:output_type -> bifrost.cluster.v1.FiguresReply
+	6,  // [6:12] is the sub-list for method output_type
+	0,  // [0:6] is the sub-list for method input_type
+	0,  // [0:0] is the sub-list for extension type_name
+	0,  // [0:0] is the sub-list for extension extendee
+	0,  // [0:0] is the sub-list for field type_name
 }
 
 func init() { file_cluster_proto_init() }
@@ -744,7 +868,7 @@ func file_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cluster_proto_rawDesc), len(file_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

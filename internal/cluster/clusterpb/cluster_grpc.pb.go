@@ -28,6 +28,7 @@ const (
 	Cluster_Handover_FullMethodName = "/bifrost.cluster.v1.Cluster/Handover"
 	Cluster_Routes_FullMethodName   = "/bifrost.cluster.v1.Cluster/Routes"
 	Cluster_Forward_FullMethodName  = "/bifrost.cluster.v1.Cluster/Forward"
+	Cluster_Figures_FullMethodName  = "/bifrost.cluster.v1.Cluster/Figures"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -52,6 +53,9 @@ type ClusterClient interface {
 	// Forward carries PUBLISHes matching the callee's routes, in batches, each message
 	// numbered; the callee acknowledges what it has delivered (forward.go).
 	Forward(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ForwardBatch, ForwardAck], error)
+	// Figures is a node's own $SYS figures, which every node sums into the cluster's totals
+	// ($SYS/broker/cluster/...).
+	Figures(ctx context.Context, in *FiguresRequest, opts ...grpc.CallOption) (*FiguresReply, error)
 }
 
 type clusterClient struct {
@@ -118,6 +122,16 @@ func (c *clusterClient) Forward(ctx context.Context, opts ...grpc.CallOption) (g
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Cluster_ForwardClient = grpc.BidiStreamingClient[ForwardBatch, ForwardAck]
 
+func (c *clusterClient) Figures(ctx context.Context, in *FiguresRequest, opts ...grpc.CallOption) (*FiguresReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FiguresReply)
+	err := c.cc.Invoke(ctx, Cluster_Figures_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -140,6 +154,9 @@ type ClusterServer interface {
 	// Forward carries PUBLISHes matching the callee's routes, in batches, each message
 	// numbered; the callee acknowledges what it has delivered (forward.go).
 	Forward(grpc.BidiStreamingServer[ForwardBatch, ForwardAck]) error
+	// Figures is a node's own $SYS figures, which every node sums into the cluster's totals
+	// ($SYS/broker/cluster/...).
+	Figures(context.Context, *FiguresRequest) (*FiguresReply, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -164,6 +181,9 @@ func (UnimplementedClusterServer) Routes(grpc.BidiStreamingServer[RouteUpdate, R
 }
 func (UnimplementedClusterServer) Forward(grpc.BidiStreamingServer[ForwardBatch, ForwardAck]) error {
 	return status.Error(codes.Unimplemented, "method Forward not implemented")
+}
+func (UnimplementedClusterServer) Figures(context.Context, *FiguresRequest) (*FiguresReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method Figures not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -254,6 +274,24 @@ func _Cluster_Forward_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Cluster_ForwardServer = grpc.BidiStreamingServer[ForwardBatch, ForwardAck]
 
+func _Cluster_Figures_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FiguresRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Figures(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Figures_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Figures(ctx, req.(*FiguresRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -272,6 +310,10 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Handover",
 			Handler:    _Cluster_Handover_Handler,
+		},
+		{
+			MethodName: "Figures",
+			Handler:    _Cluster_Figures_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,148 @@
+package broker
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/bifrost-mqtt/bifrost/internal/packet"
+	"github.com/bifrost-mqtt/bifrost/internal/session"
+)
+
+// The fakeNode of cluster_owner_test.go hands retained changes nowhere.
+func (n *fakeNode) Retain(*session.Message) uint64          { return 0 }
+func (n *fakeNode) HoldRetained(seq uint64, g session.Gate) { g.Open() }
+
+// fakeRetained is a cluster that keeps the retained changes handed to it until apply;
+// its client ids are claimed in a fake cluster of one node (cluster_owner_test.go).
+type fakeRetained struct {
+	*fakeNode
+	b     *Broker
+	mu    sync.Mutex
+	ops   []*session.Message
+	gates map[uint64]session.Gate
+}
+
+func (f *fakeRetained) Retain(m *session.Message) uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var c session.Message
+	c.BorrowForwarded(append([]byte(nil), m.Topic()...), append([]byte(nil), m.Payload()...), append([]byte(nil), m.Props()...), m.QoS, true, m.Expiry)
+	f.ops = append(f.ops, c.Own())
+	return uint64(len(f.ops))
+}
+
+func (f *fakeRetained) HoldRetained(seq uint64, g session.Gate) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.gates == nil {
+		f.gates = map[uint64]session.Gate{}
+	}
+	f.gates[seq] = g
+}
+
+// apply applies every change handed over, as the replicated log would, and opens the
+// Gates that waited for them.
+func (f *fakeRetained) apply() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, m := range f.ops {
+		if len(m.Payload()) == 0 {
+			f.b.ApplyRetained(m.Topic(), nil)
+		} else {
+			f.b.ApplyRetained(m.Topic(), m)
+		}
+		if g, ok := f.gates[uint64(i+1)]; ok {
+			g.Open()
+			delete(f.gates, uint64(i+1))
+		}
+	}
+	f.ops = f.ops[:0]
+}
+
+func (f *fakeRetained) pending() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.ops)
+}
+
+// retainedTopics returns the retained topics a new subscriber to filter gets.
+func retainedTopics(t *testing.T, b *Broker, id, filter string) []string {
+	t.Helper()
+	c := &authTestConn{}
+	b.OnOpen(c)
+	in := connectPacket(packet.V5, id, "", "")
+	in = (&packet.Subscribe{PacketID: 1, Subscriptions: []packet.Subscription{{Filter: []byte(filter)}}}).AppendTo(in, packet.V5)
+	b.OnData(c, in)
+	var topics []string
+	for _, p := range c.waitPackets(t, packet.V5, 2) {
+		if p, ok := p.(*packet.Publish); ok {
+			topics = append(topics, string(p.Topic))
+		}
+	}
+	return topics
+}
+
+// TestClusterRetained: on a node of a cluster a retained PUBLISH changes nothing here
+// until the cluster applies it, and its PUBACK waits for that; once applied, new
+// subscribers get it; a clear (empty payload) goes the same way; $SYS stays local.
+func TestClusterRetained(t *testing.T) {
+	b := benchBroker(t)
+	f := &fakeRetained{fakeNode: &fakeNode{c: newFakeCluster(), name: "a", serving: true}, b: b}
+	b.cluster = f
+	pub := &authTestConn{}
+	b.OnOpen(pub)
+	b.OnData(pub, connectPacket(packet.V5, "pub", "", ""))
+	pub.waitPackets(t, packet.V5, 1)
+	b.OnData(pub, (&packet.Publish{Topic: []byte("r/1"), QoS: 1, PacketID: 7, Retain: true, Payload: []byte("x")}).AppendTo(nil, packet.V5))
+	if n := len(pub.packets(t, packet.V5)); n != 1 || f.pending() != 1 {
+		t.Fatalf("before the cluster applied the change: %d packets, %d changes handed over; want the CONNACK alone, 1", n, f.pending())
+	}
+	if got := retainedTopics(t, b, "early", "r/#"); len(got) != 0 {
+		t.Fatalf("a subscriber got %v before the cluster applied it", got)
+	}
+	f.apply()
+	ps := pub.waitPackets(t, packet.V5, 2)
+	if a, ok := ps[1].(*packet.Ack); !ok || a.PacketType != packet.PUBACK || a.PacketID != 7 {
+		t.Fatalf("after apply: %v; want PUBACK 7", ps[1])
+	}
+	if got := retainedTopics(t, b, "s1", "r/#"); len(got) != 1 || got[0] != "r/1" {
+		t.Fatalf("a subscriber after apply got %v; want r/1", got)
+	}
+	// A clear at QoS 0: handed over, applied, gone.
+	b.OnData(pub, (&packet.Publish{Topic: []byte("r/1"), Retain: true}).AppendTo(nil, packet.V5))
+	if f.pending() != 1 {
+		t.Fatalf("%d changes handed over for the clear; want 1", f.pending())
+	}
+	f.apply()
+	if got := retainedTopics(t, b, "s2", "r/#"); len(got) != 0 {
+		t.Fatalf("after the clear a subscriber got %v", got)
+	}
+	// $SYS is the node's own.
+	if err := b.Publish("$SYS/broker/x", []byte("1"), 0, true); err != nil {
+		t.Fatal(err)
+	}
+	if f.pending() != 0 {
+		t.Fatal("a $SYS topic went to the cluster")
+	}
+	if got := retainedTopics(t, b, "s3", "$SYS/broker/x"); len(got) != 1 {
+		t.Fatalf("$SYS retained: %v", got)
+	}
+}
+
+// TestReplaceRetained: a snapshot's set replaces the node's retained messages, $SYS
+// aside.
+func TestReplaceRetained(t *testing.T) {
+	b := benchBroker(t)
+	for _, topic := range []string{"a", "b", "$SYS/x"} {
+		if err := b.Publish(topic, []byte("v"), 0, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := session.NewLocalMessage("c", []byte("w"), 1, true)
+	b.ReplaceRetained(func(yield func([]byte, *session.Message) bool) { yield(c.Topic(), c) })
+	for topic, want := range map[string]bool{"a": false, "b": false, "c": true, "$SYS/x": true} {
+		if _, ok := b.ret.Get([]byte(topic)); ok != want {
+			t.Errorf("topic %q retained %v; want %v", topic, ok, want)
+		}
+	}
+}

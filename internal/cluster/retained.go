@@ -1,0 +1,314 @@
+package cluster
+
+import (
+	"cmp"
+	"context"
+	"sync"
+	"time"
+
+	"github.com/bifrost-mqtt/bifrost/internal/session"
+)
+
+// Retained messages cluster-wide (the replicated set is fsm_retained.go). A retained
+// PUBLISH on any node is handed to Retain, which queues it without blocking the poller;
+// one goroutine, the retainer, takes everything queued, appends it to the Raft log as one
+// entry (forwarded to the leader when this node follows), and waits for the next batch
+// only until the leader has applied it. A publisher's PUBACK or PUBREC is held by a
+// session.Gate (HoldRetained) until this node has applied the entry: once it is out, a
+// new subscriber on this node gets the message, and on every other node once it has
+// caught up with the log.
+//
+// Order: one entry in flight at a time, so the changes of a topic reach the log in the
+// order they were handed over here. Ops are numbered as they are queued (seq); a batch is
+// a run of them, and the Gates wait for their op's number to be done.
+//
+// Expiry: the leader looks once a second for messages past their deadline and queues an
+// expire op for each (the other nodes never remove one themselves; none serves it after
+// its deadline, as delivery checks it).
+
+const (
+	// retainQueueBytes bounds the QoS 0 changes queued here (while there is no leader,
+	// say): beyond it they are dropped and counted.
+	retainQueueBytes = 64 << 20
+	// retainBatchBytes bounds one Raft entry of retained changes; what is beyond waits
+	// for the next one.
+	retainBatchBytes = 1 << 20
+	// retainSweepEvery is how often the leader looks for expired retained messages:
+	// expiry intervals are whole seconds.
+	retainSweepEvery = time.Second
+	// retainSweepMax bounds the expire ops of one sweep.
+	retainSweepMax = 4096
+	// retainNudgeWait bounds a nudge (retainLoop): it only hastens what comes anyway.
+	retainNudgeWait = time.Second
+	// retainPoll is how often the applied batches are looked at again without a
+	// retained entry applied here (a snapshot restored over them).
+	retainPoll = 100 * time.Millisecond
+)
+
+// retainer queues retained changes and numbers them.
+type retainer struct {
+	mu      sync.Mutex
+	queue   []retainOp // copies, in order
+	qbytes  int
+	next    uint64      // seq of the last op queued
+	sent    []sentBatch // batches the leader applied, in log order, waiting to be applied here
+	done    uint64      // every op up to this seq is applied here (or failed)
+	waiting []waitingGate
+	applied uint64 // the index of the last retained entry applied here
+	wake    chan struct{}
+	entries uint64 // Raft entries appended
+	nudges  uint64 // empty entries a follower appended to learn of a commit (nudge)
+	failed  uint64 // ops the log did not take (no leader until the deadline, closing)
+	dropped uint64 // QoS 0 changes not queued: the queue was full
+	// lastFailed is the seq range of the last failed batch, for a Gate held late.
+	lastFailedFrom, lastFailedTo uint64
+	wait                         time.Duration // an entry's bound to be taken; 0: applyTimeout
+	bound                        int           // the QoS 0 queue bound; 0: retainQueueBytes
+}
+
+// A sentBatch is a run of ops, up to seq last, in the entry at index; a failed one (the
+// log did not take it) has the index of the batch before it, so it is done in its turn.
+type sentBatch struct {
+	index, last uint64
+	failed      bool
+}
+
+type waitingGate struct {
+	seq uint64
+	g   session.Gate
+}
+
+// Retain queues the retained change m (an empty payload clears the topic) for the Raft
+// log and returns its number for HoldRetained. m may be borrowed: Retain copies it. It
+// does not block. A QoS 0 change that finds retainQueueBytes queued is dropped (counted)
+// and numbered 0; QoS 1 and 2 changes are bounded by their publishers' windows, whose
+// acknowledgements wait for them.
+func (c *Cluster) Retain(m *session.Message) uint64 {
+	if m.QoS == 0 && c.ret.full() {
+		return 0
+	}
+	o := retainOp{topic: m.Topic(), payload: m.Payload(), props: m.Props(), qos: m.QoS, expiry: m.Expiry}
+	if len(o.payload) == 0 {
+		o.props, o.qos, o.expiry = nil, 0, 0
+	}
+	buf := make([]byte, 0, len(o.topic)+len(o.payload)+len(o.props))
+	buf = append(append(append(buf, o.topic...), o.payload...), o.props...)
+	tl, pl := len(o.topic), len(o.payload)
+	o.topic, o.payload, o.props = buf[:tl:tl], buf[tl:tl+pl:tl+pl], buf[tl+pl:]
+	return c.ret.add(o)
+}
+
+// HoldRetained opens g once the change numbered seq is applied on this node (at once if
+// it is). If the log did not take the change (no leader in time), g's connection is
+// closed instead, so that the held acknowledgement never goes out and the client
+// publishes again.
+func (c *Cluster) HoldRetained(seq uint64, g session.Gate) {
+	r := &c.ret
+	r.mu.Lock()
+	if seq <= r.done {
+		failed := seq >= r.lastFailedFrom && seq <= r.lastFailedTo
+		r.mu.Unlock()
+		if failed {
+			failGate(g)
+		} else {
+			g.Open()
+		}
+		return
+	}
+	r.waiting = append(r.waiting, waitingGate{seq: seq, g: g})
+	r.mu.Unlock()
+}
+
+// full reports whether the queue holds retainQueueBytes, and counts a drop if so.
+func (r *retainer) full() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.qbytes < cmp.Or(r.bound, retainQueueBytes) {
+		return false
+	}
+	r.dropped++
+	return true
+}
+
+func (r *retainer) add(o retainOp) uint64 {
+	r.mu.Lock()
+	r.queue = append(r.queue, o)
+	r.qbytes += o.size()
+	r.next++
+	seq := r.next
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+	return seq
+}
+
+// take returns the ops of the next entry and the seq of its last one.
+func (r *retainer) take() ([]retainOp, uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n, size := 0, 0
+	for n < len(r.queue) && (n == 0 || size+r.queue[n].size() <= retainBatchBytes) {
+		size += r.queue[n].size()
+		n++
+	}
+	ops := r.queue[:n:n]
+	r.queue = r.queue[n:]
+	if len(r.queue) == 0 {
+		r.queue = nil // let a burst's array go
+	}
+	r.qbytes -= size
+	return ops, r.next - uint64(len(r.queue))
+}
+
+// sentLocked records a batch of ops up to seq last that the leader applied at index, or
+// that failed. r.mu is held.
+func (r *retainer) sentLocked(index, last uint64, failed bool) {
+	if failed {
+		index = 0
+		if len(r.sent) > 0 {
+			index = r.sent[len(r.sent)-1].index
+		}
+	}
+	r.sent = append(r.sent, sentBatch{index: index, last: last, failed: failed})
+	r.releaseLocked()
+}
+
+// appliedHere is told the index of each retained entry this node applies (fsm_retained.go).
+func (r *retainer) appliedHere(index uint64) {
+	r.mu.Lock()
+	r.applied = max(r.applied, index)
+	r.releaseLocked()
+	r.mu.Unlock()
+}
+
+// releaseLocked marks done the batches applied here, in order, and opens the Gates they
+// held (or closes their connections, for a failed batch). r.mu is held; a Gate takes only
+// its session's lock.
+func (r *retainer) releaseLocked() {
+	for len(r.sent) > 0 && r.sent[0].index <= r.applied {
+		b := r.sent[0]
+		r.sent = r.sent[1:]
+		if b.failed {
+			r.lastFailedFrom, r.lastFailedTo = r.done+1, b.last
+		}
+		r.done = b.last
+		keep := r.waiting[:0]
+		for _, w := range r.waiting {
+			switch {
+			case w.seq > b.last:
+				keep = append(keep, w)
+			case b.failed:
+				failGate(w.g)
+			default:
+				w.g.Open()
+			}
+		}
+		clear(r.waiting[len(keep):])
+		r.waiting = keep
+	}
+}
+
+// failGate closes the connection g holds, with its held output.
+func failGate(g session.Gate) {
+	if s := g.Session(); s != nil {
+		if conn := s.Conn(); conn != nil {
+			_ = conn.Close()
+		}
+	}
+}
+
+// retainLoop appends the queued changes to the log, one entry at a time, until Close.
+func (c *Cluster) retainLoop(ctx context.Context) {
+	r := &c.ret
+	poll := time.NewTicker(retainPoll)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			r.closeAll()
+			return
+		case <-r.wake:
+		case <-poll.C:
+			// A snapshot restored here covers entries whose own apply this node never
+			// saw: raft's applied index tells.
+			r.appliedHere(c.raft.AppliedIndex())
+			continue
+		}
+		for {
+			ops, last := r.take()
+			if len(ops) == 0 {
+				break
+			}
+			actx, cancel := context.WithTimeout(ctx, cmp.Or(r.wait, applyTimeout))
+			_, index, err := c.applyIndexed(actx, retains{ops: ops})
+			cancel()
+			r.mu.Lock()
+			if err != nil {
+				r.failed += uint64(len(ops))
+			} else {
+				r.entries++
+			}
+			r.sentLocked(index, last, err != nil)
+			behind := err == nil && r.applied < index && len(r.queue) == 0
+			r.mu.Unlock()
+			if behind && !c.IsLeader() {
+				c.nudge(ctx)
+			}
+			if err != nil && ctx.Err() == nil {
+				c.log.Error("cluster: retained messages not replicated", "changes", len(ops), "err", err)
+			}
+		}
+	}
+}
+
+// nudge appends an empty retains entry, on a follower whose last entry the leader has
+// applied but this node has not: a follower learns that an entry is committed from the
+// leader's next append, which without another entry comes only after raft's
+// CommitTimeout (50 ms). An idle publisher's PUBACK on a follower would wait that long;
+// the nudge's append carries the commit at once, for a round trip and one entry. Under
+// load the next batch does the same, so no nudge is sent while changes are queued.
+func (c *Cluster) nudge(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, retainNudgeWait)
+	defer cancel()
+	if _, _, err := c.applyIndexed(ctx, retains{}); err == nil {
+		c.ret.mu.Lock()
+		c.ret.nudges++
+		c.ret.mu.Unlock()
+	}
+}
+
+// closeAll closes the connections of every Gate still held at Close: their changes may
+// not be applied.
+func (r *retainer) closeAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, w := range r.waiting {
+		failGate(w.g)
+	}
+	r.waiting = nil
+}
+
+// retainSweep has the leader remove expired retained messages, until Close.
+func (c *Cluster) retainSweep(ctx context.Context) {
+	t := time.NewTicker(retainSweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !c.IsLeader() {
+			continue
+		}
+		for _, o := range c.fsm.expiredRetained(time.Now().UnixNano(), retainSweepMax) {
+			c.ret.add(o)
+		}
+	}
+}
+
+// SetRetainedStore connects the broker's retained store, which the replicated set drives
+// from then on. It must be called before Start.
+func (c *Cluster) SetRetainedStore(st RetainedStore) { c.retStore = st }

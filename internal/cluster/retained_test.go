@@ -1,0 +1,314 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/packet"
+	"github.com/bifrost-mqtt/bifrost/internal/session"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
+)
+
+// syncStore is a mapStore that the test reads while Raft's goroutine writes it.
+type syncStore struct {
+	mu sync.Mutex
+	mapStore
+}
+
+func (s *syncStore) ApplyRetained(topic []byte, m *session.Message) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mapStore.ApplyRetained(topic, m)
+}
+
+func (s *syncStore) ReplaceRetained(each func(func([]byte, *session.Message) bool)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mapStore.ReplaceRetained(each)
+}
+
+// payloads returns topic → payload, and how many times the set was replaced.
+func (s *syncStore) payloads() (map[string]string, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]string{}
+	for k, m := range s.m {
+		out[k] = string(m.Payload())
+	}
+	return out, s.replaced
+}
+
+// startRetNode starts a node whose retained store is st.
+func startRetNode(t *testing.T, k *conf.Cluster, st RetainedStore) *testNode {
+	t.Helper()
+	logs := &logBuffer{}
+	c, err := New(Options{Config: k, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetRetainedStore(st)
+	n := &testNode{Cluster: c, name: k.NodeName, logs: logs}
+	t.Cleanup(func() {
+		_ = c.Close()
+		if t.Failed() {
+			t.Logf("log of %s:\n%s", n.name, logs)
+		}
+	})
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatalf("start %s: %v", k.NodeName, err)
+	}
+	return n
+}
+
+func (n *testNode) retDone() uint64 {
+	n.ret.mu.Lock()
+	defer n.ret.mu.Unlock()
+	return n.ret.done
+}
+
+func sameMap(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestRetainedJoinBySnapshot: retained changes handed to a follower reach every node's
+// store, and a change is done on the node that handed it over only once its own store
+// has it (what a held PUBACK waits for); a node that joins after the leader compacted
+// its log gets the set by a snapshot, which replaces what its store held.
+func TestRetainedJoinBySnapshot(t *testing.T) {
+	stores := []*syncStore{{}, {}, {}}
+	n1 := startRetNode(t, nodeConfig(t, "n1", 3), stores[0])
+	n2 := startRetNode(t, nodeConfig(t, "n2", 3, n1.gossip()), stores[1])
+	n3 := startRetNode(t, nodeConfig(t, "n3", 3, n1.gossip()), stores[2])
+	_, leader := waitFormed(t, n1, n2, n3)
+	var follower, lead *testNode
+	fi := 0
+	for i, n := range []*testNode{n1, n2, n3} {
+		if n.name == leader {
+			lead = n
+		} else {
+			follower, fi = n, i
+		}
+	}
+
+	want := map[string]string{}
+	var last uint64
+	for i := range 200 {
+		topic := fmt.Sprintf("r/%d", i%150)
+		payload := fmt.Sprintf("v%d", i)
+		if i%10 == 9 {
+			payload = "" // a clear
+			delete(want, topic)
+		} else {
+			want[topic] = payload
+		}
+		last = follower.Retain(session.NewLocalMessage(topic, []byte(payload), 1, true))
+	}
+	testenv.WaitFor(t, "the follower's last change done", func() bool { return follower.retDone() >= last })
+	if got, _ := stores[fi].payloads(); !sameMap(got, want) {
+		t.Fatalf("the follower's changes are done, but its store holds %d topics; want %d", len(got), len(want))
+	}
+	for i, st := range stores {
+		testenv.WaitFor(t, fmt.Sprintf("n%d's store", i+1), func() bool {
+			got, _ := st.payloads()
+			return sameMap(got, want)
+		})
+	}
+
+	// Compact the leader's log behind a snapshot, so that a new node must restore it.
+	rc := lead.raft.ReloadableConfig()
+	rc.TrailingLogs, rc.SnapshotInterval = 1, time.Hour
+	if err := lead.raft.ReloadConfig(rc); err != nil {
+		t.Fatal(err)
+	}
+	if err := lead.raft.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	late := &syncStore{}
+	late.m = map[string]*session.Message{"stale": session.NewLocalMessage("stale", []byte("x"), 0, true)}
+	n4 := startRetNode(t, nodeConfig(t, "n4", 3, n1.gossip()), late)
+	waitFormed(t, n1, n2, n3, n4)
+	testenv.WaitFor(t, "the late node's store", func() bool {
+		got, _ := late.payloads()
+		return sameMap(got, want)
+	})
+	if _, replaced := late.payloads(); replaced == 0 {
+		t.Fatal("the late node replayed the log: no snapshot was restored")
+	}
+	if n4.fsm.RetainedLen() != len(want) {
+		t.Fatalf("the late node's set holds %d topics; want %d", n4.fsm.RetainedLen(), len(want))
+	}
+}
+
+// recConn is a session.Conn that records what is written and whether it was closed.
+type recConn struct {
+	mu     sync.Mutex
+	out    []byte
+	closed bool
+}
+
+func (c *recConn) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.out = append(c.out, b...)
+	return len(b), nil
+}
+func (c *recConn) Buffered() int  { return 0 }
+func (c *recConn) NotifyDrained() {}
+func (c *recConn) Shutdown()      { _ = c.Close() }
+func (c *recConn) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	return nil
+}
+
+func (c *recConn) state() (int, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.out), c.closed
+}
+
+// TestRetainedNotTaken: a change the log does not take (a node that never forms a
+// cluster: no leader) is counted as failed, never reaches the store, and the
+// connection whose acknowledgement waited for it is closed without it.
+func TestRetainedNotTaken(t *testing.T) {
+	st := &syncStore{}
+	k := nodeConfig(t, "alone", 3)
+	c, err := New(Options{Config: k, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetRetainedStore(st)
+	c.ret.wait = 200 * time.Millisecond
+	t.Cleanup(func() { _ = c.Close() })
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s := session.New(1, "pub", &session.Limits{ReceiveMaximum: 10, TopicAliasMaximum: 10, QueueMessages: 10, QueueBytes: 1 << 16})
+	conn := &recConn{}
+	s.Attach(conn, session.ConnectInfo{Version: packet.V5}, nil, 0)
+	seq := c.Retain(session.NewLocalMessage("r/x", []byte("v"), 1, true))
+	g := s.Gate()
+	s.Send(&packet.Ack{PacketType: packet.PUBACK, PacketID: 1})
+	s.Flush()
+	c.HoldRetained(seq, g)
+	testenv.WaitFor(t, "the held connection closed", func() bool { _, closed := conn.state(); return closed })
+	if n, _ := conn.state(); n != 0 {
+		t.Fatalf("%d bytes written: the acknowledgement of a change not taken went out", n)
+	}
+	c.ret.mu.Lock()
+	failed := c.ret.failed
+	c.ret.mu.Unlock()
+	if got, _ := st.payloads(); failed != 1 || len(got) != 0 {
+		t.Fatalf("failed %d, store %v; want 1 failed and nothing stored", failed, got)
+	}
+	// A Gate held after the failure was recorded fails the same way.
+	conn2 := &recConn{}
+	s2 := session.New(2, "late", &session.Limits{ReceiveMaximum: 10, TopicAliasMaximum: 10, QueueMessages: 10, QueueBytes: 1 << 16})
+	s2.Attach(conn2, session.ConnectInfo{Version: packet.V5}, nil, 0)
+	c.HoldRetained(seq, s2.Gate())
+	if _, closed := conn2.state(); !closed {
+		t.Fatal("a Gate held after its change failed was not closed")
+	}
+}
+
+// TestRetainedFollowerNudge: a change handed to a follower with nothing after it is done
+// there once the follower has appended an empty entry (a nudge) that carries the commit
+// to it at once, rather than after raft's CommitTimeout; the nudge changes no set.
+func TestRetainedFollowerNudge(t *testing.T) {
+	stores := []*syncStore{{}, {}, {}}
+	n1 := startRetNode(t, nodeConfig(t, "n1", 3), stores[0])
+	n2 := startRetNode(t, nodeConfig(t, "n2", 3, n1.gossip()), stores[1])
+	n3 := startRetNode(t, nodeConfig(t, "n3", 3, n1.gossip()), stores[2])
+	_, leader := waitFormed(t, n1, n2, n3)
+	var follower, lead *testNode
+	for _, n := range []*testNode{n1, n2, n3} {
+		if n.name == leader {
+			lead = n
+		} else {
+			follower = n
+		}
+	}
+	for i := range 3 {
+		seq := follower.Retain(session.NewLocalMessage(fmt.Sprintf("n/%d", i), []byte("v"), 1, true))
+		testenv.WaitFor(t, "the change done on the follower", func() bool { return follower.retDone() >= seq })
+	}
+	follower.ret.mu.Lock()
+	nudges := follower.ret.nudges
+	follower.ret.mu.Unlock()
+	if nudges == 0 {
+		t.Fatal("the follower never nudged")
+	}
+	lead.ret.mu.Lock()
+	leaderNudges := lead.ret.nudges
+	lead.ret.mu.Unlock()
+	if leaderNudges != 0 {
+		t.Errorf("the leader nudged %d times; it applies its entries itself", leaderNudges)
+	}
+	for _, st := range stores {
+		testenv.WaitFor(t, "every store with the three topics", func() bool {
+			got, _ := st.payloads()
+			return len(got) == 3
+		})
+	}
+}
+
+// TestRetainedQueueBound: while the log takes nothing (no leader), QoS 0 changes beyond
+// the queue's bound are dropped and counted; QoS 1 changes are still queued (their
+// publishers' windows bound them).
+func TestRetainedQueueBound(t *testing.T) {
+	k := nodeConfig(t, "alone", 3)
+	c, err := New(Options{Config: k, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetRetainedStore(&syncStore{})
+	c.ret.wait, c.ret.bound = time.Minute, 1024
+	t.Cleanup(func() { _ = c.Close() })
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	payload := []byte(strings.Repeat("p", 100))
+	// The first change goes in flight and stays there (no leader); the rest queue.
+	c.Retain(session.NewLocalMessage("q/first", payload, 0, true))
+	testenv.WaitFor(t, "the first change in flight", func() bool {
+		c.ret.mu.Lock()
+		defer c.ret.mu.Unlock()
+		return len(c.ret.queue) == 0
+	})
+	dropped := 0
+	for i := range 40 {
+		if c.Retain(session.NewLocalMessage(fmt.Sprintf("q/%d", i), payload, 0, true)) == 0 {
+			dropped++
+		}
+	}
+	if seq := c.Retain(session.NewLocalMessage("q/one", payload, 1, true)); seq == 0 {
+		t.Fatal("a QoS 1 change was dropped")
+	}
+	c.ret.mu.Lock()
+	counted, queue := c.ret.dropped, c.ret.queue
+	c.ret.mu.Unlock()
+	qos0 := 0
+	for _, o := range queue[:len(queue)-1] {
+		qos0 += o.size()
+	}
+	last := queue[len(queue)-2].size()
+	if dropped == 0 || counted != uint64(dropped) || len(queue)-1 != 40-dropped || qos0 < 1024 || qos0-last >= 1024 {
+		t.Fatalf("dropped %d (counted %d) of 40 QoS 0 changes, %d queued in %d bytes; want them queued up to the 1 KiB bound and the rest dropped",
+			dropped, counted, len(queue)-1, qos0)
+	}
+}

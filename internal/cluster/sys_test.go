@@ -1,0 +1,92 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
+)
+
+// sysRecorder keeps the last value of each $SYS topic a node published.
+type sysRecorder struct {
+	mu     sync.Mutex
+	topics map[string]string
+}
+
+func (r *sysRecorder) publish(topic, value string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.topics == nil {
+		r.topics = map[string]string{}
+	}
+	r.topics[topic] = value
+}
+
+func (r *sysRecorder) get(topic string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.topics[topic]
+}
+
+// TestSysTotals: each node publishes the cluster's totals, its peers' figures (asked
+// over gRPC) added to its own; a node gone is left out once membership says so.
+func TestSysTotals(t *testing.T) {
+	recs := make([]*sysRecorder, 3)
+	var nodes []*testNode
+	for i := range 3 {
+		recs[i] = &sysRecorder{}
+		var seeds []string
+		if i > 0 {
+			seeds = []string{nodes[0].gossip()}
+		}
+		k := nodeConfig(t, fmt.Sprintf("n%d", i+1), 3, seeds...)
+		c, err := New(Options{Config: k, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := uint64(i + 1)
+		c.SetSys(50*time.Millisecond, func() Figures {
+			return Figures{ClientsConnected: n, ClientsTotal: 10 * n, Subscriptions: 100 * n, Received: 1000 * n, Sent: 10000 * n}
+		}, recs[i].publish)
+		t.Cleanup(func() { _ = c.Close() })
+		if err := c.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, &testNode{Cluster: c, name: k.NodeName, logs: &logBuffer{}})
+	}
+	waitFormed(t, nodes...)
+	want := map[string]string{
+		"$SYS/broker/cluster/nodes":                   "3",
+		"$SYS/broker/cluster/nodes/reporting":         "3",
+		"$SYS/broker/cluster/clients/connected":       "6",
+		"$SYS/broker/cluster/clients/total":           "60",
+		"$SYS/broker/cluster/subscriptions/count":     "600",
+		"$SYS/broker/cluster/messages/received":       "6000",
+		"$SYS/broker/cluster/messages/sent":           "60000",
+		"$SYS/broker/cluster/retained messages/count": "0",
+	}
+	for i, r := range recs {
+		testenv.WaitFor(t, fmt.Sprintf("n%d's totals", i+1), func() bool {
+			for topic, v := range want {
+				if r.get(topic) != v {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	// n3 leaves: the others' totals are theirs alone.
+	if err := nodes[2].Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range recs[:2] {
+		testenv.WaitFor(t, fmt.Sprintf("n%d's totals without n3", i+1), func() bool {
+			return r.get("$SYS/broker/cluster/nodes") == "2" && r.get("$SYS/broker/cluster/clients/connected") == "3" &&
+				r.get("$SYS/broker/cluster/messages/sent") == "30000"
+		})
+	}
+}
