@@ -137,16 +137,7 @@ func (b *Broker) forward(bt *batch, m *session.Message, nowNs int64) (n int, dur
 // deliverSharedOnline gives m to an online member of g other than skip, and reports
 // whether one took it.
 func (b *Broker) deliverSharedOnline(bt *batch, g pubsub.Group, m *session.Message, nowNs int64, skip uint32) (took, stored bool) {
-	online := func(s pubsub.Sub) bool {
-		if uint32(s.Subscriber) == skip {
-			return false
-		}
-		b.idMu.RLock()
-		t := b.lookup(s.Subscriber)
-		b.idMu.RUnlock()
-		return t.local != nil || (t.s != nil && t.s.Online())
-	}
-	sub, ok := b.index.Pick(g, online)
+	sub, ok := b.pickOnline(g, skip)
 	if !ok {
 		return false, false
 	}

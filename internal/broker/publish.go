@@ -337,16 +337,7 @@ func (b *Broker) deliverTo(bt *batch, id pubsub.SubscriberID, d session.Delivery
 // member whose persistent session queues it. skip excludes a member (the one that just
 // disconnected, on redelivery).
 func (b *Broker) deliverShared(bt *batch, g pubsub.Group, m *session.Message, nowNs int64, skip uint32) (took, stored bool) {
-	online := func(s pubsub.Sub) bool {
-		if uint32(s.Subscriber) == skip {
-			return false
-		}
-		b.idMu.RLock()
-		t := b.lookup(s.Subscriber)
-		b.idMu.RUnlock()
-		return t.local != nil || (t.s != nil && t.s.Online())
-	}
-	sub, ok := b.index.Pick(g, online)
+	sub, ok := b.pickOnline(g, skip)
 	if !ok {
 		sub, ok = b.index.Pick(g, func(s pubsub.Sub) bool { return uint32(s.Subscriber) != skip })
 		if !ok {
@@ -354,6 +345,19 @@ func (b *Broker) deliverShared(bt *batch, g pubsub.Group, m *session.Message, no
 		}
 	}
 	return b.deliverMember(bt, g, sub, m, nowNs)
+}
+
+// pickOnline picks, round robin, an online member of g other than skip.
+func (b *Broker) pickOnline(g pubsub.Group, skip uint32) (pubsub.Sub, bool) {
+	return b.index.Pick(g, func(s pubsub.Sub) bool {
+		if uint32(s.Subscriber) == skip {
+			return false
+		}
+		b.idMu.RLock()
+		t := b.lookup(s.Subscriber)
+		b.idMu.RUnlock()
+		return t.local != nil || (t.s != nil && t.s.Online())
+	})
 }
 
 // deliverMember gives m to sub, the chosen member of group g.

@@ -85,38 +85,14 @@ func (l *fwdLink) close() []*outMsg {
 // loop keeps a stream to the peer until the link closes.
 func (l *fwdLink) loop(ctx context.Context) {
 	defer close(l.exited)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(l.ctx, cancel)()
-	backoff := linkBackoffMin
-	for ctx.Err() == nil {
-		start := time.Now()
-		err := l.stream(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		l.f.c.log.Debug("cluster: forward stream ended", "peer", l.name, "err", err)
-		if time.Since(start) > linkBackoffMax {
-			backoff = linkBackoffMin
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, linkBackoffMax)
-	}
+	l.f.c.keepStream(ctx, l.ctx, l.name, "forward", l.stream)
 }
 
 // stream runs one Forward stream: what was in flight on the last one goes first, in
 // order, then the queue, in batches, while a second goroutine reads the acknowledgements.
 func (l *fwdLink) stream(ctx context.Context) error {
 	c := l.f.c
-	m, ok := c.ms.lookup(l.name)
-	if !ok {
-		return errNotLive
-	}
-	cl, err := c.peers.client(l.name, m.Meta.RPC)
+	cl, err := c.liveClient(l.name)
 	if err != nil {
 		return err
 	}

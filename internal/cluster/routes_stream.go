@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"sync/atomic"
-	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/cluster/clusterpb"
 	"google.golang.org/grpc/codes"
@@ -15,12 +14,6 @@ import (
 // The route streams: to each live peer one Routes stream carries this node's table, a
 // snapshot first, then deltas; the peer answers each update with the version its remote
 // index holds.
-
-const (
-	// linkBackoffMin and linkBackoffMax bound the wait before a link dials again.
-	linkBackoffMin = 50 * time.Millisecond
-	linkBackoffMax = 2 * time.Second
-)
 
 // routeDelta is one change of the table waiting for a link's stream.
 type routeDelta struct {
@@ -82,38 +75,14 @@ func (l *routeLink) stop() { l.cancel() }
 
 // loop keeps a stream to the peer until the link stops, dialling again with backoff.
 func (l *routeLink) loop(ctx context.Context) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(l.ctx, cancel)()
-	backoff := linkBackoffMin
-	for ctx.Err() == nil {
-		start := time.Now()
-		err := l.stream(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		l.r.c.log.Debug("cluster: route stream ended", "peer", l.name, "err", err)
-		if time.Since(start) > linkBackoffMax {
-			backoff = linkBackoffMin
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, linkBackoffMax)
-	}
+	l.r.c.keepStream(ctx, l.ctx, l.name, "route", l.stream)
 }
 
 // stream runs one Routes stream: the snapshot, then the deltas as they come, while a
 // second goroutine reads the acknowledgements.
 func (l *routeLink) stream(ctx context.Context) error {
 	c := l.r.c
-	m, ok := c.ms.lookup(l.name)
-	if !ok {
-		return errNotLive
-	}
-	cl, err := c.peers.client(l.name, m.Meta.RPC)
+	cl, err := c.liveClient(l.name)
 	if err != nil {
 		return err
 	}
