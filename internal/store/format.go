@@ -3,6 +3,8 @@ package store
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/bifrost-mqtt/bifrost/internal/pebbledb"
 )
 
 // The on-disk format is drawn in the package doc; this file is its only encoder and
@@ -41,6 +43,10 @@ const (
 
 // metaKey is the key of the format-version record.
 var metaKey = []byte{prefixMeta, 'f', 'o', 'r', 'm', 'a', 't'}
+
+// format is the format-version record, checked by every open.
+var format = pebbledb.Format{Key: metaKey, Magic: formatMagic, Version: formatVersion, What: "store",
+	Foreign: ErrForeign, Newer: ErrVersion}
 
 // Key bounds of the kinds, for iterators.
 var (
@@ -441,9 +447,4 @@ func parseMessageKey(k []byte) (uint64, error) {
 // of the client sorts below it, every other key outside [p, clientUpper(p)).
 func clientUpper(dst, prefix []byte) []byte {
 	return append(append(dst, prefix...), kindEnd)
-}
-
-// appendMeta appends the value of the format-version record.
-func appendMeta(dst []byte) []byte {
-	return append(append(dst, formatMagic...), formatVersion)
 }

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,7 +13,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
-	"github.com/bifrost-mqtt/bifrost/internal/pebblelog"
+	"github.com/bifrost-mqtt/bifrost/internal/pebbledb"
 )
 
 // pebbleFormat is the Pebble format a new store is created with and an older one raised
@@ -73,7 +72,7 @@ func openPebble(cfg conf.Store, log *slog.Logger, fs vfs.FS) (*store, error) {
 		}
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
-	if err := checkFormat(db, dir); err != nil {
+	if err := format.Check(db, dir); err != nil {
 		_ = db.Close()
 		release()
 		return nil, err
@@ -101,7 +100,7 @@ func pebbleOptions(cfg conf.Store, fs vfs.FS, log *slog.Logger) *pebble.Options 
 		CacheSize:          int64(cfg.CacheSize),
 		MemTableSize:       uint64(cfg.MemtableSize),
 		FormatMajorVersion: pebbleFormat,
-		Logger:             pebblelog.Logger{Log: log},
+		Logger:             pebbledb.Logger{Log: log},
 	}
 	// Pebble's default today, pinned: zstd is never used (package doc, Build).
 	for i := range opts.Levels {
@@ -163,41 +162,6 @@ func digits(s string) bool {
 		}
 	}
 	return s != ""
-}
-
-// checkFormat checks the format-version record of db, writing it into a database that is
-// empty: a new one, or one whose creation was interrupted before the record was written.
-func checkFormat(db *pebble.DB, dir string) error {
-	v, closer, err := db.Get(metaKey)
-	switch {
-	case err == nil:
-		defer closer.Close()
-		if len(v) != len(formatMagic)+1 || !bytes.HasPrefix(v, []byte(formatMagic)) {
-			return fmt.Errorf("%w: %s holds a Pebble database with a foreign format record %q", ErrForeign, dir, v)
-		}
-		if ver := v[len(formatMagic)]; ver != formatVersion {
-			return fmt.Errorf("%w: %s holds a store of format %d; this build reads format %d",
-				ErrVersion, dir, ver, formatVersion)
-		}
-		return nil
-	case !errors.Is(err, pebble.ErrNotFound):
-		return fmt.Errorf("store: open %s: %w", dir, err)
-	}
-	it, err := db.NewIter(nil)
-	if err != nil {
-		return fmt.Errorf("store: open %s: %w", dir, err)
-	}
-	empty := !it.First()
-	if err := errors.Join(it.Error(), it.Close()); err != nil {
-		return fmt.Errorf("store: open %s: %w", dir, err)
-	}
-	if !empty {
-		return fmt.Errorf("%w: %s holds a Pebble database without bifrost's format record", ErrForeign, dir)
-	}
-	if err := db.Set(metaKey, appendMeta(nil), pebble.Sync); err != nil {
-		return fmt.Errorf("store: create %s: %w", dir, err)
-	}
-	return nil
 }
 
 // pebbleEngine is the engine on disk. The committer calls write and flush; Load calls
@@ -283,13 +247,13 @@ func (e *pebbleEngine) apply(group []*Batch, sync bool) error {
 	return err
 }
 
-// commit applies pb, turning Pebble's fatal commit error (see pebblelog) into an
+// commit applies pb, turning Pebble's fatal commit error (see pebbledb) into an
 // error.
 func (e *pebbleEngine) commit(pb *pebble.Batch, o *pebble.WriteOptions) (err error) {
 	if err := e.wal.failed(); err != nil {
 		return err
 	}
-	defer pebblelog.Recover(&err)
+	defer pebbledb.Recover(&err)
 	return e.db.Apply(pb, o)
 }
 
@@ -310,7 +274,7 @@ func (e *pebbleEngine) logSync() (err error) {
 	if err := e.wal.failed(); err != nil {
 		return err
 	}
-	defer pebblelog.Recover(&err)
+	defer pebbledb.Recover(&err)
 	return e.db.LogData(nil, pebble.Sync)
 }
 
@@ -386,7 +350,7 @@ func (e *pebbleEngine) close() error {
 
 // closeDB closes db, turning a fatal error of Pebble's into an error.
 func closeDB(db *pebble.DB) (err error) {
-	defer pebblelog.Recover(&err)
+	defer pebbledb.Recover(&err)
 	return db.Close()
 }
 

@@ -15,7 +15,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
-	"github.com/bifrost-mqtt/bifrost/internal/pebblelog"
+	"github.com/bifrost-mqtt/bifrost/internal/pebbledb"
 )
 
 // fullState writes one of every record kind, with every field set, and returns what
@@ -349,7 +349,7 @@ func TestOpenErrors(t *testing.T) {
 	})
 	t.Run("ForeignPebble", func(t *testing.T) {
 		dir := t.TempDir()
-		db, err := pebble.Open(dir, &pebble.Options{Logger: pebblelog.Logger{Log: testLogger(t)}})
+		db, err := pebble.Open(dir, &pebble.Options{Logger: pebbledb.Logger{Log: testLogger(t)}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -60,12 +60,12 @@
 // acknowledged. Raft treats failed writes as it should (the entry is not acknowledged, a
 // leader steps down), and the node recovers from the WAL when it is restarted. A failure
 // Pebble hits in the background (a flush, a compaction, the MANIFEST) stops the process,
-// as Pebble intends (internal/pebblelog).
+// as Pebble intends (internal/pebbledb).
 //
 // # Why Pebble
 //
 // Pebble is in the binary already (the broker's store), with its failure handling
-// (internal/pebblelog); hashicorp/raft-wal v0.4.0 calls itself experimental and brings
+// (internal/pebbledb); hashicorp/raft-wal v0.4.0 calls itself experimental and brings
 // bbolt, etcd v3.3 and armon/go-metrics, and raft-boltdb's B+tree fsyncs twice per append
 // and keeps the pages a compaction frees. Measured with bench/raftlog (ext4, median of
 // 3), one synced StoreLogs of 1 and of 64 entries of 100 B takes 212 and 197 µs here, 111

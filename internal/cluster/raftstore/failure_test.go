@@ -10,7 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/hashicorp/raft"
 
-	"github.com/bifrost-mqtt/bifrost/internal/pebblelog"
+	"github.com/bifrost-mqtt/bifrost/internal/pebbledb"
 )
 
 // TestWriteFailure: a failed WAL sync fails the write that hit it with an error that
@@ -40,7 +40,7 @@ func TestWriteFailure(t *testing.T) {
 
 	failing.Store(true)
 	err = s.StoreLogs(entries(11, 20, 1))
-	var fatal *pebblelog.Fatal
+	var fatal *pebbledb.Fatal
 	if !errors.Is(err, ErrBroken) || !errors.As(err, &fatal) || !errors.Is(err, errorfs.ErrInjected) {
 		t.Fatalf("StoreLogs on a failing WAL = %v, want ErrBroken wrapping Pebble's fatal error", err)
 	}

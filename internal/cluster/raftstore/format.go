@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/bifrost-mqtt/bifrost/internal/pebbledb"
 	"github.com/hashicorp/raft"
 )
 
@@ -39,6 +40,10 @@ const (
 
 // metaKey is the key of the format-version record.
 var metaKey = []byte{prefixMeta, 'f', 'o', 'r', 'm', 'a', 't'}
+
+// format is the format-version record, checked by every open.
+var format = pebbledb.Format{Key: metaKey, Magic: formatMagic, Version: formatVersion, What: "Raft log",
+	Foreign: ErrForeign, Newer: ErrVersion}
 
 // Key bounds of the log, for iterators: every log key is in [logLower, logUpper).
 var (
@@ -170,11 +175,6 @@ func decodeStable(key, v []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: stable value %q: %x", ErrCorrupt, key, v)
 	}
 	return v[1:], nil
-}
-
-// appendMeta appends the value of the format-version record.
-func appendMeta(dst []byte) []byte {
-	return append(append(dst, formatMagic...), formatVersion)
 }
 
 func uvarintLen(x uint64) int {

@@ -1,7 +1,6 @@
 package raftstore
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,7 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"github.com/bifrost-mqtt/bifrost/internal/pebblelog"
+	"github.com/bifrost-mqtt/bifrost/internal/pebbledb"
 )
 
 // pebbleFormat is the Pebble format a new database is created with and an older one
@@ -48,7 +47,7 @@ func openPebble(fs vfs.FS, dir string, log *slog.Logger) (*pebble.DB, error) {
 		CacheSize:          cacheSize,
 		MemTableSize:       memTableSize,
 		FormatMajorVersion: pebbleFormat,
-		Logger:             pebblelog.Logger{Log: log},
+		Logger:             pebbledb.Logger{Log: log},
 		FS:                 fs,
 	}
 	// Pebble's default today, pinned: zstd is never used (internal/store's package doc,
@@ -65,7 +64,7 @@ func openPebble(fs vfs.FS, dir string, log *slog.Logger) (*pebble.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: open %s: %w", dir, err)
 	}
-	if err := checkFormat(db, dir); err != nil {
+	if err := format.Check(db, dir); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
@@ -76,39 +75,4 @@ func openPebble(fs vfs.FS, dir string, log *slog.Logger) (*pebble.DB, error) {
 		}
 	}
 	return db, nil
-}
-
-// checkFormat checks the format-version record of db, writing it into a database that is
-// empty: a new one, or one whose creation was interrupted before the record was written.
-func checkFormat(db *pebble.DB, dir string) error {
-	v, closer, err := db.Get(metaKey)
-	switch {
-	case err == nil:
-		defer closer.Close()
-		if len(v) != len(formatMagic)+1 || !bytes.HasPrefix(v, []byte(formatMagic)) {
-			return fmt.Errorf("%w: %s holds a Pebble database with a foreign format record %q", ErrForeign, dir, v)
-		}
-		if ver := v[len(formatMagic)]; ver != formatVersion {
-			return fmt.Errorf("%w: %s holds a Raft log of format %d; this build reads format %d",
-				ErrVersion, dir, ver, formatVersion)
-		}
-		return nil
-	case !errors.Is(err, pebble.ErrNotFound):
-		return fmt.Errorf("raftstore: open %s: %w", dir, err)
-	}
-	it, err := db.NewIter(nil)
-	if err != nil {
-		return fmt.Errorf("raftstore: open %s: %w", dir, err)
-	}
-	empty := !it.First()
-	if err := errors.Join(it.Error(), it.Close()); err != nil {
-		return fmt.Errorf("raftstore: open %s: %w", dir, err)
-	}
-	if !empty {
-		return fmt.Errorf("%w: %s holds a Pebble database without a Raft log's format record", ErrForeign, dir)
-	}
-	if err := db.Set(metaKey, appendMeta(nil), pebble.Sync); err != nil {
-		return fmt.Errorf("raftstore: create %s: %w", dir, err)
-	}
-	return nil
 }

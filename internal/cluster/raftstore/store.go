@@ -12,7 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/raft"
 
-	"github.com/bifrost-mqtt/bifrost/internal/pebblelog"
+	"github.com/bifrost-mqtt/bifrost/internal/pebbledb"
 )
 
 // ErrClosed is returned by every method of a closed Store.
@@ -86,7 +86,7 @@ func (s *Store) Close() (err error) {
 	}
 	db := s.db
 	s.db = nil
-	defer pebblelog.Recover(&err)
+	defer pebbledb.Recover(&err)
 	return db.Close()
 }
 
@@ -263,7 +263,7 @@ func (s *Store) write(fill func(*pebble.Batch) error, done func() error) error {
 		return fmt.Errorf("raftstore: %w", err)
 	}
 	if err := s.commit(b); err != nil {
-		var fatal *pebblelog.Fatal
+		var fatal *pebbledb.Fatal
 		if errors.As(err, &fatal) {
 			// Pebble's commit pipeline is unusable after a failed WAL write or fsync.
 			s.broken = fmt.Errorf("%w: %s: %w", ErrBroken, s.dir, err)
@@ -286,7 +286,7 @@ func (s *Store) write(fill func(*pebble.Batch) error, done func() error) error {
 
 // commit applies b synced, turning Pebble's fatal commit error into an error.
 func (s *Store) commit(b *pebble.Batch) (err error) {
-	defer pebblelog.Recover(&err)
+	defer pebbledb.Recover(&err)
 	return s.db.Apply(b, pebble.Sync)
 }
 

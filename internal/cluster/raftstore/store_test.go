@@ -12,7 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/hashicorp/raft"
 
-	"github.com/bifrost-mqtt/bifrost/internal/pebblelog"
+	"github.com/bifrost-mqtt/bifrost/internal/pebbledb"
 )
 
 // TestLog runs each sequence of writes on a new store and checks the log it leaves:
@@ -266,7 +266,7 @@ func TestClosed(t *testing.T) {
 func TestOpenRefuses(t *testing.T) {
 	pebbleDB := func(t *testing.T, key, value []byte) string {
 		dir := t.TempDir()
-		db, err := pebble.Open(dir, &pebble.Options{Logger: pebblelog.Logger{Log: testLogger(t)}})
+		db, err := pebble.Open(dir, &pebble.Options{Logger: pebbledb.Logger{Log: testLogger(t)}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package pebblelog
+package pebbledb
 
 import (
 	"bytes"

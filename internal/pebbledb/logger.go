@@ -1,13 +1,14 @@
-// Package pebblelog connects Pebble's logger to slog, for every Pebble database of
-// bifrost: the broker's store (internal/store) and the cluster's Raft log
-// (internal/cluster/raftstore).
+// Package pebbledb is what bifrost's two Pebble databases, the broker's store
+// (internal/store) and the cluster's Raft log (internal/cluster/raftstore), do alike:
+// Pebble's logger on slog (logger.go) and the format record that tells each database
+// from the other and from a newer build's (format.go).
 //
 // Pebble reports a failed commit through Fatalf and expects it not to return: its
 // default logger exits the process. Logger.Fatalf panics with a *Fatal instead, so that
 // the goroutine that committed can turn it into an error with Recover and decide what
 // the database is worth after it. In any other goroutine (a flush, a compaction) the
 // panic stops the process, as Pebble intends.
-package pebblelog
+package pebbledb
 
 import (
 	"fmt"
