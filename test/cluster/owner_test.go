@@ -259,7 +259,8 @@ func TestOwnerPausedNode(t *testing.T) {
 }
 
 func testPausedNode(t *testing.T, pauseLeader bool) {
-	c := newCluster(t, 3, nil)
+	// A lease shorter than the default: the take-over waits it out, twice per test.
+	c := newCluster(t, 3, func(_ int, k *nodeConfig) { k.ClusterYAML = "    lease: 3s\n" })
 	c.start()
 	_, leader := c.waitFormed()
 	var paused *node
