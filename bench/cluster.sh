@@ -97,11 +97,14 @@ EOF
 	pids+=($!)
 done
 
+# formed: every node sees the others alive and serves clients (a node starts fenced, until
+# it has caught up with the Raft log: docs/cluster-owner.md).
 formed() {
 	local i
 	for i in $(seq "$nodes"); do
 		curl -sf "http://127.0.0.1:$(port "$i" 2)/cluster" | jq -e --argjson n "$nodes" \
 			'.formed and ([.members[] | select(.state == "alive")] | length) == $n' >/dev/null 2>&1 || return 1
+		curl -sf "http://127.0.0.1:$(port "$i" 2)/metrics" | grep -x 'bifrost_cluster_serving 1' >/dev/null || return 1
 	done
 }
 for _ in $(seq 300); do
