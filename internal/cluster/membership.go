@@ -69,6 +69,8 @@ type Member struct {
 	Meta  Meta   `json:"-"`
 	// MetaErr is why its metadata could not be read; such a node is refused.
 	MetaErr error `json:"-"`
+	// GoneAt is when this node learned that the member failed or left; zero while alive.
+	GoneAt time.Time `json:"-"`
 }
 
 // membership is this node's memberlist and what it learned through it.
@@ -290,6 +292,15 @@ func (m *membership) lookup(name string) (Member, bool) {
 	return mb, ok
 }
 
+// goneAt is when this node learned that the member named failed or left; false when it
+// is alive or unknown.
+func (m *membership) goneAt(name string) (time.Time, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g, ok := m.gone[name]
+	return g.GoneAt, ok
+}
+
 // update broadcasts this node's metadata after a change, waiting up to timeout for it to
 // go out.
 func (m *membership) update(timeout time.Duration) error {
@@ -424,6 +435,7 @@ func (m *membership) NotifyLeave(n *memberlist.Node) {
 	}
 	g := member(n)
 	g.State = "dead"
+	g.GoneAt = time.Now()
 	if g.MetaErr == nil && g.Meta.Leaving {
 		g.State = "left"
 	}
