@@ -83,10 +83,17 @@ func (m *Client) Pub(t testing.TB, p *paho.Publish) {
 // Next returns the next message, failing the test if none comes in time.
 func (m *Client) Next(t testing.TB) Msg {
 	t.Helper()
+	return m.NextOr(t, func() {})
+}
+
+// NextOr is Next that calls explain (to log what the test knows of why) before it fails.
+func (m *Client) NextOr(t testing.TB, explain func()) Msg {
+	t.Helper()
 	select {
 	case g := <-m.In:
 		return g
 	case <-time.After(testenv.Timeout):
+		explain()
 		t.Fatal("no message came")
 	}
 	return Msg{}
