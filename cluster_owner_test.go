@@ -1,17 +1,14 @@
 package bifrost_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/bifrost-mqtt/bifrost"
+	"github.com/bifrost-mqtt/bifrost/internal/mqtttest"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
@@ -79,85 +76,9 @@ func threeNodes(t *testing.T) []*clusterNode {
 	seed := n1.gossip(t)
 	nodes := []*clusterNode{n1, startClusterNode(t, "n2", 3, seed), startClusterNode(t, "n3", 3, seed)}
 	for _, n := range nodes {
-		testenv.WaitFor(t, n.name+" serving clients", func() bool {
-			c, err := dialMQTT(n.Addrs()[0].String())
-			if err != nil {
-				return false
-			}
-			defer c.close()
-			ack, err := c.connect(&packet.Connect{Version: packet.V5, CleanStart: true, ClientID: []byte("probe-" + n.name)})
-			return err == nil && ack.Code == packet.Success
-		})
+		testenv.WaitFor(t, n.name+" serving clients", func() bool { return mqtttest.Serving(n.Addrs()[0].String(), "probe-"+n.name) })
 	}
 	return nodes
-}
-
-// mqttClient is a raw MQTT 5 client: it writes packets and reads them one at a time.
-type mqttClient struct {
-	conn net.Conn
-	r    *bufio.Reader
-}
-
-func dialMQTT(addr string) (*mqttClient, error) {
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	return &mqttClient{conn: c, r: bufio.NewReader(c)}, nil
-}
-
-func (c *mqttClient) close() { _ = c.conn.Close() }
-
-func (c *mqttClient) send(p packet.Packet) error {
-	_, err := c.conn.Write(p.AppendTo(nil, packet.V5))
-	return err
-}
-
-// read returns the next packet, waiting up to d; io.EOF once the broker closed.
-func (c *mqttClient) read(d time.Duration) (packet.Packet, error) {
-	_ = c.conn.SetReadDeadline(time.Now().Add(d))
-	first, err := c.r.ReadByte()
-	if err != nil {
-		return nil, err
-	}
-	hdr := []byte{first}
-	for i := 0; i < 4; i++ {
-		b, err := c.r.ReadByte()
-		if err != nil {
-			return nil, err
-		}
-		hdr = append(hdr, b)
-		if b&0x80 == 0 {
-			break
-		}
-	}
-	h, n, err := packet.ParseHeader(hdr, packet.V5)
-	if err != nil || n == 0 {
-		return nil, fmt.Errorf("bad header % x: %v", hdr, err)
-	}
-	body := make([]byte, h.Remaining)
-	if _, err := io.ReadFull(c.r, body); err != nil {
-		return nil, err
-	}
-	return packet.Decode(h, body, packet.V5)
-}
-
-func (c *mqttClient) connect(p *packet.Connect) (*packet.Connack, error) {
-	if p.KeepAlive == 0 {
-		p.KeepAlive = 60
-	}
-	if err := c.send(p); err != nil {
-		return nil, err
-	}
-	pk, err := c.read(15 * time.Second)
-	if err != nil {
-		return nil, err
-	}
-	ack, ok := pk.(*packet.Connack)
-	if !ok {
-		return nil, fmt.Errorf("got %v, not CONNACK", pk.Type())
-	}
-	return ack, nil
 }
 
 // TestClusterRacingConnects: the same client id connects to every node at once, round
@@ -167,78 +88,12 @@ func TestClusterRacingConnects(t *testing.T) {
 	nodes := threeNodes(t)
 	const rounds = 15
 	for r := range rounds {
-		cid := fmt.Sprintf("racer-%d", r)
-		clients := make([]*mqttClient, len(nodes))
-		acks := make([]error, len(nodes))
-		var wg sync.WaitGroup
+		addrs := make([]string, len(nodes))
 		for i, n := range nodes {
-			c, err := dialMQTT(n.Addrs()[0].String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			clients[i] = c
-			defer c.close()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				ack, err := c.connect(&packet.Connect{Version: packet.V5, CleanStart: true, ClientID: []byte(cid)})
-				if err == nil && ack.Code != packet.Success {
-					err = fmt.Errorf("CONNACK %#x", byte(ack.Code))
-				}
-				acks[i] = err
-			}()
+			addrs[i] = n.Addrs()[0].String()
 		}
-		wg.Wait()
-		for i, err := range acks {
-			if err != nil {
-				t.Fatalf("round %d: CONNECT on %s: %v", r, nodes[i].name, err)
-			}
-		}
-		// Every CONNECT was accepted; all but one are then taken over.
-		closed := make([]bool, len(nodes))
-		losers := 0
-		deadline := time.Now().Add(10 * time.Second)
-		for losers < len(nodes)-1 && time.Now().Before(deadline) {
-			for i, c := range clients {
-				if closed[i] {
-					continue
-				}
-				p, err := c.read(50 * time.Millisecond)
-				switch d, ok := p.(*packet.Disconnect); {
-				case ok && d.Code == packet.SessionTakenOver:
-					closed[i] = true
-					losers++
-				case err != nil && isTimeout(err):
-				default:
-					t.Fatalf("round %d: the client on %s got %v, %v", r, nodes[i].name, p, err)
-				}
-			}
-		}
-		if losers != len(nodes)-1 {
-			t.Fatalf("round %d: %d of %d connections of %s taken over; want all but one", r, losers, len(nodes), cid)
-		}
-		for i, c := range clients {
-			if closed[i] {
-				continue
-			}
-			if err := c.send(packet.Pingreq{}); err != nil {
-				t.Fatalf("round %d: the winner on %s: %v", r, nodes[i].name, err)
-			}
-			if p, err := c.read(5 * time.Second); err != nil || p.Type() != packet.PINGRESP {
-				t.Fatalf("round %d: the winner on %s does not answer: %v %v", r, nodes[i].name, p, err)
-			}
-		}
+		mqtttest.RaceConnects(t, fmt.Sprintf("racer-%d", r), addrs)
 	}
-}
-
-func isTakenOver(p packet.Packet) bool {
-	d, ok := p.(*packet.Disconnect)
-	return ok && d.Code == packet.SessionTakenOver
-}
-
-func isTimeout(err error) bool {
-	ne, ok := err.(net.Error)
-	return ok && ne.Timeout()
 }
 
 // TestClusterSessionResumesElsewhere: a persistent session with QoS 1 messages queued
@@ -249,77 +104,51 @@ func TestClusterSessionResumesElsewhere(t *testing.T) {
 	nodes := threeNodes(t)
 	addr := func(i int) string { return nodes[i].Addrs()[0].String() }
 	persistent := func() *packet.Connect {
-		p := &packet.Connect{Version: packet.V5, ClientID: []byte("keeper")}
+		p := &packet.Connect{ClientID: []byte("keeper")}
 		p.Props.SessionExpiry = packet.Some[uint32](600)
 		return p
 	}
-	x, err := dialMQTT(addr(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.close()
-	if ack, err := x.connect(persistent()); err != nil || ack.Code != packet.Success || ack.SessionPresent {
+	x := mqtttest.DialRaw(t, addr(0))
+	if ack, err := x.Connect(persistent()); err != nil || ack.Code != packet.Success || ack.SessionPresent {
 		t.Fatalf("first CONNACK %+v %v", ack, err)
 	}
-	if err := x.send(&packet.Subscribe{PacketID: 1, Subscriptions: []packet.Subscription{{Filter: []byte("q/#"), QoS: 1}}}); err != nil {
-		t.Fatal(err)
-	}
-	if p, err := x.read(5 * time.Second); err != nil || p.Type() != packet.SUBACK {
-		t.Fatalf("SUBACK: %v %v", p, err)
-	}
-	_ = x.send(&packet.Disconnect{})
-	x.close()
+	x.Expect(t, &packet.Subscribe{PacketID: 1, Subscriptions: []packet.Subscription{{Filter: []byte("q/#"), QoS: 1}}}, packet.SUBACK)
+	_ = x.Send(&packet.Disconnect{})
+	_ = x.Conn.Close()
 
 	// Published on the node that holds the offline session (routes between nodes are
 	// another part of the cluster).
-	pub, err := dialMQTT(addr(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pub.close()
-	if ack, err := pub.connect(&packet.Connect{Version: packet.V5, CleanStart: true, ClientID: []byte("pub")}); err != nil || ack.Code != packet.Success {
+	pub := mqtttest.DialRaw(t, addr(0))
+	if ack, err := pub.Connect(&packet.Connect{CleanStart: true, ClientID: []byte("pub")}); err != nil || ack.Code != packet.Success {
 		t.Fatalf("publisher CONNACK %+v %v", ack, err)
 	}
 	for i := 1; i <= 3; i++ {
-		if err := pub.send(&packet.Publish{Topic: []byte(fmt.Sprintf("q/%d", i)), Payload: []byte(fmt.Sprint("m", i)), QoS: 1, PacketID: uint16(i)}); err != nil {
-			t.Fatal(err)
-		}
-		if p, err := pub.read(5 * time.Second); err != nil || p.Type() != packet.PUBACK {
-			t.Fatalf("PUBACK %d: %v %v", i, p, err)
-		}
+		pub.Expect(t, &packet.Publish{Topic: []byte(fmt.Sprintf("q/%d", i)), Payload: []byte(fmt.Sprint("m", i)), QoS: 1, PacketID: uint16(i)}, packet.PUBACK)
 	}
 
-	y, err := dialMQTT(addr(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer y.close()
-	if ack, err := y.connect(persistent()); err != nil || ack.Code != packet.Success || !ack.SessionPresent {
+	y := mqtttest.DialRaw(t, addr(1))
+	if ack, err := y.Connect(persistent()); err != nil || ack.Code != packet.Success || !ack.SessionPresent {
 		t.Fatalf("CONNACK on n2 %+v %v; want session present", ack, err)
 	}
 	for i := 1; i <= 3; i++ {
-		p, err := y.read(5 * time.Second)
+		p, err := y.Read(5 * time.Second)
 		pp, ok := p.(*packet.Publish)
 		if err != nil || !ok || string(pp.Payload) != fmt.Sprint("m", i) {
 			t.Fatalf("message %d on n2: %v %v", i, p, err)
 		}
 		if i < 3 { // the last stays unacknowledged
-			_ = y.send(&packet.Ack{PacketType: packet.PUBACK, PacketID: pp.PacketID})
+			_ = y.Send(&packet.Ack{PacketType: packet.PUBACK, PacketID: pp.PacketID})
 		}
 	}
 
-	z, err := dialMQTT(addr(2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer z.close()
-	if ack, err := z.connect(persistent()); err != nil || !ack.SessionPresent {
+	z := mqtttest.DialRaw(t, addr(2))
+	if ack, err := z.Connect(persistent()); err != nil || !ack.SessionPresent {
 		t.Fatalf("CONNACK on n3 %+v %v; want session present", ack, err)
 	}
-	if p, err := y.read(5 * time.Second); err != nil || !isTakenOver(p) {
+	if p, err := y.Read(5 * time.Second); !mqtttest.TakenOver(p, err) {
 		t.Fatalf("n2's connection: %v %v; want DISCONNECT 0x8e", p, err)
 	}
-	p, err := z.read(5 * time.Second)
+	p, err := z.Read(5 * time.Second)
 	if pp, ok := p.(*packet.Publish); err != nil || !ok || string(pp.Payload) != "m3" || !pp.Dup {
 		t.Fatalf("on n3: %v %v; want m3 again, DUP", p, err)
 	}

@@ -163,13 +163,7 @@ func clusterBrokerOn(t *testing.T, c *fakeCluster, name string, st store.Store) 
 // dialC connects client id to a node of a cluster and waits for its CONNACK.
 func dialC(t *testing.T, b *Broker, v packet.Version, id string, more func(c *packet.Connect)) (*tclient, *packet.Connack) {
 	t.Helper()
-	c := &tclient{t: t, b: b, c: &recConn{}, v: v}
-	b.OnOpen(c.c)
-	p := &packet.Connect{Version: v, CleanStart: true, ClientID: []byte(id), KeepAlive: 60}
-	if more != nil {
-		more(p)
-	}
-	c.send(p)
+	c := openT(t, b, v, id, more)
 	testenv.WaitFor(t, id+"'s CONNACK", func() bool {
 		c.seen = append(c.seen, c.packets()...)
 		return len(c.seen) > 0

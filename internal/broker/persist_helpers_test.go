@@ -97,9 +97,9 @@ type tclient struct {
 	seen []packet.Packet // decoded, not yet consumed
 }
 
-// dialT connects client id with the CONNECT more adjusts (nil: clean start) and returns
-// it with its CONNACK consumed.
-func dialT(t testing.TB, b *Broker, v packet.Version, id string, more func(c *packet.Connect)) *tclient {
+// openT opens a connection on b and sends the CONNECT of client id that more adjusts
+// (nil: clean start); the CONNACK is the caller's to wait for.
+func openT(t testing.TB, b *Broker, v packet.Version, id string, more func(c *packet.Connect)) *tclient {
 	t.Helper()
 	c := &tclient{t: t, b: b, c: &recConn{}, v: v}
 	b.OnOpen(c.c)
@@ -108,6 +108,14 @@ func dialT(t testing.TB, b *Broker, v packet.Version, id string, more func(c *pa
 		more(p)
 	}
 	c.send(p)
+	return c
+}
+
+// dialT connects client id with the CONNECT more adjusts (nil: clean start) and returns
+// it with its CONNACK consumed.
+func dialT(t testing.TB, b *Broker, v packet.Version, id string, more func(c *packet.Connect)) *tclient {
+	t.Helper()
+	c := openT(t, b, v, id, more)
 	b.commitWait()
 	ack, ok := c.next().(*packet.Connack)
 	if !ok || ack.Code != packet.Success {

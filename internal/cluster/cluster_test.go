@@ -42,19 +42,22 @@ type testNode struct {
 }
 
 // nodeConfig is a cluster block for a node on loopback with free ports.
-func nodeConfig(t *testing.T, name string, expect int, seeds ...string) *conf.Cluster {
+func nodeConfig(t testing.TB, name string, expect int, seeds ...string) *conf.Cluster {
 	return &conf.Cluster{NodeName: name, Bind: "127.0.0.1:0", RPC: "127.0.0.1:0", Seeds: seeds,
 		BootstrapExpect: expect, Dir: t.TempDir(), RedirectLoad: 0.9, Lease: conf.DefaultClusterLease}
 }
 
-// startNode starts a node on k; the test closes it at its end and prints its log if it
-// failed.
-func startNode(t *testing.T, k *conf.Cluster) *testNode {
+// startNode starts a node on k, after prepare (the stores, hosts and hooks a test hands a
+// Cluster before Start); the test closes it at its end and prints its log if it failed.
+func startNode(t *testing.T, k *conf.Cluster, prepare ...func(*Cluster)) *testNode {
 	t.Helper()
 	logs := &logBuffer{}
 	c, err := New(Options{Config: k, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range prepare {
+		f(c)
 	}
 	n := &testNode{Cluster: c, name: k.NodeName, logs: logs}
 	t.Cleanup(func() {

@@ -7,8 +7,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
 )
 
 // BenchmarkClaims measures the claims the registry applies per second: three in-process
@@ -51,22 +49,40 @@ func BenchmarkClaims(b *testing.B) {
 // benchCluster starts three formed, serving nodes; the benchmark closes them.
 func benchCluster(b *testing.B) []*Cluster {
 	b.Helper()
+	nodes := benchNodes(b, func(c *Cluster, name string) { c.SetHost(&fakeHost{name: name}) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, c := range nodes {
+		for ok, _ := c.Serving(); !ok; ok, _ = c.Serving() {
+			if ctx.Err() != nil {
+				b.Fatal("not serving")
+			}
+			time.Sleep(10 * time.Millisecond) // polling: the lease watch has no notice
+		}
+	}
+	return nodes
+}
+
+// benchNodes starts three nodes, each after prepare, and waits until they formed a
+// cluster; the benchmark closes them. They log nothing, so as not to weigh on the
+// figures.
+func benchNodes(b *testing.B, prepare func(c *Cluster, name string)) []*Cluster {
+	b.Helper()
 	var nodes []*Cluster
-	var seed []string
+	var seeds []string
 	for i := range 3 {
-		k := &conf.Cluster{NodeName: fmt.Sprintf("n%d", i+1), Bind: "127.0.0.1:0", RPC: "127.0.0.1:0", Seeds: seed,
-			BootstrapExpect: 3, Dir: b.TempDir(), RedirectLoad: 0.9, Lease: conf.DefaultClusterLease}
+		k := nodeConfig(b, fmt.Sprintf("n%d", i+1), 3, seeds...)
 		c, err := New(Options{Config: k, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			b.Fatal(err)
 		}
+		prepare(c, k.NodeName)
 		b.Cleanup(func() { _ = c.Close() })
 		if err := c.Start(context.Background()); err != nil {
 			b.Fatal(err)
 		}
-		c.SetHost(&fakeHost{name: k.NodeName})
 		if i == 0 {
-			seed = []string{c.ms.addr()}
+			seeds = []string{c.ms.addr()}
 		}
 		nodes = append(nodes, c)
 	}
@@ -75,12 +91,6 @@ func benchCluster(b *testing.B) []*Cluster {
 	for _, c := range nodes {
 		if err := c.Wait(ctx); err != nil {
 			b.Fatal(err)
-		}
-		for ok, _ := c.Serving(); !ok; ok, _ = c.Serving() {
-			if ctx.Err() != nil {
-				b.Fatal("not serving")
-			}
-			time.Sleep(10 * time.Millisecond) // polling: the lease watch has no notice
 		}
 	}
 	return nodes

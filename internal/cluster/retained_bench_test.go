@@ -3,13 +3,11 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/session"
 	"github.com/hashicorp/raft"
 )
@@ -164,32 +162,9 @@ func (r *retainer) waitDone(seq uint64) {
 // closes them.
 func benchRetainedCluster(b *testing.B) []*Cluster {
 	b.Helper()
-	var nodes []*Cluster
-	var seed []string
-	for i := range 3 {
-		k := &conf.Cluster{NodeName: fmt.Sprintf("n%d", i+1), Bind: "127.0.0.1:0", RPC: "127.0.0.1:0", Seeds: seed,
-			BootstrapExpect: 3, Dir: b.TempDir(), RedirectLoad: 0.9, Lease: conf.DefaultClusterLease}
-		c, err := New(Options{Config: k, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			b.Fatal(err)
-		}
-		c.SetRetainedStore(&syncStore{})
-		b.Cleanup(func() { _ = c.Close() })
-		if err := c.Start(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-		if i == 0 {
-			seed = []string{c.ms.addr()}
-		}
-		nodes = append(nodes, c)
-	}
+	nodes := benchNodes(b, func(c *Cluster, _ string) { c.SetRetainedStore(&syncStore{}) })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, c := range nodes {
-		if err := c.Wait(ctx); err != nil {
-			b.Fatal(err)
-		}
-	}
 	for {
 		leaders := 0
 		for _, c := range nodes {

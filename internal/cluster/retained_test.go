@@ -1,9 +1,7 @@
 package cluster
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -47,23 +45,30 @@ func (s *syncStore) payloads() (map[string]string, int) {
 // startRetNode starts a node whose retained store is st.
 func startRetNode(t *testing.T, k *conf.Cluster, st RetainedStore) *testNode {
 	t.Helper()
-	logs := &logBuffer{}
-	c, err := New(Options{Config: k, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.SetRetainedStore(st)
-	n := &testNode{Cluster: c, name: k.NodeName, logs: logs}
-	t.Cleanup(func() {
-		_ = c.Close()
-		if t.Failed() {
-			t.Logf("log of %s:\n%s", n.name, logs)
+	return startNode(t, k, func(c *Cluster) { c.SetRetainedStore(st) })
+}
+
+// retCluster starts three nodes with retained stores and waits until they formed; it
+// returns them, their stores, the leader, and the index of a follower.
+func retCluster(t *testing.T) (nodes []*testNode, stores []*syncStore, lead *testNode, follower int) {
+	t.Helper()
+	stores = []*syncStore{{}, {}, {}}
+	for i, st := range stores {
+		var seeds []string
+		if i > 0 {
+			seeds = []string{nodes[0].gossip()}
 		}
-	})
-	if err := c.Start(context.Background()); err != nil {
-		t.Fatalf("start %s: %v", k.NodeName, err)
+		nodes = append(nodes, startRetNode(t, nodeConfig(t, fmt.Sprintf("n%d", i+1), 3, seeds...), st))
 	}
-	return n
+	_, leader := waitFormed(t, nodes...)
+	for i, n := range nodes {
+		if n.name == leader {
+			lead = n
+		} else {
+			follower = i
+		}
+	}
+	return nodes, stores, lead, follower
 }
 
 func (n *testNode) retDone() uint64 {
@@ -89,20 +94,8 @@ func sameMap(a, b map[string]string) bool {
 // has it (what a held PUBACK waits for); a node that joins after the leader compacted
 // its log gets the set by a snapshot, which replaces what its store held.
 func TestRetainedJoinBySnapshot(t *testing.T) {
-	stores := []*syncStore{{}, {}, {}}
-	n1 := startRetNode(t, nodeConfig(t, "n1", 3), stores[0])
-	n2 := startRetNode(t, nodeConfig(t, "n2", 3, n1.gossip()), stores[1])
-	n3 := startRetNode(t, nodeConfig(t, "n3", 3, n1.gossip()), stores[2])
-	_, leader := waitFormed(t, n1, n2, n3)
-	var follower, lead *testNode
-	fi := 0
-	for i, n := range []*testNode{n1, n2, n3} {
-		if n.name == leader {
-			lead = n
-		} else {
-			follower, fi = n, i
-		}
-	}
+	nodes, stores, lead, fi := retCluster(t)
+	follower := nodes[fi]
 
 	want := map[string]string{}
 	var last uint64
@@ -139,8 +132,8 @@ func TestRetainedJoinBySnapshot(t *testing.T) {
 	}
 	late := &syncStore{}
 	late.m = map[string]*session.Message{"stale": session.NewLocalMessage("stale", []byte("x"), 0, true)}
-	n4 := startRetNode(t, nodeConfig(t, "n4", 3, n1.gossip()), late)
-	waitFormed(t, n1, n2, n3, n4)
+	n4 := startRetNode(t, nodeConfig(t, "n4", 3, nodes[0].gossip()), late)
+	waitFormed(t, append(nodes, n4)...)
 	testenv.WaitFor(t, "the late node's store", func() bool {
 		got, _ := late.payloads()
 		return sameMap(got, want)
@@ -187,17 +180,10 @@ func (c *recConn) state() (int, bool) {
 // connection whose acknowledgement waited for it is closed without it.
 func TestRetainedNotTaken(t *testing.T) {
 	st := &syncStore{}
-	k := nodeConfig(t, "alone", 3)
-	c, err := New(Options{Config: k, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.SetRetainedStore(st)
-	c.ret.wait = 200 * time.Millisecond
-	t.Cleanup(func() { _ = c.Close() })
-	if err := c.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	c := startNode(t, nodeConfig(t, "alone", 3), func(c *Cluster) {
+		c.SetRetainedStore(st)
+		c.ret.wait = 200 * time.Millisecond
+	})
 	s := session.New(1, "pub", &session.Limits{ReceiveMaximum: 10, TopicAliasMaximum: 10, QueueMessages: 10, QueueBytes: 1 << 16})
 	conn := &recConn{}
 	s.Attach(conn, session.ConnectInfo{Version: packet.V5}, nil, 0)
@@ -230,19 +216,8 @@ func TestRetainedNotTaken(t *testing.T) {
 // there once the follower has appended an empty entry (a nudge) that carries the commit
 // to it at once, rather than after raft's CommitTimeout; the nudge changes no set.
 func TestRetainedFollowerNudge(t *testing.T) {
-	stores := []*syncStore{{}, {}, {}}
-	n1 := startRetNode(t, nodeConfig(t, "n1", 3), stores[0])
-	n2 := startRetNode(t, nodeConfig(t, "n2", 3, n1.gossip()), stores[1])
-	n3 := startRetNode(t, nodeConfig(t, "n3", 3, n1.gossip()), stores[2])
-	_, leader := waitFormed(t, n1, n2, n3)
-	var follower, lead *testNode
-	for _, n := range []*testNode{n1, n2, n3} {
-		if n.name == leader {
-			lead = n
-		} else {
-			follower = n
-		}
-	}
+	nodes, stores, lead, fi := retCluster(t)
+	follower := nodes[fi]
 	for i := range 3 {
 		seq := follower.Retain(session.NewLocalMessage(fmt.Sprintf("n/%d", i), []byte("v"), 1, true))
 		testenv.WaitFor(t, "the change done on the follower", func() bool { return follower.retDone() >= seq })
@@ -271,17 +246,10 @@ func TestRetainedFollowerNudge(t *testing.T) {
 // the queue's bound are dropped and counted; QoS 1 changes are still queued (their
 // publishers' windows bound them).
 func TestRetainedQueueBound(t *testing.T) {
-	k := nodeConfig(t, "alone", 3)
-	c, err := New(Options{Config: k, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.SetRetainedStore(&syncStore{})
-	c.ret.wait, c.ret.bound = time.Minute, 1024
-	t.Cleanup(func() { _ = c.Close() })
-	if err := c.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	c := startNode(t, nodeConfig(t, "alone", 3), func(c *Cluster) {
+		c.SetRetainedStore(&syncStore{})
+		c.ret.wait, c.ret.bound = time.Minute, 1024
+	})
 	payload := []byte(strings.Repeat("p", 100))
 	// The first change goes in flight and stays there (no leader); the rest queue.
 	c.Retain(session.NewLocalMessage("q/first", payload, 0, true))

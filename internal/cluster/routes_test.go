@@ -11,6 +11,7 @@ import (
 
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/mqtttest"
 	"github.com/bifrost-mqtt/bifrost/internal/pubsub"
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 	"github.com/eclipse/paho.golang/packets"
@@ -76,110 +77,21 @@ func waitMesh(t *testing.T, nodes ...*brokerNode) {
 	})
 }
 
-// A got is a message as a test client received it.
-type got struct {
-	topic, payload string
-	qos            byte
-	retain         bool
-	props          *paho.PublishProperties
-}
-
-// mqttClient is a paho.golang MQTT 5 client collecting what it receives.
-type mqttClient struct {
-	c  *paho.Client
-	ch chan got
-}
-
-func dialMQTT(t testing.TB, addr, id string) *mqttClient {
-	t.Helper()
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := &mqttClient{ch: make(chan got, 1<<14)}
-	m.c = paho.NewClient(paho.ClientConfig{
-		ClientID: id,
-		Conn:     packets.NewThreadSafeConn(nc),
-		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
-			p := pr.Packet
-			m.ch <- got{topic: p.Topic, payload: string(p.Payload), qos: p.QoS, retain: p.Retain, props: p.Properties}
-			return true, nil
-		}},
-		OnClientError: func(error) {},
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
-	defer cancel()
-	if _, err := m.c.Connect(ctx, &paho.Connect{ClientID: id, CleanStart: true, KeepAlive: 30}); err != nil {
-		t.Fatalf("connect %s: %v", id, err)
-	}
-	t.Cleanup(func() {
-		_ = m.c.Disconnect(&paho.Disconnect{})
-	})
-	return m
-}
-
-func (m *mqttClient) sub(t testing.TB, qos byte, filters ...string) {
-	t.Helper()
-	s := &paho.Subscribe{}
-	for _, f := range filters {
-		s.Subscriptions = append(s.Subscriptions, paho.SubscribeOptions{Topic: f, QoS: qos, RetainAsPublished: true})
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
-	defer cancel()
-	if _, err := m.c.Subscribe(ctx, s); err != nil {
-		t.Fatalf("subscribe %v: %v", filters, err)
-	}
-}
-
-func (m *mqttClient) pub(t testing.TB, p *paho.Publish) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
-	defer cancel()
-	if _, err := m.c.Publish(ctx, p); err != nil {
-		t.Fatalf("publish %s: %v", p.Topic, err)
-	}
-}
-
-// next returns the next message, failing the test if none comes in time.
-func (m *mqttClient) next(t testing.TB) got {
-	t.Helper()
-	select {
-	case g := <-m.ch:
-		return g
-	case <-time.After(testenv.Timeout):
-		t.Fatal("no message came")
-	}
-	return got{}
-}
-
-// until returns what arrived before the first message on marker.
-func (m *mqttClient) until(t testing.TB, marker string) []got {
-	t.Helper()
-	var out []got
-	for {
-		g := m.next(t)
-		if g.topic == marker {
-			return out
-		}
-		out = append(out, g)
-	}
-}
-
 // TestForwardAcrossNodes: a message published on one node reaches the subscribers of
 // the others once per subscriber at every QoS, exact and wildcard, with the v5
 // properties, the remaining expiry and the retain flag (Retain As Published), and a node
 // with many subscribers gets it once.
 func TestForwardAcrossNodes(t *testing.T) {
 	ns := startBrokers(t, 3)
-	a1 := dialMQTT(t, ns[0].addr, "a1")
-	a2 := dialMQTT(t, ns[0].addr, "a2")
-	c1 := dialMQTT(t, ns[2].addr, "c1")
-	pub := dialMQTT(t, ns[1].addr, "pub")
-	a1.sub(t, 2, "x/+/v")
-	a2.sub(t, 2, "x/#")
-	c1.sub(t, 2, "x/1/v", "end")
-	a1.sub(t, 2, "end")
-	a2.sub(t, 2, "end")
+	a1 := mqtttest.Dial(t, ns[0].addr, "a1")
+	a2 := mqtttest.Dial(t, ns[0].addr, "a2")
+	c1 := mqtttest.Dial(t, ns[2].addr, "c1")
+	pub := mqtttest.Dial(t, ns[1].addr, "pub")
+	a1.Sub(t, 2, "x/+/v")
+	a2.Sub(t, 2, "x/#")
+	c1.Sub(t, 2, "x/1/v", "end")
+	a1.Sub(t, 2, "end")
+	a2.Sub(t, 2, "end")
 
 	for qos := byte(0); qos <= 2; qos++ {
 		p := &paho.Publish{Topic: "x/1/v", QoS: qos, Retain: qos == 1, Payload: fmt.Appendf(nil, "q%d", qos),
@@ -187,19 +99,19 @@ func TestForwardAcrossNodes(t *testing.T) {
 				PayloadFormat: new(byte), MessageExpiry: new(uint32(100)),
 				User: paho.UserProperties{{Key: "k", Value: "v"}}}}
 		*p.Properties.PayloadFormat = 1
-		pub.pub(t, p)
+		pub.Pub(t, p)
 	}
-	pub.pub(t, &paho.Publish{Topic: "end", QoS: 1})
-	for _, c := range []*mqttClient{a1, a2, c1} {
-		msgs := c.until(t, "end")
+	pub.Pub(t, &paho.Publish{Topic: "end", QoS: 1})
+	for _, c := range []*mqtttest.Client{a1, a2, c1} {
+		msgs := c.Until(t, "end")
 		if len(msgs) != 3 {
 			t.Fatalf("%d messages, want 3: %+v", len(msgs), msgs)
 		}
 		for i, g := range msgs {
-			if g.payload != fmt.Sprintf("q%d", i) || g.qos != byte(i) || g.retain != (i == 1) {
+			if g.Payload != fmt.Sprintf("q%d", i) || g.QoS != byte(i) || g.Retain != (i == 1) {
 				t.Errorf("message %d: %+v", i, g)
 			}
-			pr := g.props
+			pr := g.Props
 			if pr == nil || pr.ContentType != "text/plain" || pr.ResponseTopic != "r/1" || string(pr.CorrelationData) != "\x01\x02" ||
 				pr.PayloadFormat == nil || *pr.PayloadFormat != 1 || pr.User.Get("k") != "v" ||
 				pr.MessageExpiry == nil || *pr.MessageExpiry == 0 || *pr.MessageExpiry > 100 {
@@ -217,30 +129,28 @@ func TestForwardAcrossNodes(t *testing.T) {
 // on another right away reaches it, round after round.
 func TestSubackMeansRouted(t *testing.T) {
 	ns := startBrokers(t, 3)
-	pub := dialMQTT(t, ns[1].addr, "pub")
+	pub := mqtttest.Dial(t, ns[1].addr, "pub")
 	rounds := 200
 	if testing.Short() {
 		rounds = 50
 	}
 	for i := range rounds {
-		sub := dialMQTT(t, ns[i%2*2].addr, fmt.Sprintf("s%d", i))
+		sub := mqtttest.Dial(t, ns[i%2*2].addr, fmt.Sprintf("s%d", i))
 		topic := fmt.Sprintf("r/%d", i)
-		sub.sub(t, 1, topic)
-		pub.pub(t, &paho.Publish{Topic: topic, QoS: 1, Payload: []byte("x")})
-		select {
-		case g := <-sub.ch:
-			if g.topic != topic {
-				t.Fatalf("round %d: got %q", i, g.topic)
-			}
-		case <-time.After(testenv.Timeout):
+		sub.Sub(t, 1, topic)
+		pub.Pub(t, &paho.Publish{Topic: topic, QoS: 1, Payload: []byte("x")})
+		g := sub.NextOr(t, func() {
 			for _, n := range ns {
 				var m pubsub.Matches
 				n.routes.remote.Match([]byte(topic), &m)
 				t.Logf("%s: routes %v, matches for %s: %v", n.name, n.routes.peerRoutes(), topic, m.Subs)
 			}
-			t.Fatalf("round %d: published on n2, subscribed on %s: nothing came", i, ns[i%2*2].name)
+			t.Logf("round %d: published on n2, subscribed on %s", i, ns[i%2*2].name)
+		})
+		if g.Topic != topic {
+			t.Fatalf("round %d: got %q", i, g.Topic)
 		}
-		_ = sub.c.Disconnect(&paho.Disconnect{})
+		_ = sub.Paho.Disconnect(&paho.Disconnect{})
 	}
 }
 
@@ -248,30 +158,30 @@ func TestSubackMeansRouted(t *testing.T) {
 // in the order sent.
 func TestOrderPerPublisher(t *testing.T) {
 	ns := startBrokers(t, 2)
-	sub := dialMQTT(t, ns[0].addr, "sub")
-	sub.sub(t, 2, "o/#", "end")
-	pub := dialMQTT(t, ns[1].addr, "pub")
+	sub := mqtttest.Dial(t, ns[0].addr, "sub")
+	sub.Sub(t, 2, "o/#", "end")
+	pub := mqtttest.Dial(t, ns[1].addr, "pub")
 	const n = 600
 	var wg sync.WaitGroup
 	for i := range n {
 		p := &paho.Publish{Topic: "o/t", QoS: byte(i % 3), Payload: fmt.Appendf(nil, "%d", i)}
 		if p.QoS == 0 {
-			pub.pub(t, p)
+			pub.Pub(t, p)
 			continue
 		}
 		wg.Add(1)
-		go func() { defer wg.Done(); pub.pub(t, p) }()
+		go func() { defer wg.Done(); pub.Pub(t, p) }()
 		// paho sends in call order only while calls do not overlap.
 		wg.Wait()
 	}
-	pub.pub(t, &paho.Publish{Topic: "end", QoS: 1})
-	msgs := sub.until(t, "end")
+	pub.Pub(t, &paho.Publish{Topic: "end", QoS: 1})
+	msgs := sub.Until(t, "end")
 	if len(msgs) != n {
 		t.Fatalf("%d messages, want %d", len(msgs), n)
 	}
 	for i, g := range msgs {
-		if g.payload != fmt.Sprint(i) {
-			t.Fatalf("message %d is %s", i, g.payload)
+		if g.Payload != fmt.Sprint(i) {
+			t.Fatalf("message %d is %s", i, g.Payload)
 		}
 	}
 }
@@ -280,22 +190,22 @@ func TestOrderPerPublisher(t *testing.T) {
 // cluster-wide; with a member on the publisher's node, that member gets them all.
 func TestSharedAcrossNodes(t *testing.T) {
 	ns := startBrokers(t, 3)
-	m1 := dialMQTT(t, ns[0].addr, "m1")
-	m3 := dialMQTT(t, ns[2].addr, "m3")
-	for _, m := range []*mqttClient{m1, m3} {
-		m.sub(t, 1, "$share/g/s/#", "end")
+	m1 := mqtttest.Dial(t, ns[0].addr, "m1")
+	m3 := mqtttest.Dial(t, ns[2].addr, "m3")
+	for _, m := range []*mqtttest.Client{m1, m3} {
+		m.Sub(t, 1, "$share/g/s/#", "end")
 	}
-	pub := dialMQTT(t, ns[1].addr, "pub")
+	pub := mqtttest.Dial(t, ns[1].addr, "pub")
 	const n = 40
 	for i := range n {
-		pub.pub(t, &paho.Publish{Topic: "s/t", QoS: 1, Payload: fmt.Appendf(nil, "%d", i)})
+		pub.Pub(t, &paho.Publish{Topic: "s/t", QoS: 1, Payload: fmt.Appendf(nil, "%d", i)})
 	}
-	pub.pub(t, &paho.Publish{Topic: "end", QoS: 1})
+	pub.Pub(t, &paho.Publish{Topic: "end", QoS: 1})
 	seen := map[string]int{}
 	per := map[string]int{}
-	for name, m := range map[string]*mqttClient{"m1": m1, "m3": m3} {
-		for _, g := range m.until(t, "end") {
-			seen[g.payload]++
+	for name, m := range map[string]*mqtttest.Client{"m1": m1, "m3": m3} {
+		for _, g := range m.Until(t, "end") {
+			seen[g.Payload]++
 			per[name]++
 		}
 	}
@@ -309,17 +219,17 @@ func TestSharedAcrossNodes(t *testing.T) {
 	}
 
 	// A local member first.
-	m2 := dialMQTT(t, ns[1].addr, "m2")
-	m2.sub(t, 1, "$share/g/s/#", "end")
+	m2 := mqtttest.Dial(t, ns[1].addr, "m2")
+	m2.Sub(t, 1, "$share/g/s/#", "end")
 	for i := range n {
-		pub.pub(t, &paho.Publish{Topic: "s/t", QoS: 1, Payload: fmt.Appendf(nil, "%d", i)})
+		pub.Pub(t, &paho.Publish{Topic: "s/t", QoS: 1, Payload: fmt.Appendf(nil, "%d", i)})
 	}
-	pub.pub(t, &paho.Publish{Topic: "end", QoS: 1})
-	if got := m2.until(t, "end"); len(got) != n {
+	pub.Pub(t, &paho.Publish{Topic: "end", QoS: 1})
+	if got := m2.Until(t, "end"); len(got) != n {
 		t.Errorf("the member on the publisher's node got %d of %d", len(got), n)
 	}
-	for _, m := range []*mqttClient{m1, m3} {
-		if got := m.until(t, "end"); len(got) != 0 {
+	for _, m := range []*mqtttest.Client{m1, m3} {
+		if got := m.Until(t, "end"); len(got) != 0 {
 			t.Errorf("a remote member got %d with a local member online", len(got))
 		}
 	}
@@ -345,15 +255,15 @@ func TestSharedNoneOnline(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = off.Disconnect(&paho.Disconnect{})
-	m3 := dialMQTT(t, ns[2].addr, "m3")
-	m3.sub(t, 1, "$share/g/s/#", "end")
-	pub := dialMQTT(t, ns[1].addr, "pub")
+	m3 := mqtttest.Dial(t, ns[2].addr, "m3")
+	m3.Sub(t, 1, "$share/g/s/#", "end")
+	pub := mqtttest.Dial(t, ns[1].addr, "pub")
 	const n = 20
 	for i := range n {
-		pub.pub(t, &paho.Publish{Topic: "s/t", QoS: 1, Payload: fmt.Appendf(nil, "%d", i)})
+		pub.Pub(t, &paho.Publish{Topic: "s/t", QoS: 1, Payload: fmt.Appendf(nil, "%d", i)})
 	}
-	pub.pub(t, &paho.Publish{Topic: "end", QoS: 1})
-	if got := m3.until(t, "end"); len(got) != n {
+	pub.Pub(t, &paho.Publish{Topic: "end", QoS: 1})
+	if got := m3.Until(t, "end"); len(got) != n {
 		t.Errorf("the online member got %d of %d", len(got), n)
 	}
 }
@@ -362,8 +272,8 @@ func TestSharedNoneOnline(t *testing.T) {
 // its routes dropped by the others once failure detection declares it dead.
 func TestDeadPeerRoutesDropped(t *testing.T) {
 	ns := startBrokers(t, 3)
-	c := dialMQTT(t, ns[2].addr, "c")
-	c.sub(t, 1, "d/1", "d/2")
+	c := mqtttest.Dial(t, ns[2].addr, "c")
+	c.Sub(t, 1, "d/1", "d/2")
 	for _, n := range ns[:2] {
 		if got := n.routes.peerRoutes()["n3"]; got != 2 {
 			t.Fatalf("%s holds %d routes of n3, want 2", n.name, got)
@@ -426,16 +336,16 @@ func TestPubackWaitsForPeers(t *testing.T) {
 	for _, qos := range []byte{1, 2} {
 		t.Run(fmt.Sprintf("QoS=%d", qos), func(t *testing.T) {
 			ns := startBrokers(t, 2)
-			sub := dialMQTT(t, ns[0].addr, "sub")
-			sub.sub(t, 2, "h/t")
+			sub := mqtttest.Dial(t, ns[0].addr, "sub")
+			sub.Sub(t, 2, "h/t")
 			h := holdLocal(ns[0])
-			pub := dialMQTT(t, ns[1].addr, "pub")
+			pub := mqtttest.Dial(t, ns[1].addr, "pub")
 			acked := make(chan struct{})
 			go func() {
 				defer close(acked)
 				ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
 				defer cancel()
-				_, _ = pub.c.Publish(ctx, &paho.Publish{Topic: "h/t", QoS: qos, Payload: []byte("x")})
+				_, _ = pub.Paho.Publish(ctx, &paho.Publish{Topic: "h/t", QoS: qos, Payload: []byte("x")})
 			}()
 			<-h.entered
 			select {
@@ -445,7 +355,7 @@ func TestPubackWaitsForPeers(t *testing.T) {
 			}
 			close(h.open)
 			<-acked
-			if g := sub.next(t); g.payload != "x" {
+			if g := sub.Next(t); g.Payload != "x" {
 				t.Fatalf("got %+v", g)
 			}
 		})
@@ -456,16 +366,16 @@ func TestPubackWaitsForPeers(t *testing.T) {
 // unacknowledged resends it on the next stream; the receiving node delivers it once.
 func TestExactlyOnceAcrossReconnect(t *testing.T) {
 	ns := startBrokers(t, 2)
-	sub := dialMQTT(t, ns[0].addr, "sub")
-	sub.sub(t, 2, "e/#", "end")
+	sub := mqtttest.Dial(t, ns[0].addr, "sub")
+	sub.Sub(t, 2, "e/#", "end")
 	h := holdLocal(ns[0])
-	pub := dialMQTT(t, ns[1].addr, "pub")
+	pub := mqtttest.Dial(t, ns[1].addr, "pub")
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for i := range 5 {
 			ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
-			_, _ = pub.c.Publish(ctx, &paho.Publish{Topic: "e/t", QoS: 2, Payload: fmt.Appendf(nil, "%d", i)})
+			_, _ = pub.Paho.Publish(ctx, &paho.Publish{Topic: "e/t", QoS: 2, Payload: fmt.Appendf(nil, "%d", i)})
 			cancel()
 		}
 	}()
@@ -473,11 +383,11 @@ func TestExactlyOnceAcrossReconnect(t *testing.T) {
 	ns[1].peers.drop("n1") // the stream breaks with message 0 in flight
 	close(h.open)
 	<-done
-	pub.pub(t, &paho.Publish{Topic: "end", QoS: 2})
-	msgs := sub.until(t, "end")
+	pub.Pub(t, &paho.Publish{Topic: "end", QoS: 2})
+	msgs := sub.Until(t, "end")
 	var payloads []string
 	for _, g := range msgs {
-		payloads = append(payloads, g.payload)
+		payloads = append(payloads, g.Payload)
 	}
 	if fmt.Sprint(payloads) != "[0 1 2 3 4]" {
 		t.Fatalf("received %v, want each of 0 to 4 once, in order", payloads)
@@ -510,20 +420,20 @@ func TestSharedRedeliveredAcrossNodes(t *testing.T) {
 	if _, err := lazy.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "$share/g/s/#", QoS: 1}}}); err != nil {
 		t.Fatal(err)
 	}
-	pub := dialMQTT(t, ns[1].addr, "pub")
+	pub := mqtttest.Dial(t, ns[1].addr, "pub")
 	const n = 5
 	for i := range n {
-		pub.pub(t, &paho.Publish{Topic: "s/t", QoS: 1, Payload: fmt.Appendf(nil, "%d", i)})
+		pub.Pub(t, &paho.Publish{Topic: "s/t", QoS: 1, Payload: fmt.Appendf(nil, "%d", i)})
 	}
 	for range n {
 		<-got1
 	}
-	m3 := dialMQTT(t, ns[2].addr, "m3")
-	m3.sub(t, 1, "$share/g/s/#")
+	m3 := mqtttest.Dial(t, ns[2].addr, "m3")
+	m3.Sub(t, 1, "$share/g/s/#")
 	_ = lazy.Disconnect(&paho.Disconnect{})
 	seen := map[string]bool{}
 	for range n {
-		seen[m3.next(t).payload] = true
+		seen[m3.Next(t).Payload] = true
 	}
 	if len(seen) != n {
 		t.Fatalf("the member on n3 got %v, want each of 0 to %d", seen, n-1)

@@ -1,9 +1,7 @@
 package cluster
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -43,20 +41,12 @@ func TestSysTotals(t *testing.T) {
 		if i > 0 {
 			seeds = []string{nodes[0].gossip()}
 		}
-		k := nodeConfig(t, fmt.Sprintf("n%d", i+1), 3, seeds...)
-		c, err := New(Options{Config: k, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
 		n := uint64(i + 1)
-		c.SetSys(50*time.Millisecond, func() Figures {
-			return Figures{ClientsConnected: n, ClientsTotal: 10 * n, Subscriptions: 100 * n, Received: 1000 * n, Sent: 10000 * n}
-		}, recs[i].publish)
-		t.Cleanup(func() { _ = c.Close() })
-		if err := c.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		nodes = append(nodes, &testNode{Cluster: c, name: k.NodeName, logs: &logBuffer{}})
+		nodes = append(nodes, startNode(t, nodeConfig(t, fmt.Sprintf("n%d", i+1), 3, seeds...), func(c *Cluster) {
+			c.SetSys(50*time.Millisecond, func() Figures {
+				return Figures{ClientsConnected: n, ClientsTotal: 10 * n, Subscriptions: 100 * n, Received: 1000 * n, Sent: 10000 * n}
+			}, recs[i].publish)
+		}))
 	}
 	waitFormed(t, nodes...)
 	want := map[string]string{

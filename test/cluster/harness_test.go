@@ -137,6 +137,19 @@ func (c *testCluster) node(name string) *node {
 	return nil
 }
 
+// split returns the first of c's nodes that is the leader (isLeader) or a follower
+// (!isLeader), and the others.
+func (c *testCluster) split(leader string, isLeader bool) (one *node, others []*node) {
+	for _, nd := range c.nodes {
+		if (nd.name == leader) == isLeader && one == nil {
+			one = nd
+		} else {
+			others = append(others, nd)
+		}
+	}
+	return one, others
+}
+
 // start starts every node not running, all at once, and waits for each to serve.
 func (c *testCluster) start() {
 	c.t.Helper()

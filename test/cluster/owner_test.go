@@ -1,15 +1,12 @@
 package cluster
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
-	"io"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/bifrost-mqtt/bifrost/internal/mqtttest"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
@@ -19,95 +16,22 @@ import (
 // node, and a node paused (SIGSTOP) past failure detection and the lease whose client
 // reconnects elsewhere.
 
-// rawClient is a raw MQTT 5 client reading one packet at a time.
-type rawClient struct {
-	conn net.Conn
-	r    *bufio.Reader
-}
-
-func dialRaw(t testing.TB, addr string) *rawClient {
-	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return &rawClient{conn: c, r: bufio.NewReader(c)}
-}
-
-func (c *rawClient) send(p packet.Packet) error {
-	_, err := c.conn.Write(p.AppendTo(nil, packet.V5))
-	return err
-}
-
-// read returns the next packet, waiting up to d.
-func (c *rawClient) read(d time.Duration) (packet.Packet, error) {
-	_ = c.conn.SetReadDeadline(time.Now().Add(d))
-	var hdr []byte
-	for len(hdr) < 5 {
-		b, err := c.r.ReadByte()
-		if err != nil {
-			return nil, err
-		}
-		hdr = append(hdr, b)
-		if len(hdr) > 1 && b&0x80 == 0 {
-			break
-		}
-	}
-	h, n, err := packet.ParseHeader(hdr, packet.V5)
-	if err != nil || n == 0 {
-		return nil, fmt.Errorf("bad header % x: %v", hdr, err)
-	}
-	body := make([]byte, h.Remaining)
-	if _, err := io.ReadFull(c.r, body); err != nil {
-		return nil, err
-	}
-	return packet.Decode(h, body, packet.V5)
-}
-
-// connect sends p and returns the CONNACK.
-func (c *rawClient) connect(p *packet.Connect) (*packet.Connack, error) {
-	p.Version = packet.V5
-	if p.KeepAlive == 0 {
-		p.KeepAlive = 60
-	}
-	if err := c.send(p); err != nil {
-		return nil, err
-	}
-	pk, err := c.read(20 * time.Second)
-	if err != nil {
-		return nil, err
-	}
-	if ack, ok := pk.(*packet.Connack); ok {
-		return ack, nil
-	}
-	return nil, fmt.Errorf("%v, not CONNACK", pk.Type())
-}
-
-// takenOver reports whether p, err is DISCONNECT 0x8E.
-func takenOver(p packet.Packet, err error) bool {
-	d, ok := p.(*packet.Disconnect)
-	return err == nil && ok && d.Code == packet.SessionTakenOver
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
-
 // waitServing waits until nd accepts a CONNECT.
 func waitServing(t testing.TB, nd *node) {
 	t.Helper()
-	testenv.WaitFor(t, nd.name+" accepting clients", func() bool {
-		c, err := net.DialTimeout("tcp", nd.mqttAddr(), time.Second)
-		if err != nil {
-			return false
-		}
-		defer c.Close()
-		mc := &rawClient{conn: c, r: bufio.NewReader(c)}
-		ack, err := mc.connect(&packet.Connect{CleanStart: true, ClientID: []byte("probe-" + nd.name)})
-		return err == nil && ack.Code == packet.Success
-	})
+	testenv.WaitFor(t, nd.name+" accepting clients", func() bool { return mqtttest.Serving(nd.mqttAddr(), "probe-"+nd.name) })
+}
+
+// servingCluster starts a formed cluster of three processes (edit as for newCluster) that
+// all accept clients, and returns it with its leader.
+func servingCluster(t *testing.T, edit func(i int, k *nodeConfig)) (c *testCluster, leader string) {
+	c = newCluster(t, 3, edit)
+	c.start()
+	_, leader = c.waitFormed()
+	for _, nd := range c.nodes {
+		waitServing(t, nd)
+	}
+	return c, leader
 }
 
 func persistent(id string) *packet.Connect {
@@ -120,70 +44,15 @@ func persistent(id string) *packet.Connect {
 // after round: every CONNECT is accepted, then all connections but one are closed with
 // DISCONNECT 0x8E, and the one left answers.
 func TestOwnerRacingConnects(t *testing.T) {
-	c := newCluster(t, 3, nil)
-	c.start()
-	c.waitFormed()
-	for _, nd := range c.nodes {
-		waitServing(t, nd)
-	}
+	c, _ := servingCluster(t, nil)
 	const rounds = 20
 	for r := range rounds {
-		cid := fmt.Sprintf("racer-%d", r)
-		clients := make([]*rawClient, len(c.nodes))
-		errs := make([]error, len(c.nodes))
-		var wg sync.WaitGroup
+		addrs := make([]string, len(c.nodes))
 		for i, nd := range c.nodes {
-			clients[i] = dialRaw(t, nd.mqttAddr())
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				ack, err := clients[i].connect(&packet.Connect{CleanStart: true, ClientID: []byte(cid)})
-				if err == nil && ack.Code != packet.Success {
-					err = fmt.Errorf("CONNACK %#x", byte(ack.Code))
-				}
-				errs[i] = err
-			}()
+			addrs[i] = nd.mqttAddr()
 		}
-		wg.Wait()
-		for i, err := range errs {
-			if err != nil {
-				t.Fatalf("round %d: CONNECT on %s: %v", r, c.nodes[i].name, err)
-			}
-		}
-		closed := make([]bool, len(clients))
-		losers := 0
-		deadline := time.Now().Add(15 * time.Second)
-		for losers < len(clients)-1 && time.Now().Before(deadline) {
-			for i, cl := range clients {
-				if closed[i] {
-					continue
-				}
-				p, err := cl.read(50 * time.Millisecond)
-				switch d, ok := p.(*packet.Disconnect); {
-				case ok && d.Code == packet.SessionTakenOver:
-					closed[i] = true
-					losers++
-				case err != nil && isTimeout(err):
-				default:
-					t.Fatalf("round %d: the client on %s got %v, %v", r, c.nodes[i].name, p, err)
-				}
-			}
-		}
-		if losers != len(clients)-1 {
-			t.Fatalf("round %d: %d of %d connections taken over; want all but one", r, losers, len(clients))
-		}
-		for i, cl := range clients {
-			if closed[i] {
-				continue
-			}
-			if err := cl.send(packet.Pingreq{}); err != nil {
-				t.Fatalf("round %d: the winner on %s: %v", r, c.nodes[i].name, err)
-			}
-			if p, err := cl.read(5 * time.Second); err != nil || p.Type() != packet.PINGRESP {
-				t.Fatalf("round %d: the winner on %s does not answer: %v %v", r, c.nodes[i].name, p, err)
-			}
-			_ = cl.send(&packet.Disconnect{})
-		}
+		winner := mqtttest.RaceConnects(t, fmt.Sprintf("racer-%d", r), addrs)
+		_ = winner.Send(&packet.Disconnect{})
 	}
 	// Every session was clean and has ended: the ownership table is empty again on
 	// every node (the releases are batched, and applied a moment later).
@@ -198,52 +67,37 @@ func TestOwnerRacingConnects(t *testing.T) {
 // TestOwnerSessionResumes: a persistent session with QoS 1 messages queued while its
 // client was offline resumes on another node with session present 1 and every message.
 func TestOwnerSessionResumes(t *testing.T) {
-	c := newCluster(t, 3, nil)
-	c.start()
-	c.waitFormed()
-	for _, nd := range c.nodes {
-		waitServing(t, nd)
-	}
+	c, _ := servingCluster(t, nil)
 	home, away := c.nodes[0], c.nodes[2]
-	x := dialRaw(t, home.mqttAddr())
-	if ack, err := x.connect(persistent("keeper")); err != nil || ack.Code != packet.Success || ack.SessionPresent {
+	x := mqtttest.DialRaw(t, home.mqttAddr())
+	if ack, err := x.Connect(persistent("keeper")); err != nil || ack.Code != packet.Success || ack.SessionPresent {
 		t.Fatalf("first CONNACK %+v %v", ack, err)
 	}
-	if err := x.send(&packet.Subscribe{PacketID: 1, Subscriptions: []packet.Subscription{{Filter: []byte("q/#"), QoS: 1}}}); err != nil {
-		t.Fatal(err)
-	}
-	if p, err := x.read(5 * time.Second); err != nil || p.Type() != packet.SUBACK {
-		t.Fatalf("SUBACK: %v %v", p, err)
-	}
-	_ = x.send(&packet.Disconnect{})
+	x.Expect(t, &packet.Subscribe{PacketID: 1, Subscriptions: []packet.Subscription{{Filter: []byte("q/#"), QoS: 1}}}, packet.SUBACK)
+	_ = x.Send(&packet.Disconnect{})
 
 	// Published on the node that holds the offline session: forwarding between nodes
 	// is the routes' part of the cluster.
-	pub := dialRaw(t, home.mqttAddr())
-	if ack, err := pub.connect(&packet.Connect{CleanStart: true, ClientID: []byte("pub")}); err != nil || ack.Code != packet.Success {
+	pub := mqtttest.DialRaw(t, home.mqttAddr())
+	if ack, err := pub.Connect(&packet.Connect{CleanStart: true, ClientID: []byte("pub")}); err != nil || ack.Code != packet.Success {
 		t.Fatalf("publisher CONNACK %+v %v", ack, err)
 	}
 	const n = 5
 	for i := 1; i <= n; i++ {
-		if err := pub.send(&packet.Publish{Topic: []byte(fmt.Sprintf("q/%d", i)), Payload: []byte(fmt.Sprint("m", i)), QoS: 1, PacketID: uint16(i)}); err != nil {
-			t.Fatal(err)
-		}
-		if p, err := pub.read(5 * time.Second); err != nil || p.Type() != packet.PUBACK {
-			t.Fatalf("PUBACK %d: %v %v", i, p, err)
-		}
+		pub.Expect(t, &packet.Publish{Topic: []byte(fmt.Sprintf("q/%d", i)), Payload: []byte(fmt.Sprint("m", i)), QoS: 1, PacketID: uint16(i)}, packet.PUBACK)
 	}
 
-	y := dialRaw(t, away.mqttAddr())
-	if ack, err := y.connect(persistent("keeper")); err != nil || ack.Code != packet.Success || !ack.SessionPresent {
+	y := mqtttest.DialRaw(t, away.mqttAddr())
+	if ack, err := y.Connect(persistent("keeper")); err != nil || ack.Code != packet.Success || !ack.SessionPresent {
 		t.Fatalf("CONNACK on %s: %+v %v; want session present", away.name, ack, err)
 	}
 	for i := 1; i <= n; i++ {
-		p, err := y.read(5 * time.Second)
+		p, err := y.Read(5 * time.Second)
 		pp, ok := p.(*packet.Publish)
 		if err != nil || !ok || string(pp.Payload) != fmt.Sprint("m", i) || pp.QoS != 1 {
 			t.Fatalf("message %d on %s: %v %v", i, away.name, p, err)
 		}
-		_ = y.send(&packet.Ack{PacketType: packet.PUBACK, PacketID: pp.PacketID})
+		_ = y.Send(&packet.Ack{PacketType: packet.PUBACK, PacketID: pp.PacketID})
 	}
 }
 
@@ -260,21 +114,10 @@ func TestOwnerPausedNode(t *testing.T) {
 
 func testPausedNode(t *testing.T, pauseLeader bool) {
 	// A lease shorter than the default: the take-over waits it out, twice per test.
-	c := newCluster(t, 3, func(_ int, k *nodeConfig) { k.ClusterYAML = "    lease: 3s\n" })
-	c.start()
-	_, leader := c.waitFormed()
-	var paused *node
-	var others []*node
-	for _, nd := range c.nodes {
-		waitServing(t, nd)
-		if (nd.name == leader) == pauseLeader && paused == nil {
-			paused = nd
-		} else {
-			others = append(others, nd)
-		}
-	}
-	old := dialRaw(t, paused.mqttAddr())
-	if ack, err := old.connect(persistent("sleeper")); err != nil || ack.Code != packet.Success {
+	c, leader := servingCluster(t, func(_ int, k *nodeConfig) { k.ClusterYAML = "    lease: 3s\n" })
+	paused, others := c.split(leader, pauseLeader)
+	old := mqtttest.DialRaw(t, paused.mqttAddr())
+	if ack, err := old.Connect(persistent("sleeper")); err != nil || ack.Code != packet.Success {
 		t.Fatalf("CONNACK on %s: %+v %v", paused.name, ack, err)
 	}
 	paused.stop()
@@ -286,8 +129,8 @@ func testPausedNode(t *testing.T, pauseLeader bool) {
 		m, ok := s.member(paused.name)
 		return ok && m.State == "dead"
 	})
-	moved := dialRaw(t, others[0].mqttAddr())
-	ack, err := moved.connect(persistent("sleeper"))
+	moved := mqtttest.DialRaw(t, others[0].mqttAddr())
+	ack, err := moved.Connect(persistent("sleeper"))
 	if err != nil || ack.Code != packet.Success {
 		t.Fatalf("CONNACK on %s: %+v %v", others[0].name, ack, err)
 	}
@@ -297,11 +140,11 @@ func testPausedNode(t *testing.T, pauseLeader bool) {
 	paused.cont()
 	// The old connection is closed, not served: a PINGREQ gets a DISCONNECT (0x9C: the
 	// node fenced itself; 0x8E: it applied the claim first) or the connection ends.
-	_ = old.send(packet.Pingreq{})
+	_ = old.Send(packet.Pingreq{})
 	for {
-		p, err := old.read(20 * time.Second)
+		p, err := old.Read(20 * time.Second)
 		if err != nil {
-			if isTimeout(err) {
+			if mqtttest.IsTimeout(err) {
 				t.Fatal("the woken node neither answered nor closed the old connection")
 			}
 			break // closed
@@ -315,10 +158,10 @@ func testPausedNode(t *testing.T, pauseLeader bool) {
 		t.Fatalf("the woken node served the old connection: %v", p.Type())
 	}
 	// The connection on the other node is still the live one.
-	if err := moved.send(packet.Pingreq{}); err != nil {
+	if err := moved.Send(packet.Pingreq{}); err != nil {
 		t.Fatal(err)
 	}
-	if p, err := moved.read(5 * time.Second); err != nil || p.Type() != packet.PINGRESP {
+	if p, err := moved.Read(5 * time.Second); err != nil || p.Type() != packet.PINGRESP {
 		t.Fatalf("the moved connection: %v %v", p, err)
 	}
 	c.waitFormed()
@@ -330,36 +173,25 @@ func testPausedNode(t *testing.T, pauseLeader bool) {
 // waited out the lease (session present 0: its session died with the node), and each is
 // live exactly once: a second CONNECT of the same id on the other node takes it over.
 func TestOwnerKilledNodeStorm(t *testing.T) {
-	c := newCluster(t, 3, nil)
-	c.start()
-	_, leader := c.waitFormed()
-	var victim *node
-	var others []*node
-	for _, nd := range c.nodes {
-		waitServing(t, nd)
-		if nd.name != leader && victim == nil {
-			victim = nd
-		} else {
-			others = append(others, nd)
-		}
-	}
+	c, leader := servingCluster(t, nil)
+	victim, others := c.split(leader, false)
 	const clients = 30
 	for i := range clients {
-		cl := dialRaw(t, victim.mqttAddr())
-		if ack, err := cl.connect(persistent(fmt.Sprint("storm-", i))); err != nil || ack.Code != packet.Success {
+		cl := mqtttest.DialRaw(t, victim.mqttAddr())
+		if ack, err := cl.Connect(persistent(fmt.Sprint("storm-", i))); err != nil || ack.Code != packet.Success {
 			t.Fatalf("client %d on %s: %+v %v", i, victim.name, ack, err)
 		}
 	}
 	victim.kill()
-	moved := make([]*rawClient, clients)
+	moved := make([]*mqtttest.Raw, clients)
 	errs := make([]error, clients)
 	var wg sync.WaitGroup
 	for i := range clients {
-		moved[i] = dialRaw(t, others[i%2].mqttAddr())
+		moved[i] = mqtttest.DialRaw(t, others[i%2].mqttAddr())
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ack, err := moved[i].connect(persistent(fmt.Sprint("storm-", i)))
+			ack, err := moved[i].Connect(persistent(fmt.Sprint("storm-", i)))
 			switch {
 			case err != nil:
 				errs[i] = err
@@ -379,11 +211,11 @@ func TestOwnerKilledNodeStorm(t *testing.T) {
 	}
 	// One live connection per id: connecting each on the other survivor closes the first.
 	for i := range clients {
-		again := dialRaw(t, others[(i+1)%2].mqttAddr())
-		if ack, err := again.connect(persistent(fmt.Sprint("storm-", i))); err != nil || !ack.SessionPresent {
+		again := mqtttest.DialRaw(t, others[(i+1)%2].mqttAddr())
+		if ack, err := again.Connect(persistent(fmt.Sprint("storm-", i))); err != nil || !ack.SessionPresent {
 			t.Fatalf("client %d again on %s: %+v %v; want session present", i, others[(i+1)%2].name, ack, err)
 		}
-		if p, err := moved[i].read(10 * time.Second); !takenOver(p, err) {
+		if p, err := moved[i].Read(10 * time.Second); !mqtttest.TakenOver(p, err) {
 			t.Fatalf("client %d on %s: %v %v; want DISCONNECT 0x8e", i, others[i%2].name, p, err)
 		}
 	}
@@ -413,14 +245,9 @@ func TestOwnerElectionKeepsLease(t *testing.T) {
 	c := newCluster(t, 3, func(_ int, k *nodeConfig) { k.ClusterYAML = "    lease: 6s\n" })
 	c.start()
 	_, leader := c.waitFormed()
-	var others []*node
-	for _, nd := range c.nodes {
-		if nd.name != leader {
-			others = append(others, nd)
-		}
-	}
-	held := dialRaw(t, others[0].mqttAddr())
-	if ack, err := held.connect(&packet.Connect{CleanStart: true, ClientID: []byte("through")}); err != nil || ack.Code != packet.Success {
+	_, others := c.split(leader, true)
+	held := mqtttest.DialRaw(t, others[0].mqttAddr())
+	if ack, err := held.Connect(&packet.Connect{CleanStart: true, ClientID: []byte("through")}); err != nil || ack.Code != packet.Success {
 		t.Fatalf("CONNACK %+v %v", ack, err)
 	}
 	c.node(leader).kill()
@@ -437,10 +264,10 @@ func TestOwnerElectionKeepsLease(t *testing.T) {
 			t.Errorf("%s fenced itself %v times during an election shorter than the lease", nd.name, v)
 		}
 	}
-	if err := held.send(packet.Pingreq{}); err != nil {
+	if err := held.Send(packet.Pingreq{}); err != nil {
 		t.Fatal(err)
 	}
-	if p, err := held.read(5 * time.Second); err != nil || p.Type() != packet.PINGRESP {
+	if p, err := held.Read(5 * time.Second); err != nil || p.Type() != packet.PINGRESP {
 		t.Fatalf("the client on %s after the failover: %v %v", others[0].name, p, err)
 	}
 }

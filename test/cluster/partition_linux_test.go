@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"slices"
@@ -9,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bifrost-mqtt/bifrost/internal/mqtttest"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
@@ -24,10 +24,7 @@ import (
 // moved client id is live once, where it moved. -rounds repeats the cut and the heal,
 // each time with the leader of the moment.
 func TestPartitionLeader(t *testing.T) {
-	lab := newNetLab(t)
-	c := newNetCluster(t, lab, 3, nil)
-	c.start()
-	id, leader := c.waitFormed()
+	lab, c, id, leader := formedLab(t, 3)
 	for round := range *rounds {
 		if *rounds > 1 {
 			t.Logf("round %d of %d", round+1, *rounds)
@@ -48,12 +45,12 @@ func partitionLeader(t *testing.T, c *testCluster, lab *netLab, id, leader strin
 		}
 	}
 	stay := dialLab(t, majority[0])
-	if ack, err := stay.connect(&packet.Connect{CleanStart: true, ClientID: []byte("stays-" + leader)}); err != nil || ack.Code != packet.Success {
+	if ack, err := stay.Connect(&packet.Connect{CleanStart: true, ClientID: []byte("stays-" + leader)}); err != nil || ack.Code != packet.Success {
 		t.Fatalf("a client on %s: %v %v", majority[0].name, ack, err)
 	}
 	moves := dialLab(t, old)
 	movesID := []byte("moves-" + leader)
-	if ack, err := moves.connect(&packet.Connect{CleanStart: true, ClientID: movesID}); err != nil || ack.Code != packet.Success {
+	if ack, err := moves.Connect(&packet.Connect{CleanStart: true, ClientID: movesID}); err != nil || ack.Code != packet.Success {
 		t.Fatalf("a client on %s: %v %v", old.name, ack, err)
 	}
 
@@ -95,7 +92,7 @@ func partitionLeader(t *testing.T, c *testCluster, lab *netLab, id, leader strin
 		mustServe(t, nd, "partitioned")
 	}
 	// The minority fences itself once its lease has run out.
-	p, err := moves.read(testenv.Timeout)
+	p, err := moves.Read(testenv.Timeout)
 	if d, ok := p.(*packet.Disconnect); err != nil || !ok || d.Code != packet.UseAnotherServer {
 		t.Errorf("the client on the minority %s got %v (%v); want DISCONNECT 0x9C once its lease ran out", old.name, p, err)
 	}
@@ -112,22 +109,12 @@ func partitionLeader(t *testing.T, c *testCluster, lab *netLab, id, leader strin
 		t.Errorf("the client on %s in the majority: %v; want it served throughout", majority[0].name, err)
 	}
 	moved := dialLab(t, majority[1])
-	if ack, err := moved.connect(&packet.Connect{CleanStart: true, ClientID: movesID}); err != nil || ack.Code != packet.Success {
+	if ack, err := moved.Connect(&packet.Connect{CleanStart: true, ClientID: movesID}); err != nil || ack.Code != packet.Success {
 		t.Errorf("%s moving to %s: %v %v; want it served", movesID, majority[1].name, ack, err)
 	}
 
-	lab.heal()
-	healed := time.Now()
-	id3, leader3 := c.waitFormed()
-	t.Logf("one cluster again %v after the heal", time.Since(healed).Round(time.Millisecond))
-	if id3 != id {
-		t.Errorf("healed, the cluster is %s; want %s", id3, id)
-	}
-	checkWhole(t, c)
-	for _, nd := range c.nodes {
-		mustServe(t, nd, "healed")
-	}
-	for _, cl := range []*rawClient{stay, moved} {
+	leader3 := heal(t, lab, c, id)
+	for _, cl := range []*mqtttest.Raw{stay, moved} {
 		if err := ping(cl); err != nil {
 			t.Errorf("healed, a client of the majority: %v; want it still served", err)
 		}
@@ -135,8 +122,17 @@ func partitionLeader(t *testing.T, c *testCluster, lab *netLab, id, leader strin
 	return leader3
 }
 
+// formedLab starts a cluster of n processes on a netLab, and waits until it formed.
+func formedLab(t *testing.T, n int) (lab *netLab, c *testCluster, id, leader string) {
+	lab = newNetLab(t)
+	c = newNetCluster(t, lab, n, nil)
+	c.start()
+	id, leader = c.waitFormed()
+	return lab, c, id, leader
+}
+
 // dialLab opens a raw MQTT 5 connection to nd through the lab.
-func dialLab(t testing.TB, nd *node) *rawClient {
+func dialLab(t testing.TB, nd *node) *mqtttest.Raw {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -145,15 +141,15 @@ func dialLab(t testing.TB, nd *node) *rawClient {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return &rawClient{conn: conn, r: bufio.NewReader(conn)}
+	return mqtttest.NewRaw(conn)
 }
 
 // ping checks that c's connection is served: a PINGREQ answered with PINGRESP.
-func ping(c *rawClient) error {
-	if err := c.send(&packet.Pingreq{}); err != nil {
+func ping(c *mqtttest.Raw) error {
+	if err := c.Send(&packet.Pingreq{}); err != nil {
 		return err
 	}
-	p, err := c.read(testenv.Timeout)
+	p, err := c.Read(testenv.Timeout)
 	if err != nil {
 		return err
 	}
@@ -170,19 +166,8 @@ func ping(c *rawClient) error {
 // not grow, so healed it follows the same leader in the same term instead of deposing
 // it with a higher one (with pre-vote disabled the leader changes at the heal).
 func TestPartitionOneWay(t *testing.T) {
-	lab := newNetLab(t)
-	c := newNetCluster(t, lab, 3, nil)
-	c.start()
-	id, leader := c.waitFormed()
-	var deaf *node
-	var others []*node
-	for _, nd := range c.nodes {
-		if nd.name != leader && deaf == nil {
-			deaf = nd
-		} else {
-			others = append(others, nd)
-		}
-	}
+	lab, c, id, leader := formedLab(t, 3)
+	deaf, others := c.split(leader, false)
 	term := c.node(leader).mustStatus().Term
 	for _, nd := range others {
 		lab.cut(nd, deaf)
@@ -222,10 +207,7 @@ func TestPartitionPastForgetting(t *testing.T) {
 	if !*long {
 		t.Skip("a minute long: run with -long (bench/faults.sh); internal/cluster TestRejoinAfterForgotten checks the rejoin in CI")
 	}
-	lab := newNetLab(t)
-	c := newNetCluster(t, lab, 4, nil)
-	c.start()
-	id, _ := c.waitFormed()
+	lab, c, id, _ := formedLab(t, 4)
 	left, right := c.nodes[:2], c.nodes[2:]
 	lab.partition(left, right)
 	testenv.WaitFor(t, "each side sees the other dead", func() bool {
@@ -257,9 +239,16 @@ func TestPartitionPastForgetting(t *testing.T) {
 	// configuration), then forgets it; the partition lasts past that (the scenario's
 	// length: the forgetting has no event to wait on).
 	time.Sleep(35 * time.Second)
+	heal(t, lab, c, id)
+}
+
+// heal ends lab's faults and checks that c is whole again: one cluster, the one of id,
+// every node a voter and serving. It returns the leader.
+func heal(t *testing.T, lab *netLab, c *testCluster, id string) (leader string) {
+	t.Helper()
 	lab.heal()
 	healed := time.Now()
-	id2, _ := c.waitFormed()
+	id2, leader := c.waitFormed()
 	t.Logf("one cluster again %v after the heal", time.Since(healed).Round(time.Millisecond))
 	if id2 != id {
 		t.Errorf("healed, the cluster is %s; want %s", id2, id)
@@ -268,6 +257,7 @@ func TestPartitionPastForgetting(t *testing.T) {
 	for _, nd := range c.nodes {
 		mustServe(t, nd, "healed")
 	}
+	return leader
 }
 
 // checkWhole checks that every node of c sees every node a voter of one cluster in one
@@ -358,19 +348,8 @@ func waitUntil(cond func() bool) bool {
 // restarted on its data directory while still cut off, it is a member of the cluster
 // again once healed.
 func TestPartitionStop(t *testing.T) {
-	lab := newNetLab(t)
-	c := newNetCluster(t, lab, 3, nil)
-	c.start()
-	id, leader := c.waitFormed()
-	var cut *node
-	var others []*node
-	for _, nd := range c.nodes {
-		if nd.name != leader && cut == nil {
-			cut = nd
-		} else {
-			others = append(others, nd)
-		}
-	}
+	lab, c, id, leader := formedLab(t, 3)
+	cut, others := c.split(leader, false)
 	lab.partition(others, []*node{cut})
 	const retry = "no seed answered yet"
 	tries := strings.Count(cut.logs(), retry)

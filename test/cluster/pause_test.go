@@ -13,15 +13,7 @@ func TestPauseRejoin(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	c.start()
 	id, leader := c.waitFormed()
-	var paused *node
-	var others []*node
-	for _, nd := range c.nodes {
-		if nd.name != leader && paused == nil {
-			paused = nd
-		} else {
-			others = append(others, nd)
-		}
-	}
+	paused, others := c.split(leader, false)
 	paused.stop()
 	testenv.WaitFor(t, paused.name+" declared dead by the others", func() bool {
 		for _, nd := range others {

@@ -1,14 +1,11 @@
 package cluster
 
 import (
-	"context"
 	"fmt"
-	"net"
 	"testing"
-	"time"
 
+	"github.com/bifrost-mqtt/bifrost/internal/mqtttest"
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
-	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
 )
 
@@ -16,90 +13,10 @@ import (
 // (paho.golang): QoS 0/1/2 across nodes, wildcard and $share filters, v5 properties and
 // order through the hop, SUBACK means routed, and a node killed with SIGKILL.
 
-// A got is a message as a test client received it.
-type got struct {
-	topic, payload string
-	qos            byte
-	retain         bool
-	props          *paho.PublishProperties
-}
-
-// mqttClient is a paho.golang client collecting what it receives.
-type mqttClient struct {
-	c  *paho.Client
-	ch chan got
-}
-
-func dialMQTT(t testing.TB, nd *node, id string) *mqttClient {
+// dialMQTT connects an MQTT 5 client to nd.
+func dialMQTT(t testing.TB, nd *node, id string) *mqtttest.Client {
 	t.Helper()
-	nc, err := net.Dial("tcp", nd.mqttAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := &mqttClient{ch: make(chan got, 1<<14)}
-	m.c = paho.NewClient(paho.ClientConfig{
-		ClientID: id,
-		Conn:     packets.NewThreadSafeConn(nc),
-		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
-			p := pr.Packet
-			m.ch <- got{topic: p.Topic, payload: string(p.Payload), qos: p.QoS, retain: p.Retain, props: p.Properties}
-			return true, nil
-		}},
-		OnClientError: func(error) {},
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
-	defer cancel()
-	if _, err := m.c.Connect(ctx, &paho.Connect{ClientID: id, CleanStart: true, KeepAlive: 30}); err != nil {
-		t.Fatalf("connect %s to %s: %v", id, nd.name, err)
-	}
-	t.Cleanup(func() { _ = m.c.Disconnect(&paho.Disconnect{}) })
-	return m
-}
-
-func (m *mqttClient) sub(t testing.TB, qos byte, filters ...string) {
-	t.Helper()
-	s := &paho.Subscribe{}
-	for _, f := range filters {
-		s.Subscriptions = append(s.Subscriptions, paho.SubscribeOptions{Topic: f, QoS: qos, RetainAsPublished: true})
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
-	defer cancel()
-	if _, err := m.c.Subscribe(ctx, s); err != nil {
-		t.Fatalf("subscribe %v: %v", filters, err)
-	}
-}
-
-func (m *mqttClient) pub(t testing.TB, p *paho.Publish) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
-	defer cancel()
-	if _, err := m.c.Publish(ctx, p); err != nil {
-		t.Fatalf("publish %s: %v", p.Topic, err)
-	}
-}
-
-func (m *mqttClient) next(t testing.TB) got {
-	t.Helper()
-	select {
-	case g := <-m.ch:
-		return g
-	case <-time.After(testenv.Timeout):
-		t.Fatal("no message came")
-	}
-	return got{}
-}
-
-// until returns what arrived before the first message on marker.
-func (m *mqttClient) until(t testing.TB, marker string) []got {
-	t.Helper()
-	var out []got
-	for {
-		g := m.next(t)
-		if g.topic == marker {
-			return out
-		}
-		out = append(out, g)
-	}
+	return mqtttest.Dial(t, nd.mqttAddr(), id)
 }
 
 // threeNodes starts a formed cluster of three processes.
@@ -121,27 +38,27 @@ func TestPublishAnywhere(t *testing.T) {
 	wild := dialMQTT(t, n3, "wild")
 	s1 := dialMQTT(t, n1, "s1")
 	s3 := dialMQTT(t, n3, "s3")
-	exact.sub(t, 2, "a/b/c", "end")
-	wild.sub(t, 2, "a/+/#", "end")
-	s1.sub(t, 2, "$share/g/a/#", "end")
-	s3.sub(t, 2, "$share/g/a/#", "end")
+	exact.Sub(t, 2, "a/b/c", "end")
+	wild.Sub(t, 2, "a/+/#", "end")
+	s1.Sub(t, 2, "$share/g/a/#", "end")
+	s3.Sub(t, 2, "$share/g/a/#", "end")
 	pub := dialMQTT(t, n2, "pub")
 	const n = 90
 	for i := range n {
 		qos := byte(i % 3)
-		pub.pub(t, &paho.Publish{Topic: "a/b/c", QoS: qos, Retain: i == 1, Payload: fmt.Appendf(nil, "%d", i),
+		pub.Pub(t, &paho.Publish{Topic: "a/b/c", QoS: qos, Retain: i == 1, Payload: fmt.Appendf(nil, "%d", i),
 			Properties: &paho.PublishProperties{ContentType: "ct", ResponseTopic: "r/t", CorrelationData: []byte("cd"),
 				MessageExpiry: new(uint32(60)), User: paho.UserProperties{{Key: "k", Value: fmt.Sprint(i)}}}})
 	}
-	pub.pub(t, &paho.Publish{Topic: "end", QoS: 1})
-	for name, cl := range map[string]*mqttClient{"exact": exact, "wild": wild} {
-		msgs := cl.until(t, "end")
+	pub.Pub(t, &paho.Publish{Topic: "end", QoS: 1})
+	for name, cl := range map[string]*mqtttest.Client{"exact": exact, "wild": wild} {
+		msgs := cl.Until(t, "end")
 		if len(msgs) != n {
 			t.Fatalf("%s: %d messages, want %d", name, len(msgs), n)
 		}
 		for i, g := range msgs {
-			pr := g.props
-			if g.payload != fmt.Sprint(i) || g.qos != byte(i%3) || g.retain != (i == 1) || pr == nil ||
+			pr := g.Props
+			if g.Payload != fmt.Sprint(i) || g.QoS != byte(i%3) || g.Retain != (i == 1) || pr == nil ||
 				pr.ContentType != "ct" || pr.ResponseTopic != "r/t" || string(pr.CorrelationData) != "cd" ||
 				pr.User.Get("k") != fmt.Sprint(i) || pr.MessageExpiry == nil || *pr.MessageExpiry > 60 || *pr.MessageExpiry == 0 {
 				t.Fatalf("%s: message %d: %+v %+v", name, i, g, pr)
@@ -149,9 +66,9 @@ func TestPublishAnywhere(t *testing.T) {
 		}
 	}
 	seen := map[string]int{}
-	for _, cl := range []*mqttClient{s1, s3} {
-		for _, g := range cl.until(t, "end") {
-			seen[g.payload]++
+	for _, cl := range []*mqtttest.Client{s1, s3} {
+		for _, g := range cl.Until(t, "end") {
+			seen[g.Payload]++
 		}
 	}
 	for i := range n {
@@ -181,17 +98,13 @@ func TestSubackMeansRoutedProcesses(t *testing.T) {
 		nd := c.nodes[i%2*2]
 		sub := dialMQTT(t, nd, fmt.Sprintf("s%d", i))
 		topic := fmt.Sprintf("r/%d", i)
-		sub.sub(t, 1, topic)
-		pub.pub(t, &paho.Publish{Topic: topic, QoS: 1, Payload: []byte("x")})
-		select {
-		case g := <-sub.ch:
-			if g.topic != topic {
-				t.Fatalf("round %d: got %q", i, g.topic)
-			}
-		case <-time.After(testenv.Timeout):
-			t.Fatalf("round %d: subscribed on %s, published on n2: nothing came", i, nd.name)
+		sub.Sub(t, 1, topic)
+		pub.Pub(t, &paho.Publish{Topic: topic, QoS: 1, Payload: []byte("x")})
+		g := sub.NextOr(t, func() { t.Logf("round %d: subscribed on %s, published on n2", i, nd.name) })
+		if g.Topic != topic {
+			t.Fatalf("round %d: got %q", i, g.Topic)
 		}
-		_ = sub.c.Disconnect(&paho.Disconnect{})
+		_ = sub.Paho.Disconnect(&paho.Disconnect{})
 	}
 }
 
@@ -201,7 +114,7 @@ func TestKilledNodeRoutes(t *testing.T) {
 	c := threeNodes(t)
 	n1, n2, n3 := c.node("n1"), c.node("n2"), c.node("n3")
 	victim := dialMQTT(t, n3, "victim")
-	victim.sub(t, 1, "k/#", "v/1", "v/2")
+	victim.Sub(t, 1, "k/#", "v/1", "v/2")
 	for _, nd := range []*node{n1, n2} {
 		testenv.WaitFor(t, nd.name+" to hold n3's routes", func() bool {
 			v, ok := nd.metric(`bifrost_cluster_routes{peer="n3"}`)
@@ -209,15 +122,15 @@ func TestKilledNodeRoutes(t *testing.T) {
 		})
 	}
 	sub := dialMQTT(t, n1, "sub")
-	sub.sub(t, 1, "k/#", "end")
+	sub.Sub(t, 1, "k/#", "end")
 	pub := dialMQTT(t, n2, "pub")
 	n3.kill()
 	const n = 200
 	for i := range n {
-		pub.pub(t, &paho.Publish{Topic: "k/t", QoS: 1, Payload: fmt.Appendf(nil, "%d", i)})
+		pub.Pub(t, &paho.Publish{Topic: "k/t", QoS: 1, Payload: fmt.Appendf(nil, "%d", i)})
 	}
-	pub.pub(t, &paho.Publish{Topic: "end", QoS: 1})
-	if msgs := sub.until(t, "end"); len(msgs) != n {
+	pub.Pub(t, &paho.Publish{Topic: "end", QoS: 1})
+	if msgs := sub.Until(t, "end"); len(msgs) != n {
 		t.Fatalf("the survivor's subscriber got %d of %d", len(msgs), n)
 	}
 	for _, nd := range []*node{n1, n2} {
@@ -231,9 +144,9 @@ func TestKilledNodeRoutes(t *testing.T) {
 	n3.start()
 	c.waitFormed() // n3 serves once it holds the lease again
 	back := dialMQTT(t, n3, "back")
-	back.sub(t, 1, "b/1")
-	pub.pub(t, &paho.Publish{Topic: "b/1", QoS: 1, Payload: []byte("again")})
-	if g := back.next(t); g.payload != "again" {
+	back.Sub(t, 1, "b/1")
+	pub.Pub(t, &paho.Publish{Topic: "b/1", QoS: 1, Payload: []byte("again")})
+	if g := back.Next(t); g.Payload != "again" {
 		t.Fatalf("got %+v", g)
 	}
 }
