@@ -229,10 +229,11 @@ func (b *Broker) deliver(bt *batch, m *session.Message) (n int, durable bool) {
 		}
 		durable = durable || stored
 	}
-	for _, g := range bt.matches.Groups {
-		if b.cluster != nil && bt.cluster.forwarded {
-			break // the origin gave the message to one member cluster-wide (DeliverForwarded)
-		}
+	groups := bt.matches.Groups
+	if bt.cluster.forwarded {
+		groups = nil // the origin gave the message to one member cluster-wide (DeliverForwarded)
+	}
+	for _, g := range groups {
 		if m.QoS > 0 && m.Borrowed() {
 			m, pooled = m.OwnPooled(), true // the member may keep it: the same one copy
 		}
