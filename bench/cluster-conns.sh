@@ -51,20 +51,13 @@ work=$(mktemp -d)
 node_pid=()   # by node number; 0 is the single node
 client_pids=()
 
-stop_pid() { # stop_pid PID: SIGTERM, SIGKILL after 10 s
-	local pid=$1
-	kill -TERM "$pid" 2>/dev/null || true
-	for _ in $(seq 100); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill -KILL "$pid" 2>/dev/null || true
-	wait "$pid" 2>/dev/null || true
-}
+# shellcheck source=bench/lib/cluster.sh
+. bench/lib/cluster.sh
+
 cleanup() {
 	exec 7>&- 2>/dev/null || true # the clients' stdin ends: they close and exit
-	for pid in "${client_pids[@]}"; do stop_pid "$pid"; done
-	for pid in "${node_pid[@]}"; do [ "$pid" -gt 0 ] && stop_pid "$pid"; done
+	stop_pids "${client_pids[@]}"
+	for pid in "${node_pid[@]}"; do [ "$pid" -gt 0 ] && stop_pids "$pid"; done
 	if [ "${KEEP_WORK:-0}" = 1 ]; then
 		log "work directory kept: $work"
 	else
@@ -74,7 +67,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-log() { printf '%s\n' "$*" >&2; }
 command -v jq >/dev/null 2>&1 || { log "cluster-conns.sh needs jq"; exit 1; }
 
 go build -o "$work/bifrost" ./cmd/bifrost
@@ -83,40 +75,18 @@ mkfifo "$work/hold"
 exec 7<>"$work/hold"
 
 port() { echo $((base + 10 * $1 + $2)); } # port NODE KIND: 1 mqtt, 2 http, 3 gossip, 4 rpc
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 now_ns() { date +%s%N; }
 
 # start_node I [cluster] writes node I's config and starts it; node 0 has no cluster block.
 start_node() {
-	local i=$1 k seeds="" j
-	for k in 1 2 3 4; do
-		port_open "$(port "$i" "$k")" && { log "port $(port "$i" "$k") is taken"; exit 1; }
-	done
-	cat >"$work/n$i.yaml" <<EOF
-listeners:
-  - name: mqtt
-    type: tcp
-    address: 127.0.0.1:$(port "$i" 1)
-http:
-  address: 127.0.0.1:$(port "$i" 2)
-store:
-  dir: "off"
-sys_interval: 0s
-log:
-  level: warn
-EOF
+	local i=$1 seeds="" j
+	ports_free "$i"
 	if [ "$i" -gt 0 ]; then
 		for j in $(seq "$nodes"); do seeds+="127.0.0.1:$(port "$j" 3),"; done
 		mkdir -p "$work/d$i"
-		cat >>"$work/n$i.yaml" <<EOF
-cluster:
-  node_name: n$i
-  bind: 127.0.0.1:$(port "$i" 3)
-  rpc: 127.0.0.1:$(port "$i" 4)
-  seeds: [${seeds%,}]
-  bootstrap_expect: $nodes
-  dir: $work/d$i
-EOF
+		node_config "$i" "$nodes" "$work/d$i" "[${seeds%,}]" >"$work/n$i.yaml"
+	else
+		node_config "$i" >"$work/n$i.yaml"
 	fi
 	"$work/bifrost" -c "$work/n$i.yaml" 2>>"$work/n$i.log" &
 	node_pid[$i]=$!
@@ -189,8 +159,8 @@ sleep "$settle"
 read -r r1 h1 < <(measure 0)
 c=$(jq .connected <<<"$rep")
 rate0=$(jq '.connected / ((.end_unix_ns - .start_unix_ns) / 1e9) | floor' <<<"$rep")
-stop_pid "$pid_single"
-stop_pid "${node_pid[0]}"
+stop_pids "$pid_single"
+stop_pids "${node_pid[0]}"
 node_pid[0]=0
 echo
 echo "## one node, no cluster"
@@ -293,7 +263,7 @@ t0=$(now_ns)
 kill -KILL "${node_pid[$nodes]}"
 wait "${node_pid[$nodes]}" 2>/dev/null || true
 node_pid[$nodes]=0
-stop_pid "$(eval echo "\$pid_c$nodes")"
+stop_pids "$(eval echo "\$pid_c$nodes")"
 # The dead node's clients come back at once, spread over the survivors, each with the
 # client id it had.
 share=$((per_node / (nodes - 1)))

@@ -29,18 +29,10 @@ esac
 ns=bifrost-traffic-$$
 work=$(mktemp -d)
 pids=()
-log() { printf '%s\n' "$*" >&2; }
+# shellcheck source=bench/lib/cluster.sh
+. bench/lib/cluster.sh
 stop_all() {
-	local pid
-	for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-	for pid in "${pids[@]}"; do
-		for _ in $(seq 100); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -KILL "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-	done
+	stop_pids "${pids[@]}"
 	pids=()
 }
 cleanup() {
@@ -87,26 +79,7 @@ for n in "${sizes[@]}"; do
 	for i in $(seq "$n"); do seeds+="127.0.0.1:$(port "$i" 3),"; done
 	for i in $(seq "$n"); do
 		mkdir -p "$work/d$n-$i"
-		cat >"$work/n$i.yaml" <<EOF
-listeners:
-  - name: mqtt
-    type: tcp
-    address: 127.0.0.1:$(port "$i" 1)
-http:
-  address: 127.0.0.1:$(port "$i" 2)
-store:
-  dir: "off"
-sys_interval: 0s
-log:
-  level: warn
-cluster:
-  node_name: n$i
-  bind: 127.0.0.1:$(port "$i" 3)
-  rpc: 127.0.0.1:$(port "$i" 4)
-  seeds: [${seeds%,}]
-  bootstrap_expect: $((n < 5 ? n : 5))
-  dir: $work/d$n-$i
-EOF
+		node_config "$i" "$((n < 5 ? n : 5))" "$work/d$n-$i" "[${seeds%,}]" >"$work/n$i.yaml"
 		# ip execs the broker: $! is the broker's pid.
 		ip netns exec "$ns" "$work/bifrost" -c "$work/n$i.yaml" 2>>"$work/n$i.log" &
 		pids+=($!)

@@ -32,31 +32,22 @@ base=${CLUSTER_PORT:-12100}
 work=$(mktemp -d)
 pids=()
 
+# shellcheck source=bench/lib/cluster.sh
+. bench/lib/cluster.sh
+
 cleanup() {
-	for pid in "${pids[@]}"; do
-		kill -TERM "$pid" 2>/dev/null || true
-	done
-	for pid in "${pids[@]}"; do
-		for _ in $(seq 100); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -KILL "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-	done
+	stop_pids "${pids[@]}"
 	rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-log() { printf '%s\n' "$*" >&2; }
 command -v jq >/dev/null 2>&1 || { log "cluster.sh needs jq"; exit 1; }
 
 go build -o "$work/bifrost" ./cmd/bifrost
 go build -o "$work/bifrost-bench" ./cmd/bifrost-bench
 
 port() { echo $((base + 10 * ($1 - 1) + $2)); } # port NODE KIND: 1 mqtt, 2 http, 3 gossip, 4 rpc
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 seeds=""
 for i in $(seq "$nodes"); do
@@ -65,34 +56,12 @@ done
 seeds="[${seeds%,}]"
 
 for i in $(seq "$nodes"); do
-	for k in 1 2 3 4; do
-		port_open "$(port "$i" "$k")" && { log "port $(port "$i" "$k") is taken"; exit 1; }
-	done
+	ports_free "$i"
 	mkdir -p "$work/n$i"
-	cat >"$work/n$i.yaml" <<EOF
-listeners:
-  - name: mqtt
-    type: tcp
-    address: 127.0.0.1:$(port "$i" 1)
-http:
-  address: 127.0.0.1:$(port "$i" 2)
-store:
-  dir: "off"
-sys_interval: 0s
-log:
-  level: warn
-mqtt:
-  receive_maximum: 1024
-queue:
-  offline_messages: 10000
-cluster:
-  node_name: n$i
-  bind: 127.0.0.1:$(port "$i" 3)
-  rpc: 127.0.0.1:$(port "$i" 4)
-  seeds: $seeds
-  bootstrap_expect: $nodes
-  dir: $work/n$i
-EOF
+	{
+		node_config "$i" "$nodes" "$work/n$i" "$seeds"
+		printf 'mqtt:\n  receive_maximum: 1024\nqueue:\n  offline_messages: 10000\n'
+	} >"$work/n$i.yaml"
 	"$work/bifrost" -c "$work/n$i.yaml" 2>>"$work/n$i.log" &
 	pids+=($!)
 done
