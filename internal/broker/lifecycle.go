@@ -157,11 +157,17 @@ func (b *Broker) removeSubs(s *session.Session, subs []session.Sub) {
 	}
 }
 
-// scheduleWill publishes will after delay unless the client reconnects first.
+// scheduleWill publishes will after delay unless the client reconnects first. It runs
+// under b.mu, as claimSession does: a CONNECT that claimed s after its connection went
+// offline, and before this runs (another poller, another goroutine), has brought the
+// client back, and the will is not scheduled at all [MQTT-3.1.3-9].
 func (b *Broker) scheduleWill(s *session.Session, will *session.Will, delay time.Duration) {
-	s.SetPendingWill(will, time.Now().Add(delay).UnixNano())
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.claims[s] > 0 || s.Online() {
+		return
+	}
+	s.SetPendingWill(will, time.Now().Add(delay).UnixNano())
 	if b.closed {
 		return
 	}

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"testing"
+	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 	"github.com/bifrost-mqtt/bifrost/internal/session"
@@ -59,4 +60,21 @@ func TestDollarWill(t *testing.T) {
 			t.Fatalf("the broker's own $SYS publish: %d packets, want 1", len(ps)-before)
 		}
 	})
+}
+
+// TestWillDelayReconnectRace: the client's CONNECT claims its session after the old
+// connection went offline but before the broker scheduled the delayed will (another
+// poller, or the portable engine's goroutine per connection): the client is back, and the
+// will is neither pending nor scheduled [MQTT-3.1.3-9].
+func TestWillDelayReconnectRace(t *testing.T) {
+	b := benchBroker(t)
+	s, _, _ := b.claimSession("racer", false, nil) // the reconnect's claim, not yet attached
+	b.scheduleWill(s, &session.Will{Delay: 3}, time.Hour)
+	b.mu.Lock()
+	scheduled := b.wills[s] != nil
+	b.mu.Unlock()
+	if pending := s.PendingWill() != nil; scheduled || pending {
+		t.Fatalf("will scheduled %v, pending %v after the client's CONNECT claimed the session", scheduled, pending)
+	}
+	b.attached(s)
 }
