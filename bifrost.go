@@ -183,6 +183,10 @@ func (b *Broker) start(ctx context.Context) error {
 	if err := b.mqtt.Start(); err != nil {
 		return fmt.Errorf("bifrost: %w", err)
 	}
+	for _, l := range b.mqtt.Listeners() {
+		b.log.Info("mqtt listening", "listener", l.Name(), "type", l.Type(), "addr", l.Addr().String())
+	}
+	b.log.Info("connection cap", "max_connections", connectionCap(b.cfg), "open_file_limit_room", broker.ConnectionCap(0))
 	b.advertiseMQTT()
 	srv, err := metrics.Listen(b.cfg.HTTP, b.metrics, b.log)
 	if err != nil {
@@ -312,11 +316,12 @@ func (b *Broker) loadInput() metrics.LoadInput {
 	return in
 }
 
-// connectionCap is the most connections c lets the broker hold: limits.max_connections,
-// or the sum of the listeners' own caps when every listener has one and it is lower; 0
-// when nothing caps them. c has its defaults filled in.
+// connectionCap is the most connections c lets the broker hold: limits.max_connections
+// within the open-file limit's room (broker.ConnectionCap), or the sum of the listeners'
+// own caps when every listener has one and it is lower; 0 when nothing caps them. c has
+// its defaults filled in.
 func connectionCap(c *conf.Config) int64 {
-	limit := int64(*c.Limits.MaxConnections)
+	limit := broker.ConnectionCap(int64(*c.Limits.MaxConnections))
 	var sum int64
 	for _, l := range c.Listeners {
 		if l.MaxConnections == 0 {

@@ -118,10 +118,16 @@ type server struct {
 
 func startServer(t *testing.T, args ...string) *server {
 	t.Helper()
+	return startCommand(t, exec.Command(binary.Path(t), args...))
+}
+
+// startCommand starts cmd, which runs the binary (perhaps through a wrapper), as a server.
+func startCommand(t *testing.T, cmd *exec.Cmd) *server {
+	t.Helper()
 	if runtime.GOOS == "windows" {
 		t.Skip("the test stops the server with SIGTERM")
 	}
-	s := &server{cmd: exec.Command(binary.Path(t), args...), logs: make(chan map[string]any, 100), exited: make(chan struct{})}
+	s := &server{cmd: cmd, logs: make(chan map[string]any, 100), exited: make(chan struct{})}
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

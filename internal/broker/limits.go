@@ -15,6 +15,7 @@ import (
 // meaning and default).
 type limits struct {
 	maxConns    int64 // 0: no cap
+	fileConns   int64 // the open-file limit's room (openfiles.go); 0: no cap
 	perListener map[string]int64
 	open        atomic.Int64 // connections open, all listeners
 	connect     *connectLimiter
@@ -28,6 +29,7 @@ type limits struct {
 func newLimits(c *conf.Config) *limits {
 	l := &limits{
 		maxConns:    int64(*c.Limits.MaxConnections),
+		fileConns:   fileCap(),
 		perListener: make(map[string]int64),
 		topicLen:    c.Limits.MaxTopicLength,
 		topicLevels: c.Limits.MaxTopicLevels,
@@ -50,9 +52,16 @@ func newLimits(c *conf.Config) *limits {
 // admit decides a new connection: within the connection caps (its source's connect rate
 // was checked at accept, connectRateOK). It counts the connection open when it admits it.
 func (l *limits) admit(c listener.Conn, nowNs int64) (ok bool, reason string) {
-	if n := l.open.Add(1); l.maxConns > 0 && n > l.maxConns {
+	n := l.open.Add(1)
+	switch {
+	case l.maxConns > 0 && n > l.maxConns:
+		reason = "max_connections"
+	case l.fileConns > 0 && n > l.fileConns:
+		reason = "open_files"
+	}
+	if reason != "" {
 		l.open.Add(-1)
-		return false, "max_connections"
+		return false, reason
 	}
 	if max, ok := l.perListener[c.Listener().Name()]; ok && int64(c.Listener().Conns()) > max {
 		l.open.Add(-1)

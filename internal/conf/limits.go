@@ -6,7 +6,9 @@ package conf
 type Limits struct {
 	// MaxConnections is the most open MQTT connections of the whole broker; a listener
 	// may have its own cap too (listeners[i].max_connections). Past it a new
-	// connection is closed at once. Default 1000000 (edge 10000); 0 = no cap.
+	// connection is closed at once. Default 1000000 (edge 10000); 0 = no cap. Either way
+	// the broker holds no more than the process's open-file limit less a reserve for its
+	// store, HTTP endpoint and cluster (internal/broker/openfiles.go).
 	MaxConnections *int `yaml:"max_connections"`
 	// ConnectRate is how many new connections per second one source address may open,
 	// with ConnectBurst of them at once; past it they are closed at accept. Loopback
