@@ -18,8 +18,16 @@
 #
 #   bench/cluster-conns.sh            19,000 per node, 20 s settle
 #   bench/cluster-conns.sh --quick    2,000 per node, 5 s settle
+#   bench/cluster-conns.sh --storm    phases 3 and 4 with room on the survivors: n1..n4
+#                                     hold 14,000 clients each, n5 19,000, 5 s settle
 #
-# Environment: PER_NODE and SETTLE (seconds) override those; MOVE_CONC bounds the dead
+# A node holds at most its open-file limit less a reserve (20,000 - 1,000 here,
+# internal/broker/openfiles.go): in the full run n1..n4 are at that cap when n5 dies, so
+# they refuse its clients at once (reason open_files) and phase 3 measures detection and
+# refusal; --storm leaves each survivor room for a quarter of n5's clients.
+#
+# Environment: PER_NODE and SETTLE (seconds) override those, SURVIVORS the survivors'
+# clients in --storm; MOVE_CONC bounds the dead
 # node's clients reconnecting at once per survivor (default: all of them); KEEP_WORK=1
 # keeps the work directory (configs, node logs, the clients' errors) and prints its path;
 # CLUSTER_PORT (12300) is the first of the loopback ports (10 per node).
@@ -34,12 +42,14 @@ cd "$(dirname "$0")/.."
 
 nodes=5
 per_node=19000
+storm=0
 settle=20
 case "${1:-}" in
 --quick) per_node=2000 settle=5 ;;
+--storm) storm=1 settle=5 ;;
 "") ;;
 *)
-	echo "usage: $0 [--quick]" >&2
+	echo "usage: $0 [--quick|--storm]" >&2
 	exit 2
 	;;
 esac
@@ -85,6 +95,8 @@ start_node() {
 		for j in $(seq "$nodes"); do seeds+="127.0.0.1:$(port "$j" 3),"; done
 		mkdir -p "$work/d$i"
 		node_config "$i" "$nodes" "$work/d$i" "[${seeds%,}]" >"$work/n$i.yaml"
+		# Filled to their cap on purpose: no MQTT 5 redirect to a less loaded node.
+		echo "  redirect_load: 1" >>"$work/n$i.yaml"
 	else
 		node_config "$i" >"$work/n$i.yaml"
 	fi
@@ -150,6 +162,7 @@ echo
 echo "load average at start: $(load)"
 
 # --- 1. one node, no cluster -----------------------------------------------------------
+if [ "$storm" = 0 ]; then
 start_node 0
 sleep 1
 read -r r0 h0 < <(measure 0)
@@ -170,6 +183,7 @@ echo "|---|---|---|---|"
 echo "| $c | $(per $((r1 - r0)) "$c") | $(per $((h1 - h0)) "$c") | $rate0 |"
 single_rss=$(per $((r1 - r0)) "$c")
 single_heap=$(per $((h1 - h0)) "$c")
+fi
 
 # --- 2. five nodes ---------------------------------------------------------------------
 for i in $(seq "$nodes"); do start_node "$i"; done
@@ -197,7 +211,9 @@ for i in $all; do
 	mapfile -t before < <(measure $all)
 	ids0=$(metric "$i" 'bifrost_cluster_claims_total{what="client_ids"}')
 	ent0=$(metric "$i" 'bifrost_cluster_claims_total{what="entries"}')
-	clients "c$i" "$i" cl $(((i - 1) * per_node)) "$per_node" 64
+	n=$per_node
+	[ "$storm" = 1 ] && [ "$i" -lt "$nodes" ] && n=${SURVIVORS:-14000}
+	clients "c$i" "$i" cl $(((i - 1) * per_node)) "$n" 64
 	rep=$(reported "c$i")
 	ids1=$(metric "$i" 'bifrost_cluster_claims_total{what="client_ids"}')
 	ent1=$(metric "$i" 'bifrost_cluster_claims_total{what="entries"}')
@@ -218,6 +234,7 @@ for i in $all; do
 	routes=$([ "$i" = 1 ] && echo - || metric 1 "bifrost_cluster_routes{peer=\"n$i\"}")
 	echo "| n$i | $c | $rate | $(per $((ids1 - ids0)) $((ent1 - ent0 > 0 ? ent1 - ent0 : 1))) | $lh | $(per "$rh" $((c * (nodes - 1)))) | $routes |"
 done
+if [ "$storm" = 0 ]; then
 mapfile -t final_m < <(measure $all)
 echo
 echo "With all $((nodes * per_node)) connected (each node: $per_node local connections, $(((nodes - 1) * per_node)) remote routes, $((nodes * per_node)) ownership entries), growth over the formed, idle cluster per local connection; one node without a cluster: RSS $single_rss B, heap $single_heap B per connection:"
@@ -230,6 +247,7 @@ for i in $all; do
 	echo "| n$i | $((ra >> 20)) | $(per $((ra - rb)) "$per_node") | $((ha >> 20)) | $(per $((ha - hb)) "$per_node") |"
 done
 echo
+fi
 echo "load average after the connections: $(load)"
 
 # --- 3. kill -9 of n5 ------------------------------------------------------------------
@@ -258,6 +276,7 @@ detect() {
 }
 ho0=$(survivors 'bifrost_cluster_handovers_total{outcome="lost"}')
 to0=$(survivors bifrost_cluster_route_ack_timeouts_total)
+rf0=$(survivors 'bifrost_connects_refused_total{reason="open_files"}')
 dead0=$(metric 1 'bifrost_cluster_members{state="dead"}')
 t0=$(now_ns)
 kill -KILL "${node_pid[$nodes]}"
@@ -283,6 +302,7 @@ for j in $(seq $((nodes - 1))); do
 done
 ho1=$(survivors 'bifrost_cluster_handovers_total{outcome="lost"}')
 to1=$(survivors bifrost_cluster_route_ack_timeouts_total)
+rf1=$(survivors 'bifrost_connects_refused_total{reason="open_files"}')
 ms() { [ -n "$1" ] && echo "$((($1 - t0) / 1000000)) ms" || echo "not within 120 s"; }
 echo
 echo "## kill -9 of n$nodes with $per_node clients"
@@ -292,6 +312,7 @@ echo "|---|---|"
 echo "| n1's memberlist marks n$nodes dead | $(ms "$t_dead") |"
 echo "| n$nodes's routes gone from n1 | $(ms "$t_routes") |"
 echo "| its clients, reconnecting at once (${MOVE_CONC:-all} per survivor in flight) to n1..n$((nodes - 1)), connected and subscribed | $(ms "$last") ($moved connected, $failed failed; the tool waits 10 s at most for each CONNACK and SUBACK) |"
+echo "| refused at once by survivors at their open-file cap | $((rf1 - rf0)) |"
 echo "| their sessions | $((ho1 - ho0)) lost (handed over from a dead node: none can be) |"
 echo "| SUBACKs released by the 10 s bound instead of every live peer's ack | $((to1 - to0)) |"
 echo
