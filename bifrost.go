@@ -16,7 +16,7 @@ import (
 
 	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
-	"github.com/bifrost-mqtt/bifrost/internal/cluster"
+	"github.com/bifrost-mqtt/bifrost/internal/clusterlink"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/logging"
 	"github.com/bifrost-mqtt/bifrost/internal/memory"
@@ -48,7 +48,7 @@ type Broker struct {
 	closed  bool
 	http    *metrics.Server // nil before Start and when http.address is off
 	mqtt    *broker.Broker
-	cluster *cluster.Cluster              // nil without a cluster block (cluster.go)
+	cluster clusterlink.Node              // nil without a cluster block (cluster.go)
 	store   store.Store                   // nil before Start and when store.dir is off
 	memory  *memory.Policy                // nil before Start
 	policy  atomic.Pointer[memory.Policy] // memory, for the connection paths without b.mu
@@ -99,20 +99,14 @@ func New(cfg *Config, opts ...Option) (*Broker, error) {
 	}
 	bo := broker.Options{Config: cfg, Logger: b.log, Metrics: b.metrics, Go: b.routines.start,
 		Pressure: b.pressure, Security: sec, Listeners: own}
-	if b.cluster != nil { // a nil *cluster.Cluster must not become a non-nil interface
+	if b.cluster != nil { // a nil Node must not become a non-nil interface
 		bo.Cluster = b.cluster
 	}
 	mqtt, err := broker.New(bo)
 	if err != nil {
 		return nil, fmt.Errorf("bifrost: %w", err)
 	}
-	if b.cluster != nil {
-		b.cluster.SetLocal(mqtt) // messages forwarded by the other nodes go to its subscribers
-	}
 	b.mqtt = mqtt
-	if b.cluster != nil {
-		b.cluster.SetHost(mqtt) // fences, hand-overs and the lease reach the broker
-	}
 	return b, nil
 }
 

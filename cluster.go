@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/bifrost-mqtt/bifrost/internal/cluster"
+	"github.com/bifrost-mqtt/bifrost/internal/clusterlink"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 )
 
 // The cluster's place in the server: with a cluster block the broker is one node of
-// several (internal/cluster), without one it starts no cluster goroutine, port or state.
-// The MQTT broker sees the cluster only through broker.Cluster; this file connects them.
+// several, without one it starts no cluster goroutine, port or state. The cluster's code
+// is linked only into programs that import github.com/bifrost-mqtt/bifrost/cluster
+// (internal/clusterlink says why); the MQTT broker sees it only through broker.Cluster.
 //
 // Order: the store opens first (the cluster's default directory is inside store.dir,
 // which the store wants to find empty or holding its own database), then the cluster
@@ -20,39 +21,30 @@ import (
 // other way: clients are disconnected, then the node leaves the cluster gracefully (the
 // leader removes it from Raft's configuration), then the store closes.
 
-// newCluster returns the cluster part for cfg, not started; nil without a cluster block.
-// It refuses gossip or rpc reachable from the network without a secret.
-func (b *Broker) newCluster(cfg *conf.Config) (*cluster.Cluster, error) {
+// newCluster returns the cluster node for cfg, not started; nil without a cluster block.
+// It refuses gossip or rpc reachable from the network without a secret, and a cluster
+// block in a program that links no cluster.
+func (b *Broker) newCluster(cfg *conf.Config) (clusterlink.Node, error) {
 	if cfg.Cluster == nil {
 		return nil, nil
 	}
 	if err := cfg.CheckClusterExposure(); err != nil {
 		return nil, fmt.Errorf("refusing to start:\n%w", err)
 	}
-	c, err := cluster.New(cluster.Options{Config: cfg.Cluster, Logger: b.log, Metrics: b.metrics, Go: b.routines.start,
+	return clusterlink.New(clusterlink.Env{Config: cfg, Logger: b.log, Metrics: b.metrics, Go: b.routines.start,
 		Load: func() float64 { return b.metrics.Load().Load }})
-	if err != nil {
-		return nil, err
-	}
-	b.metrics.SetNodes(c.Nodes) // /load shows the cluster
-	return c, nil
 }
 
-// startCluster starts the cluster part, if any: membership, the rpc port, Raft.
+// startCluster starts the cluster node, if any: membership, the rpc port, Raft.
 func (b *Broker) startCluster(ctx context.Context) error {
 	if b.cluster == nil {
 		return nil
 	}
-	b.cluster.SetRetainedStore(b.mqtt) // the replicated retained set drives the broker's
 	var sys time.Duration
 	if iv := b.cfg.SysInterval; iv != nil {
 		sys = time.Duration(*iv)
 	}
-	b.cluster.SetSys(sys, func() cluster.Figures {
-		f := b.mqtt.Figures()
-		return cluster.Figures{ClientsConnected: f.ClientsConnected, ClientsTotal: f.ClientsTotal,
-			Subscriptions: f.Subscriptions, Received: f.Received, Sent: f.Sent}
-	}, func(topic, value string) { _ = b.mqtt.Publish(topic, []byte(value), 0, true) })
+	b.cluster.Attach(b.mqtt, sys)
 	return b.cluster.Start(ctx)
 }
 
@@ -64,7 +56,7 @@ func (b *Broker) advertiseMQTT() {
 	}
 	for _, l := range b.mqtt.Listeners() {
 		if l.Type() == conf.ListenerTCP {
-			b.cluster.SetMQTTAddr(l.Addr().String())
+			b.cluster.Advertise(l.Addr().String())
 			return
 		}
 	}

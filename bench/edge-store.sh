@@ -11,7 +11,8 @@
 # DURATION (60, seconds of traffic); PAIRS (10) and RATE (10, messages per second per
 # publisher); CONNS (1000, idle connections); SYNC (always); STORE (on; off runs the
 # broker without a store, for comparison); MEMTABLE_SIZE and CACHE_SIZE (the edge
-# profile's unless set); GO_BUILD_ENV (CGO_ENABLED=0, as a release build); EXTRA_YAML,
+# profile's unless set); GO_BUILD_ENV (CGO_ENABLED=0, as a release build); TAGS (the
+# build tags: bifrost_nocluster, the edge build; TAGS= for the default build); EXTRA_YAML,
 # more config appended to the broker's file. The
 # samples and reports are kept in bench/results/ (gitignored). Every process this script
 # starts is stopped by pid on the way out, whatever happens.
@@ -26,6 +27,7 @@ rate=${RATE:-10}
 conns=${CONNS:-1000}
 sync=${SYNC:-always}
 build_env=${GO_BUILD_ENV:-CGO_ENABLED=0}
+tags=${TAGS-bifrost_nocluster}
 work=$(mktemp -d)
 store_dir=$work/data
 if [ "${STORE:-on}" = off ]; then
@@ -60,8 +62,8 @@ trap 'exit 130' INT TERM
 
 log() { printf '%s\n' "$*" >&2; }
 
-log "building bifrost ($build_env) and bifrost-bench"
-env $build_env go build -o "$work/bifrost" ./cmd/bifrost
+log "building bifrost ($build_env, tags '$tags') and bifrost-bench"
+env $build_env go build -tags "$tags" -o "$work/bifrost" ./cmd/bifrost
 go build -o "$work/bifrost-bench" ./cmd/bifrost-bench
 
 cat >"$work/bifrost.yaml" <<EOF
@@ -134,7 +136,7 @@ stats() { # from to: VmRSS, RssAnon and RssFile over the samples in [from, to)
 	echo "VmRSS $(stat "$1" "$2" 2), RssAnon $(stat "$1" "$2" 3), RssFile $(stat "$1" "$2" 4) MiB (min / median / max)"
 }
 {
-	echo "edge profile, store ${STORE:-on} (sync $sync, $build_env), $conns idle connections, $pairs x $rate msgs/s QoS 1 to persistent subscribers for ${duration}s"
+	echo "edge profile, store ${STORE:-on} (sync $sync, $build_env, tags '$tags'), $conns idle connections, $pairs x $rate msgs/s QoS 1 to persistent subscribers for ${duration}s"
 	echo "before connections:   $(stats 0 "$idle_start")"
 	echo "idle connections:     $(stats $((idle_start + 10)) "$traffic_start")"
 	echo "traffic (after 10s):  $(stats $((traffic_start + 10)) "$traffic_end")"

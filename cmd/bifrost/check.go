@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/bifrost-mqtt/bifrost/internal/clusterlink"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 )
 
@@ -18,8 +19,13 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "bifrost check-config: -c FILE is required")
 		return 2
 	}
-	if _, err := conf.Load(path); err != nil {
+	cfg, err := conf.Load(path)
+	if err != nil {
 		fmt.Fprintln(stderr, err) // conf.Errors prints one problem per line
+		return 1
+	}
+	if cfg.Cluster != nil && !clusterlink.Linked() {
+		fmt.Fprintf(stderr, "%s: cluster: %v\n", path, clusterlink.ErrNotLinked)
 		return 1
 	}
 	fmt.Fprintf(stdout, "%s: ok\n", path)

@@ -23,3 +23,25 @@ func TestNoLoadTool(t *testing.T) {
 		}
 	}
 }
+
+// TestLinksCluster: the broker binary runs configs with a cluster block, so it links the
+// cluster; the edge build (-tags bifrost_nocluster) does not, and neither does package
+// bifrost alone (TestEmbeddingLinksNoCluster in the root).
+func TestLinksCluster(t *testing.T) {
+	gocmd := testenv.Command(t, "go", "the Go toolchain")
+	for _, tc := range []struct {
+		tags string
+		want bool
+	}{{"", true}, {"bifrost_nocluster", false}} {
+		out, err := exec.Command(gocmd, "list", "-tags", tc.tags, "-deps", "github.com/bifrost-mqtt/bifrost/cmd/bifrost").Output()
+		testenv.Need(t, err == nil, fmt.Sprintf("a working go list of the broker's packages (%v)", err))
+		got := false
+		for _, pkg := range strings.Fields(string(out)) {
+			got = got || pkg == "github.com/bifrost-mqtt/bifrost/internal/cluster" ||
+				strings.HasPrefix(pkg, "github.com/hashicorp/") || strings.HasPrefix(pkg, "google.golang.org/grpc")
+		}
+		if got != tc.want {
+			t.Errorf("-tags %q: the broker links the cluster: %v, want %v", tc.tags, got, tc.want)
+		}
+	}
+}

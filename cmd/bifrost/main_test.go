@@ -19,7 +19,7 @@ import (
 )
 
 // binary is the bifrost command, built once.
-var binary = &testenv.Binary{Pkg: ".", Flags: []string{"-ldflags", "-X main.version=" + testVersion}}
+var binary = &testenv.Binary{Pkg: ".", Flags: []string{"-tags", brokerTags, "-ldflags", "-X main.version=" + testVersion}}
 
 const testVersion = "v0.0.0-test"
 
@@ -70,6 +70,28 @@ func TestCheckConfigCluster(t *testing.T) {
 		!strings.HasPrefix(lines[0], path+":3: cluster.dir: required when store.dir is off") ||
 		!strings.HasPrefix(lines[1], path+":5: cluster.seeds[0]: ") {
 		t.Fatalf("exit %d; stderr does not name each cluster field on its own line:\n%s", code, stderr)
+	}
+}
+
+// TestClusterLinked: a valid cluster block is accepted by a build that links the cluster;
+// the edge build (-tags bifrost_nocluster) refuses it, in check-config and at start, and
+// says what to import.
+func TestClusterLinked(t *testing.T) {
+	dir := t.TempDir()
+	path := writeFile(t, "cluster.yaml", "store:\n  dir: \"off\"\nlisteners:\n  - type: tcp\n    address: 127.0.0.1:0\nhttp:\n  address: \"off\"\ncluster:\n  node_name: n1\n  bind: 127.0.0.1:0\n  rpc: 127.0.0.1:0\n  bootstrap_expect: 1\n  dir: "+dir+"\n")
+	code, stdout, stderr := runBinary(t, "check-config", "-c", path)
+	if clusterLinked {
+		if code != 0 || stdout != path+": ok\n" {
+			t.Fatalf("check-config: exit %d, stdout %q, stderr %q; want ok", code, stdout, stderr)
+		}
+		return
+	}
+	const want = `links no cluster: import _ "github.com/bifrost-mqtt/bifrost/cluster"`
+	if code != 1 || !strings.Contains(stderr, path+": cluster: ") || !strings.Contains(stderr, want) {
+		t.Fatalf("check-config: exit %d, stderr %q; want 1 and %q", code, stderr, want)
+	}
+	if code, _, stderr := runBinary(t, "-c", path); code != 1 || !strings.Contains(stderr, want) {
+		t.Fatalf("serve: exit %d, stderr %q; want 1 and %q", code, stderr, want)
 	}
 }
 

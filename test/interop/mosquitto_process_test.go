@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -25,8 +26,9 @@ import (
 // number the kernel has already given to a new connection. A broker that starts no child
 // processes never meets this; TestMosquittoChildProcessFDs keeps the embedded case covered.
 
-// mqBinary is cmd/bifrost, built once per test binary with its engine's tags.
-var mqBinary = &testenv.Binary{Pkg: "github.com/bifrost-mqtt/bifrost/cmd/bifrost", Flags: []string{"-tags", brokerTags}}
+// mqBinary is cmd/bifrost, built once per test binary with its engine's and cluster's tags.
+var mqBinary = &testenv.Binary{Pkg: "github.com/bifrost-mqtt/bifrost/cmd/bifrost",
+	Flags: []string{"-tags", strings.Trim(brokerTags+","+clusterTags, ",")}}
 
 func TestMain(m *testing.M) {
 	code := m.Run()

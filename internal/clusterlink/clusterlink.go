@@ -1,0 +1,65 @@
+// Package clusterlink connects package bifrost to a cluster without linking one: the
+// cluster's code (memberlist, Raft, gRPC and what they bring) is linked only into
+// programs that import github.com/bifrost-mqtt/bifrost/cluster, which registers itself
+// here. cmd/bifrost imports it; an embedder that runs a single node does not pay for it
+// (docs/edge.md: 12 MB of binary, about 2.5 MiB of resident memory under the edge load).
+package clusterlink
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/bifrost-mqtt/bifrost/internal/broker"
+	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/metrics"
+)
+
+// Env is what the server gives a cluster node it makes.
+type Env struct {
+	Config  *conf.Config // with its defaults filled in and validated; Config.Cluster is set
+	Logger  *slog.Logger
+	Metrics *metrics.Registry
+	// Go runs fn on a goroutine of the server's, which Close waits for; false once the
+	// server is closing.
+	Go func(name string, fn func(ctx context.Context)) bool
+	// Load is this node's load figure (metrics.Load).
+	Load func() float64
+}
+
+// A Node is one cluster node as the server drives it: made before the broker (which
+// asks it as broker.Cluster), attached to the broker, started before the MQTT
+// listeners, told their address, closed after the broker.
+type Node interface {
+	broker.Cluster
+	http.Handler // GET /cluster
+	// Attach connects the node to the broker on its node, before Start; sys is the
+	// $SYS interval (0: off).
+	Attach(mqtt *broker.Broker, sys time.Duration)
+	Start(ctx context.Context) error
+	// Advertise sets the MQTT address other nodes send redirected clients to.
+	Advertise(mqttAddr string)
+	Close() error
+}
+
+// ErrNotLinked is New's error when no cluster package is linked into the program.
+var ErrNotLinked = errors.New(`the config has a cluster block, and this program links no cluster: ` +
+	`import _ "github.com/bifrost-mqtt/bifrost/cluster" (cmd/bifrost does, unless built with -tags bifrost_nocluster)`)
+
+var factory func(Env) (Node, error)
+
+// Register makes New use f. The cluster package calls it from its init.
+func Register(f func(Env) (Node, error)) { factory = f }
+
+// Linked reports whether a cluster package is linked into the program.
+func Linked() bool { return factory != nil }
+
+// New makes the node for env, not started.
+func New(env Env) (Node, error) {
+	if factory == nil {
+		return nil, ErrNotLinked
+	}
+	return factory(env)
+}
