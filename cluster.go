@@ -43,7 +43,8 @@ func (b *Broker) startCluster(ctx context.Context) error {
 	if b.cluster == nil {
 		return nil
 	}
-	b.cluster.SetRetainedStore(b.mqtt) // the replicated retained set drives the broker's
+	b.cluster.SetRetainedStore(b.mqtt)                                      // the replicated retained set drives the broker's
+	b.cluster.SetAuthHost(&clusterAuth{b: b, warned: map[[2]string]bool{}}) // and the auth files, its auth
 	var sys time.Duration
 	if iv := b.cfg.SysInterval; iv != nil {
 		sys = time.Duration(*iv)
@@ -53,7 +54,11 @@ func (b *Broker) startCluster(ctx context.Context) error {
 		return cluster.Figures{ClientsConnected: f.ClientsConnected, ClientsTotal: f.ClientsTotal,
 			Subscriptions: f.Subscriptions, Received: f.Received, Sent: f.Sent}
 	}, func(topic, value string) { _ = b.mqtt.Publish(topic, []byte(value), 0, true) })
-	return b.cluster.Start(ctx)
+	if err := b.cluster.Start(ctx); err != nil {
+		return err
+	}
+	b.routines.start("cluster auth seed", b.seedAuth)
+	return nil
 }
 
 // advertiseMQTT tells the other nodes the MQTT address clients redirected here use: the
