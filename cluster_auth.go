@@ -2,11 +2,13 @@ package bifrost
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/auth"
+	"github.com/bifrost-mqtt/bifrost/internal/cluster"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 )
 
@@ -22,7 +24,9 @@ import (
 //
 // Until the seed is done, the node does not know the cluster's files: CONNECTs wait for
 // it (authGate), and after authGateWait are refused with Server unavailable rather than
-// judged by files the cluster may have replaced.
+// judged by files the cluster may have replaced. While a member runs a build that cannot
+// apply auth entries (a rolling upgrade), the seed cannot be written: the node then opens
+// the gate on its own files, as every node did before, and keeps trying.
 
 // Timings of the auth files on a cluster node.
 const (
@@ -85,6 +89,12 @@ func (b *Broker) seedAuth(ctx context.Context) {
 		if err == nil {
 			break
 		}
+		if errors.Is(err, cluster.ErrOldMembers) && !b.gate.isOpen() {
+			// A rolling upgrade: the older members enforce their own files, and so does
+			// this node until every member can apply the cluster's.
+			b.gate.open()
+			b.log.Warn("cluster: enforcing this node's own auth files until every member can apply the cluster's", "err", err)
+		}
 		b.log.Warn("cluster: auth files not synchronised with the cluster yet; retrying", "err", err)
 		select {
 		case <-ctx.Done():
@@ -104,9 +114,7 @@ func (b *Broker) seedAuth(ctx context.Context) {
 				"block", auth.BlockName(f.Block), "kind", f.Kind.String(), "local_digest", mine.Short(), "cluster_digest", cl.Short())
 		}
 	}
-	if b.gate != nil {
-		b.gate.open()
-	}
+	b.gate.open()
 	b.log.Info("cluster: auth files synchronised with the cluster", "digest", auth.Digest(b.auth.Sums()))
 }
 
@@ -144,9 +152,17 @@ func newAuthGate(set *auth.Set) *authGate {
 	return &authGate{set: set, opened: make(chan struct{})}
 }
 
-func (g *authGate) open() { g.once.Do(func() { close(g.opened) }) }
+// open opens the gate; a nil gate (an embedder's Authenticator decides) is always open.
+func (g *authGate) open() {
+	if g != nil {
+		g.once.Do(func() { close(g.opened) })
+	}
+}
 
 func (g *authGate) isOpen() bool {
+	if g == nil {
+		return true
+	}
 	select {
 	case <-g.opened:
 		return true

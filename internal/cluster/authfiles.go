@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -21,6 +22,10 @@ import (
 
 // authProtocol is the protocolVersion a member needs to apply an auth entry.
 const authProtocol = 2
+
+// ErrOldMembers refuses an auth proposal while a member runs a build that could not apply
+// it (a rolling upgrade): each node enforces its own files meanwhile.
+var ErrOldMembers = errors.New("cluster: a member's build cannot apply auth files")
 
 // An AuthHost is the node's auth state, which the replicated files drive.
 type AuthHost interface {
@@ -49,14 +54,14 @@ func (c *Cluster) SetAuthHost(h AuthHost) { c.authf.host = h }
 // authChanged runs on Raft's FSM goroutine after each applied entry and restore: it puts
 // the files the log holds in force when they changed.
 func (c *Cluster) authChanged() {
-	files, index := c.fsm.AuthFiles()
 	a := &c.authf
 	a.mu.Lock()
-	same := index == a.inForce
+	same := c.fsm.authIndex() == a.inForce
 	a.mu.Unlock()
 	if same {
 		return
 	}
+	files, index := c.fsm.AuthFiles()
 	if a.host != nil {
 		a.host.UseAuthFiles(files, index)
 	}
@@ -146,8 +151,8 @@ func (c *Cluster) SeedAuth(ctx context.Context, files []auth.File) error {
 func (c *Cluster) applyAuth(ctx context.Context, cmd authFiles) error {
 	for _, m := range c.Members() {
 		if m.State == "alive" && m.MetaErr == nil && m.Meta.Protocol < authProtocol {
-			return fmt.Errorf("cluster: member %s runs protocol %d, which cannot apply auth files (needs %d); upgrade it first",
-				m.Name, m.Meta.Protocol, authProtocol)
+			return fmt.Errorf("%w: %s runs protocol %d, auth files need %d; upgrade it first",
+				ErrOldMembers, m.Name, m.Meta.Protocol, authProtocol)
 		}
 	}
 	res, err := c.Apply(ctx, cmd)

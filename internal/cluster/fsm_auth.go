@@ -199,3 +199,11 @@ func (f *FSM) AuthFiles() ([]auth.File, uint64) {
 	defer f.mu.RUnlock()
 	return f.s.auth.list(), f.s.auth.index
 }
+
+// authIndex returns the index of the entry that last changed an auth file: a cheap check
+// after each applied entry, most of which are not auth entries.
+func (f *FSM) authIndex() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.s.auth.index
+}
