@@ -136,15 +136,30 @@ func (c *Cluster) ProposeAuth(ctx context.Context, files []auth.File) (int, erro
 
 // SeedAuth proposes files as the cluster's where it has none for their block and kind
 // (the first node's files become the cluster's), and returns once this node enforces
-// what the log then holds: the cluster's files where it had some.
+// what the log then holds: the cluster's files where it had some. Each file goes in an
+// entry of its own, so that no sum of sizes refuses a start; a file the cluster does not
+// replicate (too big) is left out and logged, and stays this node's alone.
 func (c *Cluster) SeedAuth(ctx context.Context, files []auth.File) error {
 	if c.fsm == nil {
 		return errClosed
 	}
-	if err := checkAuthFiles(files); err != nil {
-		return err
+	sent := false
+	for _, f := range files {
+		one := []auth.File{f}
+		if err := checkAuthFiles(one); err != nil {
+			c.log.Error("cluster: auth file not offered to the cluster; this node alone enforces it", "err", err)
+			continue
+		}
+		if err := c.applyAuth(ctx, authFiles{seed: true, files: one}); err != nil {
+			return err
+		}
+		sent = true
 	}
-	return c.applyAuth(ctx, authFiles{seed: true, files: files})
+	if sent {
+		return nil
+	}
+	// Nothing to offer: an empty seed still tells which files the cluster holds.
+	return c.applyAuth(ctx, authFiles{seed: true})
 }
 
 // applyAuth appends cmd to the log and waits until this node enforces the result.
