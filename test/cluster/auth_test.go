@@ -128,7 +128,8 @@ func pubCode(t *testing.T, c *mqtttest.Raw, topic string) packet.ReasonCode {
 // Each node has its own copy of the files; only n1's changes, and a SIGHUP of n1 alone
 // puts the change in force on every node: a new user connects to the others, and an ACL
 // rule revoked there denies SUBSCRIBE and PUBLISH (v5 0x87), on new connections and on
-// one open since before. A broken file reloaded changes nothing anywhere. A node
+// one open since before. A broken file, or one over the size bound, reloaded changes
+// nothing anywhere. A node
 // restarted, and one joining late, both with the stale files, enforce the cluster's.
 func TestAuthReplicated(t *testing.T) {
 	alicePW, err := auth.HashPassword([]byte("alice-pw"), 4)
@@ -176,6 +177,20 @@ func TestAuthReplicated(t *testing.T) {
 	})
 	if got := waitAuthAgree(t, c.nodes, ""); got != before {
 		t.Fatalf("a broken file reloaded on n2 changed the auth digest from %s to %s", before, got)
+	}
+
+	// A file over the size bound, valid as it is, is refused with a reason and changes
+	// nothing either.
+	big := oldACL + strings.Repeat("# a comment line to make the file big\n", 3<<20/38+1)
+	if err := os.WriteFile(aclPath(n2), []byte(big), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n2.signal(syscall.SIGHUP)
+	testenv.WaitFor(t, "n2 refusing its big ACL file", func() bool {
+		return strings.Contains(n2.logs(), "the ACL file of auth is") && strings.Contains(n2.logs(), "at most 3145728 (3 MiB) are replicated")
+	})
+	if got := waitAuthAgree(t, c.nodes, ""); got != before {
+		t.Fatalf("a file over the bound reloaded on n2 changed the auth digest from %s to %s", before, got)
 	}
 
 	// Only n1's files change; only n1 reloads.
