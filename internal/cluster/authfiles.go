@@ -162,8 +162,14 @@ func (c *Cluster) SeedAuth(ctx context.Context, files []auth.File) error {
 	return c.applyAuth(ctx, authFiles{seed: true})
 }
 
-// applyAuth appends cmd to the log and waits until this node enforces the result.
+// applyAuth appends cmd to the log and waits until this node enforces the result, up to
+// ctx's deadline (applyTimeout without one).
 func (c *Cluster) applyAuth(ctx context.Context, cmd authFiles) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, applyTimeout)
+		defer cancel()
+	}
 	for _, m := range c.Members() {
 		if m.State == "alive" && m.MetaErr == nil && m.Meta.Protocol < authProtocol {
 			return fmt.Errorf("%w: %s runs protocol %d, auth files need %d; upgrade it first",
