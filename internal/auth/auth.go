@@ -173,11 +173,14 @@ func load(c conf.Auth, key []byte, log *slog.Logger) (*state, error) {
 			data[k] = d
 		}
 	}
+	// A file that does not read leaves data nil: the other is still parsed, so that every
+	// problem is reported at once.
+	s := &state{c: c, anonymous: c.Anonymous(), key: key}
+	errs = append(errs, s.parse(data, "", log))
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	s := &state{c: c, anonymous: c.Anonymous(), key: key}
-	return s, s.parse(data, "", log)
+	return s, nil
 }
 
 // parse puts in s the contents of the files its block names that data holds (nil: keep

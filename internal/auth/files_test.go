@@ -124,3 +124,14 @@ func TestDigest(t *testing.T) {
 		t.Error("the digest does not tell the blocks apart")
 	}
 }
+
+// TestLoadReportsEveryFile: a password file that does not read and an ACL file that does
+// not parse are both reported by one load.
+func TestLoadReportsEveryFile(t *testing.T) {
+	dir := t.TempDir()
+	c := conf.Auth{PasswordFile: dir + "/missing", ACLFile: writeTemp(t, "acl", "topic nonsense word a/#\n")}
+	_, err := New(c, quiet)
+	if err == nil || !strings.Contains(err.Error(), "missing") || !strings.Contains(err.Error(), c.ACLFile+":1") {
+		t.Fatalf("New = %v; want both files' problems", err)
+	}
+}
