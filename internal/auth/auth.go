@@ -185,7 +185,7 @@ func load(c conf.Auth, key []byte, log *slog.Logger) (*state, error) {
 
 // parse puts in s the contents of the files its block names that data holds (nil: keep
 // what s has); from, when set, says where the contents came from for errors and logs.
-// On error s is partly changed: parse works on a copy.
+// On error s may be partly changed, so callers parse into a state not yet in force.
 func (s *state) parse(data [numKinds][]byte, from string, log *slog.Logger) error {
 	var errs []error
 	if p := s.c.PasswordFile; p != "" && data[KindPassword] != nil {
