@@ -56,6 +56,7 @@ type Broker struct {
 	routines routines
 
 	auth        *auth.Set // the configuration's auth blocks, for ReloadFiles
+	gate        *authGate // a cluster node's CONNECTs wait for the cluster's auth files; nil: none
 	hook        Authenticator
 	hookMethods []AuthMethod
 }

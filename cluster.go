@@ -45,7 +45,12 @@ func (b *Broker) startCluster(ctx context.Context) error {
 		sys = time.Duration(*iv)
 	}
 	b.cluster.Attach(b.mqtt, sys)
-	return b.cluster.Start(ctx)
+	b.cluster.SetAuthHost(&clusterAuth{b: b, warned: map[[2]string]bool{}}) // the auth files drive its auth (cluster_auth.go)
+	if err := b.cluster.Start(ctx); err != nil {
+		return err
+	}
+	b.routines.start("cluster auth seed", b.seedAuth)
+	return nil
 }
 
 // advertiseMQTT tells the other nodes the MQTT address clients redirected here use: the

@@ -68,6 +68,10 @@ func (b *Broker) security() (broker.Security, map[string]broker.Security, error)
 	}
 	b.auth = set
 	top := broker.Security{Authenticator: set, Methods: set.Methods(), Authorizer: set.For("")}
+	if cfg.Cluster != nil && b.hook == nil { // cluster_auth.go
+		b.gate = newAuthGate(set)
+		top.Authenticator, top.Methods = b.gate, b.gate.methods(top.Methods)
+	}
 	if b.hook != nil {
 		top.Authenticator, top.Methods, top.Remote = b.hook, b.hookMethods, true
 	}
@@ -83,12 +87,21 @@ func (b *Broker) security() (broker.Security, map[string]broker.Security, error)
 }
 
 // ReloadFiles re-reads what the configuration names and the broker may change live: the
-// password and ACL files, and the TLS certificates. Clients connected keep their session;
-// subscriptions judged under the old ACL have their deliveries checked under the new one.
+// password and ACL files, and the TLS certificates. On a cluster node the password and
+// ACL files are proposed to the cluster, and every node puts them in force. Clients
+// connected keep their session; subscriptions judged under the old ACL have their
+// deliveries checked under the new one.
 // What fails to load keeps its previous state; the errors come back together.
 func (b *Broker) ReloadFiles() error {
 	var errs []error
-	if b.auth != nil {
+	switch {
+	case b.auth != nil && b.cluster != nil:
+		// The cluster's log decides (cluster_auth.go); each node, this one included, puts
+		// the files in force as it applies them.
+		if err := b.reloadClusterAuth(); err != nil {
+			errs = append(errs, err)
+		}
+	case b.auth != nil:
 		if err := b.auth.Reload(); err != nil {
 			errs = append(errs, err)
 		} else {

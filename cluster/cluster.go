@@ -7,8 +7,12 @@
 package cluster
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"time"
 
+	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
 	engine "github.com/bifrost-mqtt/bifrost/internal/cluster"
 	"github.com/bifrost-mqtt/bifrost/internal/clusterlink"
@@ -45,3 +49,15 @@ func (n node) Attach(mqtt *broker.Broker, sys time.Duration) {
 
 // Advertise sets the MQTT address other nodes redirect clients to.
 func (n node) Advertise(mqttAddr string) { n.SetMQTTAddr(mqttAddr) }
+
+// SetAuthHost makes h the auth state the replicated files drive.
+func (n node) SetAuthHost(h clusterlink.AuthHost) { n.Cluster.SetAuthHost(h) }
+
+// SeedAuth is the engine's, with its rolling-upgrade refusal as clusterlink's.
+func (n node) SeedAuth(ctx context.Context, files []auth.File) error {
+	err := n.Cluster.SeedAuth(ctx, files)
+	if errors.Is(err, engine.ErrOldMembers) {
+		return fmt.Errorf("%w: %w", clusterlink.ErrOldMembers, err)
+	}
+	return err
+}

@@ -3,7 +3,6 @@ package auth
 import (
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"unicode/utf8"
 )
@@ -66,15 +65,6 @@ const (
 	levUser              // %u, pattern rules only
 	levClient            // %c, pattern rules only
 )
-
-// loadACL reads and parses the ACL file at path.
-func loadACL(path string, log *slog.Logger) (*acl, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("auth: ACL file: %w", err)
-	}
-	return parseACL(path, data, log)
-}
 
 // parseACL parses an ACL file's contents; name labels errors and warnings.
 func parseACL(name string, data []byte, log *slog.Logger) (*acl, error) {

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"crypto/sha256"
 	"errors"
 	"log/slog"
 	"sync"
@@ -111,6 +112,9 @@ type state struct {
 	acl       *acl       // nil: no ACL file, everything allowed
 	cache     *cache     // nil: no password file, or the cache is off
 	key       []byte     // the Auth's key
+	// sums are the SHA-256 of the password and ACL file contents in force, by FileKind
+	// (files.go); zero for a file the block does not name.
+	sums [numKinds][sha256.Size]byte
 }
 
 // New builds the configured authenticator/authorizer set from c: anonymous access allowed
@@ -160,33 +164,70 @@ func (a *Auth) apply(c conf.Auth) error {
 
 // load reads the files c names into a new state.
 func load(c conf.Auth, key []byte, log *slog.Logger) (*state, error) {
-	s := &state{c: c, anonymous: c.Anonymous(), key: key}
+	var data [numKinds][]byte
 	var errs []error
-	if c.PasswordFile != "" {
-		u, err := loadPasswords(c.PasswordFile)
-		if err != nil {
+	for k := range numKinds {
+		if path := k.path(c); path != "" {
+			d, err := readFile(k.String(), path)
 			errs = append(errs, err)
-		} else {
-			s.users = u
-			log.Info("auth: password file loaded", "file", c.PasswordFile, "users", len(u.byName))
-			if n := cacheSize(c); n > 0 {
-				s.cache = newCache(n, cacheTTL(c))
-			}
+			data[k] = d
 		}
 	}
-	if c.ACLFile != "" {
-		l, err := loadACL(c.ACLFile, log)
-		if err != nil {
-			errs = append(errs, err)
-		} else {
-			s.acl = l
-			log.Info("auth: ACL file loaded", "file", c.ACLFile, "rules", l.rules)
-		}
-	}
+	// A file that does not read leaves data nil: the other is still parsed, so that every
+	// problem is reported at once.
+	s := &state{c: c, anonymous: c.Anonymous(), key: key}
+	errs = append(errs, s.parse(data, "", log))
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// parse puts in s the contents of the files its block names that data holds (nil: keep
+// what s has); from, when set, says where the contents came from for errors and logs.
+// On error s may be partly changed, so callers parse into a state not yet in force.
+func (s *state) parse(data [numKinds][]byte, from string, log *slog.Logger) error {
+	var errs []error
+	if p := s.c.PasswordFile; p != "" && data[KindPassword] != nil {
+		u, err := parsePasswords(label(p, from), data[KindPassword])
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			s.users, s.cache = u, nil
+			s.sums[KindPassword] = sha256.Sum256(data[KindPassword])
+			log.Info("auth: password file loaded", "file", p, "from", fromOrFile(from), "users", len(u.byName))
+			if n := cacheSize(s.c); n > 0 {
+				s.cache = newCache(n, cacheTTL(s.c))
+			}
+		}
+	}
+	if p := s.c.ACLFile; p != "" && data[KindACL] != nil {
+		l, err := parseACL(label(p, from), data[KindACL], log)
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			s.acl = l
+			s.sums[KindACL] = sha256.Sum256(data[KindACL])
+			log.Info("auth: ACL file loaded", "file", p, "from", fromOrFile(from), "rules", l.rules)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// label names a file's contents in errors: its path, and where they came from if not
+// from it.
+func label(path, from string) string {
+	if from == "" {
+		return path
+	}
+	return path + " (" + from + ")"
+}
+
+func fromOrFile(from string) string {
+	if from == "" {
+		return "file"
+	}
+	return from
 }
 
 // Defaults of the login cache for a block that did not go through conf.EnsureDefaults.

@@ -25,14 +25,19 @@ type passwords struct {
 	scramIter int        // the most common SCRAM iteration count: shown for unknown users
 }
 
-// loadPasswords reads and decodes the password file at path.
-func loadPasswords(path string) (*passwords, error) {
+// readFile reads a password or ACL file; what names the kind in the error.
+func readFile(what, path string) ([]byte, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("auth: password file: %w", err)
+		return nil, fmt.Errorf("auth: %s: %w", what, err)
 	}
+	return data, nil
+}
+
+// parsePasswords decodes a password file's contents; name labels errors.
+func parsePasswords(name string, data []byte) (*passwords, error) {
 	p := &passwords{byName: map[string]credential{}}
-	fe := fileErrors{file: path}
+	fe := fileErrors{file: name}
 	first := map[string]int{}
 	sigs := map[uint64]int{}
 	eachLine(data, func(n int, line string) {

@@ -128,3 +128,12 @@ func TestPasswordFileEdit(t *testing.T) {
 		t.Errorf("replacing a $6$ line: %v\n%s", err, old.Bytes())
 	}
 }
+
+// loadPasswords reads and decodes the password file at path.
+func loadPasswords(path string) (*passwords, error) {
+	data, err := readFile("password file", path)
+	if err != nil {
+		return nil, err
+	}
+	return parsePasswords(path, data)
+}

@@ -103,6 +103,7 @@ type Cluster struct {
 	ret      retainer      // retained.go: retained changes on their way to the log
 	retStore RetainedStore // the broker's retained index; nil: none (tests)
 	sys      sysHooks      // sys.go: $SYS totals
+	authf    authSync      // authfiles.go: the auth files in force
 
 	mqttAddr     atomic.Pointer[string]
 	redirectTo   atomic.Pointer[string] // where new MQTT 5 clients go; "" here (load.go)
@@ -202,7 +203,8 @@ func (c *Cluster) start(ctx context.Context) error {
 		return err
 	}
 	// The metadata must fit memberlist's limit with any MQTT address SetMQTTAddr may set.
-	if n := len(appendMeta(nil, Meta{RPC: c.rpcAddr, MQTT: strings.Repeat("m", maxMQTTAddr), ClusterID: newClusterID(), Load: 1})); n > memberlist.MetaMaxSize {
+	if n := len(appendMeta(nil, Meta{RPC: c.rpcAddr, MQTT: strings.Repeat("m", maxMQTTAddr), ClusterID: newClusterID(), Load: 1,
+		AuthDigest: strings.Repeat("d", authDigestLen)})); n > memberlist.MetaMaxSize {
 		_ = ln.Close()
 		return fmt.Errorf("cluster: the advertised addresses take %d bytes of gossip metadata; at most %d fit", n, memberlist.MetaMaxSize)
 	}
@@ -261,6 +263,9 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	if c.metrics != nil {
 		if err := c.metrics.Register(retainedCollector{c}); err != nil {
+			return err
+		}
+		if err := c.metrics.Register(authCollector{c}); err != nil {
 			return err
 		}
 	}
@@ -357,8 +362,9 @@ func (c *Cluster) ClusterID() string {
 }
 
 // stateChanged runs on Raft's FSM goroutine after each applied command and restore: it
-// keeps a new cluster id in the data directory.
+// puts changed auth files in force and keeps a new cluster id in the data directory.
 func (c *Cluster) stateChanged() {
+	c.authChanged()
 	id := c.fsm.ClusterID()
 	if id == "" || id == *c.fileID.Load() {
 		return
@@ -382,7 +388,7 @@ func (c *Cluster) hasState() bool {
 // localMeta is this node's metadata now.
 func (c *Cluster) localMeta() Meta {
 	return Meta{Protocol: protocolVersion, HasState: c.hasState(), Leaving: c.leaving.Load(), RPC: c.rpcAddr,
-		MQTT: c.MQTTAddr(), ClusterID: c.ClusterID(), Load: c.load()}
+		MQTT: c.MQTTAddr(), ClusterID: c.ClusterID(), Load: c.load(), AuthDigest: c.authDigest()}
 }
 
 func (c *Cluster) signal() {
@@ -438,7 +444,7 @@ func (c *Cluster) publishMeta() Meta {
 	m := c.localMeta()
 	p := c.published
 	if m.HasState == p.HasState && m.Leaving == p.Leaving && m.MQTT == p.MQTT && m.ClusterID == p.ClusterID &&
-		m.Load > p.Load-loadStep && m.Load < p.Load+loadStep {
+		m.AuthDigest == p.AuthDigest && m.Load > p.Load-loadStep && m.Load < p.Load+loadStep {
 		return m
 	}
 	if err := c.ms.update(updateWait); err != nil {

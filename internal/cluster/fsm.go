@@ -30,6 +30,7 @@ const (
 	kindIdentity kind = 1 // identity.go: the cluster id, chosen once
 	// 2, 3: owner_fsm.go
 	// 4: fsm_retained.go
+	// 5: fsm_auth.go
 )
 
 // A command is one change of the replicated state.
@@ -50,6 +51,7 @@ var commands = map[kind]func(r *reader) command{
 	kindClaim:    decodeClaims,
 	kindRelease:  decodeReleases,
 	kindRetain:   decodeRetains,
+	kindAuth:     decodeAuthFiles,
 }
 
 // state is the replicated state: every field is changed by commands only.
@@ -57,6 +59,7 @@ type state struct {
 	clusterID string      // identity.go; "" until the first identity entry
 	owners    owners      // owner_fsm.go: client-id ownership
 	ret       retainedSet // fsm_retained.go: retained messages
+	auth      authSet     // fsm_auth.go: auth file contents
 }
 
 // A part is one piece of state with its own section in a snapshot. Adding state for a new
@@ -75,6 +78,7 @@ var parts = []part{
 	{section: 1, capture: captureIdentity, restore: restoreIdentity},
 	{section: 2, capture: captureOwners, restore: restoreOwners},
 	{section: 3, capture: captureRetained, restore: restoreRetained},
+	{section: 4, capture: captureAuth, restore: restoreAuth},
 }
 
 // snapshotVersion is the first byte of every snapshot this build writes.

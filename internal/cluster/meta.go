@@ -7,8 +7,8 @@ import (
 
 // protocolVersion is what this build speaks to other nodes: its gRPC service, its Raft
 // commands. A command or call that needs a newer one is used only once every member
-// advertises it.
-const protocolVersion = 1
+// advertises it. 2: auth files (fsm_auth.go).
+const protocolVersion = 2
 
 // metaVersion is the first byte of the metadata encoding. Fields are appended, never
 // reordered, so a node reads a newer node's metadata up to what it knows and ignores the
@@ -26,14 +26,20 @@ type Meta struct {
 	MQTT      string  // its MQTT address, for clients redirected there
 	ClusterID string  // its cluster's id; "" until known
 	Load      float64 // its load figure, 0 to 1 (metrics.Load), in steps of 1/10000
+	// AuthDigest is auth.Digest of the auth files the node enforces; "" for none.
+	AuthDigest string
 }
+
+// authDigestLen is the length of an auth.Digest.
+const authDigestLen = 16
 
 const (
 	flagHasState = 1 << iota
 	flagLeaving
 )
 
-// appendMeta encodes m: [version][protocol][flags][rpc][mqtt][cluster id][load×10000].
+// appendMeta encodes m: [version][protocol][flags][rpc][mqtt][cluster id][load×10000]
+// [auth digest].
 func appendMeta(b []byte, m Meta) []byte {
 	var flags byte
 	if m.HasState {
@@ -46,7 +52,8 @@ func appendMeta(b []byte, m Meta) []byte {
 	b = appendString(b, m.RPC)
 	b = appendString(b, m.MQTT)
 	b = appendString(b, m.ClusterID)
-	return appendUvarint(b, uint64(math.Round(min(max(m.Load, 0), 1)*10000)))
+	b = appendUvarint(b, uint64(math.Round(min(max(m.Load, 0), 1)*10000)))
+	return appendString(b, m.AuthDigest)
 }
 
 // decodeMeta reads another node's metadata, ignoring fields appended by newer versions.
@@ -63,6 +70,9 @@ func decodeMeta(data []byte) (Meta, error) {
 	m.MQTT = r.string()
 	m.ClusterID = r.string()
 	m.Load = float64(r.uvarint()) / 10000
+	if len(r.b) > 0 { // appended by protocol 2
+		m.AuthDigest = r.string()
+	}
 	if r.err != nil {
 		return Meta{}, fmt.Errorf("cluster: node metadata: %w", r.err)
 	}

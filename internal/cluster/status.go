@@ -21,6 +21,16 @@ type Status struct {
 	LastIndex   uint64         `json:"last_index"`
 	CommitIndex uint64         `json:"commit_index"`
 	Members     []MemberStatus `json:"members"`
+	Auth        AuthStatus     `json:"auth"`
+}
+
+// AuthStatus is which auth files are in force: the digest (auth.Digest) of what this node
+// enforces and of what the Raft log holds. Every node of a cluster in agreement shows the
+// same, and each member's auth_digest is its in_force.
+type AuthStatus struct {
+	InForce    string `json:"in_force"`
+	Replicated string `json:"replicated"`
+	Index      uint64 `json:"index"` // the log index of the replicated files; 0: none yet
 }
 
 // MemberStatus is one member: every node gossip knows, and every server of the Raft
@@ -37,6 +47,8 @@ type MemberStatus struct {
 	MQTT      string  `json:"mqtt,omitempty"`
 	ClusterID string  `json:"cluster_id,omitempty"`
 	Load      float64 `json:"load"`
+	// AuthDigest is the digest of the auth files the member enforces, as it gossips it.
+	AuthDigest string `json:"auth_digest,omitempty"`
 }
 
 // Status returns this node's view of the cluster.
@@ -49,6 +61,8 @@ func (c *Cluster) Status() Status {
 	s.Leader, _ = c.Leader()
 	s.Formed = c.isFormed()
 	s.Term, s.LastIndex, s.CommitIndex = c.raft.CurrentTerm(), c.raft.LastIndex(), c.raft.CommitIndex()
+	s.Auth.InForce = c.authDigest()
+	s.Auth.Replicated, s.Auth.Index = c.replicatedAuthDigest()
 	suffrage := c.suffrage()
 	for _, m := range c.Members() {
 		state := m.State
@@ -56,7 +70,8 @@ func (c *Cluster) Status() Status {
 			state = "leaving"
 		}
 		s.Members = append(s.Members, MemberStatus{Name: m.Name, State: state, Raft: suffrage[m.Name], Gossip: m.Addr,
-			RPC: m.Meta.RPC, MQTT: m.Meta.MQTT, ClusterID: m.Meta.ClusterID, Load: m.Meta.Load})
+			RPC: m.Meta.RPC, MQTT: m.Meta.MQTT, ClusterID: m.Meta.ClusterID, Load: m.Meta.Load,
+			AuthDigest: m.Meta.AuthDigest})
 		delete(suffrage, m.Name)
 	}
 	for name, role := range suffrage {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/metrics"
@@ -42,7 +43,31 @@ type Node interface {
 	// Advertise sets the MQTT address other nodes send redirected clients to.
 	Advertise(mqttAddr string)
 	Close() error
+
+	// The auth files every node enforces (internal/cluster/authfiles.go).
+
+	// SetAuthHost makes h the auth state the replicated files drive; before Start.
+	SetAuthHost(h AuthHost)
+	// Wait returns once the node is part of a formed cluster, or with ctx's error.
+	Wait(ctx context.Context) error
+	// SeedAuth offers the cluster this node's files where it has none yet, and returns
+	// once this node enforces what the log holds; ErrOldMembers during a rolling upgrade.
+	SeedAuth(ctx context.Context, files []auth.File) error
+	// ProposeAuth proposes the files that differ from the cluster's and returns how many
+	// once this node enforces them.
+	ProposeAuth(ctx context.Context, files []auth.File) (int, error)
 }
+
+// An AuthHost is the node's auth state, which the replicated files drive (see
+// internal/cluster's AuthHost).
+type AuthHost interface {
+	UseAuthFiles(files []auth.File, index uint64)
+	AuthDigest() string
+}
+
+// ErrOldMembers: a member runs a build that cannot apply auth files (a rolling upgrade);
+// each node enforces its own files meanwhile.
+var ErrOldMembers = errors.New("cluster: a member's build cannot apply auth files")
 
 // ErrNotLinked is New's error when no cluster package is linked into the program.
 var ErrNotLinked = errors.New(`the config has a cluster block, and this program links no cluster: ` +
