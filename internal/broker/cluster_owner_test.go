@@ -175,6 +175,19 @@ func dialC(t *testing.T, b *Broker, v packet.Version, id string, more func(c *pa
 	return c, ack
 }
 
+// waitLines waits for n packets and returns them as lines. A packet sent right after a
+// CONNACK that a claim's callback wrote may be kept until that callback has attached the
+// session (connect.go), and answered on its goroutine, a moment later.
+func (c *tclient) waitLines(n int) []string {
+	c.t.Helper()
+	var out []string
+	testenv.WaitFor(c.t, fmt.Sprintf("%d packets", n), func() bool {
+		out = append(out, c.lines()...)
+		return len(out) >= n
+	})
+	return out
+}
+
 func (b *Broker) hasSession(cid string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -247,7 +260,7 @@ func TestClusterFence(t *testing.T) {
 		t.Fatalf("clients: a %d, b %d; want 0 and 1", a.Clients(), b.Clients())
 	}
 	x2.send(packet.Pingreq{})
-	equalLines(t, "the new connection", x2.lines(), []string{"PINGRESP"})
+	equalLines(t, "the new connection", x2.waitLines(1), []string{"PINGRESP"})
 
 	// A claim applied for a node that asks nothing (its hand-over call failed, say)
 	// still closes the connection here: the fence alone.
@@ -260,7 +273,7 @@ func TestClusterFence(t *testing.T) {
 	y, _ := dialC(t, b, packet.V5, "y", nil)
 	b.Fence(1, []string{"y"})
 	y.send(packet.Pingreq{})
-	equalLines(t, "y after an older claim", y.lines(), []string{"PINGRESP"})
+	equalLines(t, "y after an older claim", y.waitLines(1), []string{"PINGRESP"})
 }
 
 // TestClusterOvertaken: a CONNECT whose claim another node overtakes before its CONNACK
