@@ -1,0 +1,42 @@
+package bifrost
+
+import (
+	"github.com/bifrost-mqtt/bifrost/internal/admin"
+	"github.com/bifrost-mqtt/bifrost/internal/auth"
+	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/metrics"
+)
+
+// startAdmin mounts the admin API (internal/admin) on the HTTP endpoint, unless it would
+// be open off loopback: then it stays off and the log says why. It reports whether it
+// runs.
+func (b *Broker) startAdmin(srv *metrics.Server) bool {
+	cfg := b.cfg.HTTP.Admin
+	acc := &admin.Access{Users: cfg.Users, TokenFile: cfg.TokenFile, Check: b.checkAdmin}
+	if acc.Open() && !conf.IsLoopback(b.cfg.HTTP.Address) {
+		b.log.Warn("admin API off: http.address is not on loopback and http.admin names no users or token_file")
+		return false
+	}
+	if err := acc.Load(); err != nil {
+		b.log.Error("admin API off", "err", err)
+		return false
+	}
+	admin.Register(srv, admin.Options{Broker: b.mqtt, Access: acc, Log: b.log, Reload: b.ReloadFiles,
+		Listeners: func() []admin.Listener {
+			var out []admin.Listener
+			for _, l := range b.mqtt.Listeners() {
+				out = append(out, admin.Listener{Name: l.Name(), Type: l.Type(), Address: l.Addr().String(), Connections: l.Conns()})
+			}
+			return out
+		}})
+	return true
+}
+
+// checkAdmin verifies an admin's password against the top-level password file.
+func (b *Broker) checkAdmin(user string, password []byte) bool {
+	if b.auth == nil {
+		return false
+	}
+	res, err := b.auth.Authenticate(&auth.Request{Username: user, HasUsername: true, Password: password, HasPassword: true})
+	return err == nil && res.Username == user
+}

@@ -1,0 +1,244 @@
+package admin
+
+import (
+	_ "embed"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/bifrost-mqtt/bifrost/internal/broker"
+	"github.com/bifrost-mqtt/bifrost/internal/packet"
+)
+
+// Broker is what the API reads and changes of the broker (internal/broker/admin.go).
+type Broker interface {
+	Sessions(cursor uint32, limit int, f broker.SessionFilter) ([]broker.SessionInfo, uint32)
+	Session(cid string) (broker.SessionInfo, bool)
+	Kick(cid string, rc packet.ReasonCode) bool
+}
+
+// A Listener is one MQTT listener as the API shows it.
+type Listener struct {
+	Name        string `json:"name"`
+	Type        string `json:"type"`
+	Address     string `json:"address"`
+	Connections int    `json:"connections"`
+}
+
+// Options configure the API.
+type Options struct {
+	Broker    Broker
+	Access    *Access
+	Log       *slog.Logger
+	Listeners func() []Listener
+	// Reload re-reads what a reload re-reads (SIGHUP): password, ACL and certificate
+	// files; the config file too when the program has one.
+	Reload func() error
+}
+
+// Mux is where the routes go: the HTTP endpoint's mux.
+type Mux interface {
+	Handle(pattern string, h http.Handler)
+}
+
+//go:embed openapi.json
+var openAPI []byte
+
+// routes are the API's routes, method and path as net/http's patterns write them;
+// TestOpenAPIMatchesRoutes checks openapi.json against this list.
+var routes = []string{
+	"GET /api/v1/clients",
+	"GET /api/v1/clients/{id}",
+	"DELETE /api/v1/clients/{id}",
+	"GET /api/v1/sessions",
+	"GET /api/v1/sessions/{id}",
+	"GET /api/v1/listeners",
+	"POST /api/v1/reload",
+	"GET /api/v1/openapi.json",
+}
+
+// Register adds the API's routes to mux.
+func Register(mux Mux, o Options) {
+	a := &api{o: o}
+	handlers := map[string]func(w http.ResponseWriter, r *http.Request, who string){
+		"GET /api/v1/clients":         func(w http.ResponseWriter, r *http.Request, _ string) { a.list(w, r, true) },
+		"GET /api/v1/clients/{id}":    func(w http.ResponseWriter, r *http.Request, _ string) { a.detail(w, r, true) },
+		"DELETE /api/v1/clients/{id}": a.kick,
+		"GET /api/v1/sessions":        func(w http.ResponseWriter, r *http.Request, _ string) { a.list(w, r, false) },
+		"GET /api/v1/sessions/{id}":   func(w http.ResponseWriter, r *http.Request, _ string) { a.detail(w, r, false) },
+		"GET /api/v1/listeners":       a.listeners,
+		"POST /api/v1/reload":         a.reload,
+		"GET /api/v1/openapi.json": func(w http.ResponseWriter, _ *http.Request, _ string) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(openAPI)
+		},
+	}
+	for _, p := range routes {
+		mux.Handle(p, a.guard(handlers[p]))
+	}
+	// Anything else under the prefix gets a JSON 404, not the mux's text one.
+	mux.Handle("/api/v1/", a.guard(func(w http.ResponseWriter, r *http.Request, _ string) {
+		fail(w, http.StatusNotFound, "not_found", "no such route: "+r.Method+" "+r.URL.Path)
+	}))
+}
+
+type api struct{ o Options }
+
+// guard authenticates every call; a refused one learns why and changes nothing.
+func (a *api) guard(h func(w http.ResponseWriter, r *http.Request, who string)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o := r.Header.Get("Origin"); r.Method != http.MethodGet && o != "" && !sameOrigin(o, r.Host) {
+			// A page of another site in the operator's browser, posting to a loopback
+			// API that needs no credentials.
+			fail(w, http.StatusForbidden, "forbidden", "a change from another origin ("+o+") is refused")
+			return
+		}
+		who, err := a.o.Access.who(r)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Basic realm="bifrost admin", charset="UTF-8"`)
+			fail(w, http.StatusUnauthorized, "unauthorized", err.Error())
+			return
+		}
+		h(w, r, who)
+	})
+}
+
+// sameOrigin reports whether origin (scheme://host[:port]) names host.
+func sameOrigin(origin, host string) bool {
+	u, err := url.Parse(origin)
+	return err == nil && u.Host == host
+}
+
+// The bounds of a page.
+const (
+	defaultLimit = 100
+	maxLimit     = 1000
+)
+
+// page is a listing's answer: next is the cursor of the following page, "" at the end.
+type page struct {
+	Data []broker.SessionInfo `json:"data"`
+	Next string               `json:"next,omitempty"`
+}
+
+func (a *api) list(w http.ResponseWriter, r *http.Request, online bool) {
+	q := r.URL.Query()
+	limit := defaultLimit
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxLimit {
+			fail(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("limit: want 1 to %d, got %q", maxLimit, s))
+			return
+		}
+		limit = n
+	}
+	var cursor uint64
+	if s := q.Get("cursor"); s != "" {
+		n, err := strconv.ParseUint(s, 36, 32)
+		if err != nil || n == 0 {
+			fail(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("cursor: %q is not one this API gave", s))
+			return
+		}
+		cursor = n
+	}
+	f := broker.SessionFilter{Online: online, Prefix: q.Get("client_id_prefix"), Username: q.Get("username"),
+		Listener: q.Get("listener")}
+	if !online {
+		switch s := q.Get("connected"); s {
+		case "", "any":
+		case "true":
+			f.Online = true
+		default:
+			fail(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("connected: want true or any, got %q", s))
+			return
+		}
+	}
+	data, next := a.o.Broker.Sessions(uint32(cursor), limit, f)
+	p := page{Data: data}
+	if p.Data == nil {
+		p.Data = []broker.SessionInfo{}
+	}
+	if next != 0 {
+		p.Next = strconv.FormatUint(uint64(next), 36)
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+func (a *api) detail(w http.ResponseWriter, r *http.Request, online bool) {
+	cid := r.PathValue("id")
+	in, ok := a.o.Broker.Session(cid)
+	if !ok || online && !in.Online {
+		what := "session"
+		if online {
+			what = "connected client"
+		}
+		fail(w, http.StatusNotFound, "not_found", fmt.Sprintf("no %s with client id %q", what, cid))
+		return
+	}
+	writeJSON(w, http.StatusOK, in)
+}
+
+// kickReasons are the DISCONNECT reason codes a server may send [MQTT-3.14.2.1] that
+// make sense for an operator's disconnect.
+var kickReasons = map[packet.ReasonCode]bool{
+	packet.Success: true, packet.UnspecifiedError: true, packet.NotAuthorized: true,
+	packet.ServerBusy: true, packet.ServerShuttingDown: true, packet.KeepAliveTimeout: true,
+	packet.QuotaExceeded: true, packet.AdministrativeAction: true, packet.UseAnotherServer: true,
+	packet.ServerMoved: true, packet.ConnectionRateExceeded: true,
+}
+
+func (a *api) kick(w http.ResponseWriter, r *http.Request, who string) {
+	cid := r.PathValue("id")
+	rc := packet.AdministrativeAction
+	if s := r.URL.Query().Get("reason"); s != "" {
+		n, err := strconv.ParseUint(strings.TrimPrefix(strings.ToLower(s), "0x"), 16, 8)
+		if err != nil || !kickReasons[packet.ReasonCode(n)] {
+			fail(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("reason: %q is not a DISCONNECT reason code a server sends for this (0x98, 0x89, 0x8b, 0x9c, ...)", s))
+			return
+		}
+		rc = packet.ReasonCode(n)
+	}
+	if !a.o.Broker.Kick(cid, rc) {
+		fail(w, http.StatusNotFound, "not_found", fmt.Sprintf("no connected client with client id %q", cid))
+		return
+	}
+	a.o.Log.Info("admin: client disconnected", "by", who, "client", cid, "reason", fmt.Sprintf("%#02x", byte(rc)))
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *api) listeners(w http.ResponseWriter, _ *http.Request, _ string) {
+	ls := []Listener{}
+	if a.o.Listeners != nil {
+		ls = append(ls, a.o.Listeners()...)
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Data []Listener `json:"data"`
+	}{ls})
+}
+
+func (a *api) reload(w http.ResponseWriter, _ *http.Request, who string) {
+	if a.o.Reload == nil {
+		fail(w, http.StatusNotImplemented, "not_implemented", "this broker has nothing to reload")
+		return
+	}
+	err := a.o.Reload()
+	if err != nil {
+		a.o.Log.Warn("admin: reload failed; what did not load kept its previous state", "by", who, "err", err)
+		fail(w, http.StatusUnprocessableEntity, "reload_failed", err.Error())
+		return
+	}
+	if a.o.Access != nil {
+		if err := a.o.Access.Load(); err != nil {
+			a.o.Log.Warn("admin: token file not reloaded; the tokens in force stay", "by", who, "err", err)
+			fail(w, http.StatusUnprocessableEntity, "reload_failed", err.Error())
+			return
+		}
+	}
+	a.o.Log.Info("admin: reloaded", "by", who)
+	writeJSON(w, http.StatusOK, struct {
+		Reloaded bool `json:"reloaded"`
+	}{true})
+}
