@@ -65,7 +65,9 @@ func newAPI(t *testing.T, acc *Access) (*httptest.Server, *fakeBroker, *bytes.Bu
 	var logs bytes.Buffer
 	mux := http.NewServeMux()
 	Register(mux, Options{Broker: fb, Access: acc, Log: slog.New(slog.NewTextHandler(&logs, nil)),
-		Listeners: func() []Listener { return []Listener{{Name: "mqtt", Type: "tcp", Address: "127.0.0.1:1883", Connections: 2}} }})
+		Listeners: func() []Listener {
+			return []Listener{{Name: "mqtt", Type: "tcp", Address: "127.0.0.1:1883", Connections: 2}}
+		}})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv, fb, &logs
