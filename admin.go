@@ -1,6 +1,8 @@
 package bifrost
 
 import (
+	"go.yaml.in/yaml/v3"
+
 	"github.com/bifrost-mqtt/bifrost/internal/admin"
 	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
@@ -21,7 +23,7 @@ func (b *Broker) startAdmin(srv *metrics.Server) bool {
 		b.log.Error("admin API off", "err", err)
 		return false
 	}
-	admin.Register(srv, admin.Options{Broker: b.mqtt, Access: acc, Log: b.log, Reload: b.ReloadFiles,
+	admin.Register(srv, admin.Options{Broker: b.mqtt, Access: acc, Log: b.log, Reload: b.ReloadFiles, Config: b.maskedConfig,
 		Listeners: func() []admin.Listener {
 			var out []admin.Listener
 			for _, l := range b.mqtt.Listeners() {
@@ -39,4 +41,21 @@ func (b *Broker) checkAdmin(user string, password []byte) bool {
 	}
 	res, err := b.auth.Authenticate(&auth.Request{Username: user, HasUsername: true, Password: password, HasPassword: true})
 	return err == nil && res.Username == user
+}
+
+// maskedConfig is the configuration in force as the file's keys, with every secret
+// replaced by "***".
+func (b *Broker) maskedConfig() any {
+	out, err := yaml.Marshal(b.cfg)
+	if err != nil {
+		return map[string]string{"error": err.Error()}
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(out, &m); err != nil {
+		return map[string]string{"error": err.Error()}
+	}
+	if c, ok := m["cluster"].(map[string]any); ok && c["secret"] != "" {
+		c["secret"] = "***"
+	}
+	return m
 }

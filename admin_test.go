@@ -80,6 +80,9 @@ func TestAdminAPI(t *testing.T) {
 	if code, body := call("GET", "/clients/dev-1", "root"); code != 200 || !strings.Contains(body, `"keep_alive": 30`) {
 		t.Errorf("detail: %d %s", code, body)
 	}
+	if code, body := call("GET", "/config", "root"); code != 200 || !strings.Contains(body, `"password_file": "`+pw+`"`) {
+		t.Errorf("config: %d %s", code, body)
+	}
 	if code, body := call("DELETE", "/clients/dev-1", "root"); code != 204 {
 		t.Fatalf("disconnect: %d %s", code, body)
 	}

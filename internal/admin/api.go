@@ -2,12 +2,15 @@ package admin
 
 import (
 	_ "embed"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
@@ -18,6 +21,8 @@ type Broker interface {
 	Sessions(cursor uint32, limit int, f broker.SessionFilter) ([]broker.SessionInfo, uint32)
 	Session(cid string) (broker.SessionInfo, bool)
 	Kick(cid string, rc packet.ReasonCode) bool
+	// Publish publishes as the broker itself (the embedding API's Publish).
+	Publish(topic string, payload []byte, qos uint8, retain bool) error
 }
 
 // A Listener is one MQTT listener as the API shows it.
@@ -37,6 +42,8 @@ type Options struct {
 	// Reload re-reads what a reload re-reads (SIGHUP): password, ACL and certificate
 	// files; the config file too when the program has one.
 	Reload func() error
+	// Config is the configuration in force, secrets masked.
+	Config func() any
 }
 
 // Mux is where the routes go: the HTTP endpoint's mux.
@@ -57,6 +64,8 @@ var routes = []string{
 	"GET /api/v1/sessions/{id}",
 	"GET /api/v1/listeners",
 	"POST /api/v1/reload",
+	"POST /api/v1/publish",
+	"GET /api/v1/config",
 	"GET /api/v1/openapi.json",
 }
 
@@ -71,6 +80,8 @@ func Register(mux Mux, o Options) {
 		"GET /api/v1/sessions/{id}":   func(w http.ResponseWriter, r *http.Request, _ string) { a.detail(w, r, false) },
 		"GET /api/v1/listeners":       a.listeners,
 		"POST /api/v1/reload":         a.reload,
+		"POST /api/v1/publish":        a.publish,
+		"GET /api/v1/config":          a.config,
 		"GET /api/v1/openapi.json": func(w http.ResponseWriter, _ *http.Request, _ string) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(openAPI)
@@ -241,4 +252,64 @@ func (a *api) reload(w http.ResponseWriter, _ *http.Request, who string) {
 	writeJSON(w, http.StatusOK, struct {
 		Reloaded bool `json:"reloaded"`
 	}{true})
+}
+
+// publishRequest is the body of POST /api/v1/publish: the payload as text, or as base64
+// for bytes that are not.
+type publishRequest struct {
+	Topic         string `json:"topic"`
+	Payload       string `json:"payload"`
+	PayloadBase64 string `json:"payload_base64"`
+	QoS           uint8  `json:"qos"`
+	Retain        bool   `json:"retain"`
+}
+
+// maxPublishBody bounds a publish request's body.
+const maxPublishBody = 1 << 20
+
+func (a *api) publish(w http.ResponseWriter, r *http.Request, who string) {
+	var req publishRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxPublishBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		fail(w, http.StatusBadRequest, "bad_request", "body: want a JSON object {topic, payload or payload_base64, qos, retain}: "+err.Error())
+		return
+	}
+	payload := []byte(req.Payload)
+	if req.PayloadBase64 != "" {
+		if req.Payload != "" {
+			fail(w, http.StatusBadRequest, "bad_request", "payload and payload_base64: give one")
+			return
+		}
+		b, err := base64.StdEncoding.DecodeString(req.PayloadBase64)
+		if err != nil {
+			fail(w, http.StatusBadRequest, "bad_request", "payload_base64: "+err.Error())
+			return
+		}
+		payload = b
+	}
+	switch {
+	case req.Topic == "" || strings.ContainsAny(req.Topic, "+#\x00") || !utf8.ValidString(req.Topic):
+		fail(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("topic: %q is not a topic name (not empty, UTF-8, no wildcards)", req.Topic))
+		return
+	case req.QoS > 2:
+		fail(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("qos: want 0, 1 or 2, got %d", req.QoS))
+		return
+	}
+	if err := a.o.Broker.Publish(req.Topic, payload, req.QoS, req.Retain); err != nil {
+		fail(w, http.StatusUnprocessableEntity, "publish_failed", err.Error())
+		return
+	}
+	a.o.Log.Info("admin: published", "by", who, "topic", req.Topic, "bytes", len(payload), "qos", req.QoS, "retain", req.Retain)
+	writeJSON(w, http.StatusOK, struct {
+		Published bool `json:"published"`
+	}{true})
+}
+
+func (a *api) config(w http.ResponseWriter, _ *http.Request, _ string) {
+	if a.o.Config == nil {
+		fail(w, http.StatusNotImplemented, "not_implemented", "no configuration to show")
+		return
+	}
+	writeJSON(w, http.StatusOK, a.o.Config())
 }

@@ -3,6 +3,7 @@ package admin
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -19,8 +20,14 @@ import (
 
 // fakeBroker holds sessions by client id, in order; its cursor is an index + 1.
 type fakeBroker struct {
-	sessions []broker.SessionInfo
-	kicked   map[string]packet.ReasonCode
+	sessions  []broker.SessionInfo
+	kicked    map[string]packet.ReasonCode
+	published []string
+}
+
+func (f *fakeBroker) Publish(topic string, payload []byte, qos uint8, retain bool) error {
+	f.published = append(f.published, fmt.Sprintf("%s %q q%d r%v", topic, payload, qos, retain))
+	return nil
 }
 
 func (f *fakeBroker) Sessions(cursor uint32, limit int, flt broker.SessionFilter) ([]broker.SessionInfo, uint32) {
@@ -230,5 +237,38 @@ func TestClientsAndKick(t *testing.T) {
 	}
 	if code, body := call(t, "POST", srv.URL+"/api/v1/reload", nil); code != 501 || body["error"] == nil {
 		t.Errorf("reload without a Reload: %d %v", code, body)
+	}
+}
+
+// TestPublish: a publish request reaches the broker as given (text or base64 payload);
+// a bad one is refused with a JSON 400 and publishes nothing.
+func TestPublish(t *testing.T) {
+	srv, fb, logs := newAPI(t, &Access{})
+	post := func(body string) int {
+		resp, err := http.Post(srv.URL+"/api/v1/publish", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, bad := range []string{`{}`, `{"topic":"a/#"}`, `{"topic":"a","qos":3}`, `{"topic":"a","payload":"x","payload_base64":"eA=="}`,
+		`{"topic":"a","payload_base64":"!"}`, `{"topic":"a","extra":1}`, `not json`} {
+		if code := post(bad); code != 400 {
+			t.Errorf("%s: %d; want 400", bad, code)
+		}
+	}
+	if len(fb.published) != 0 {
+		t.Fatalf("bad requests published %v", fb.published)
+	}
+	if post(`{"topic":"a/b","payload":"hi","qos":1,"retain":true}`) != 200 || post(`{"topic":"c","payload_base64":"AAE="}`) != 200 {
+		t.Fatal("a good publish refused")
+	}
+	want := []string{`a/b "hi" q1 rtrue`, `c "\x00\x01" q0 rfalse`}
+	if !slices.Equal(fb.published, want) {
+		t.Errorf("published %q; want %q", fb.published, want)
+	}
+	if !strings.Contains(logs.String(), `msg="admin: published" by="anonymous (loopback)" topic=a/b`) {
+		t.Errorf("the publish is not logged:\n%s", logs)
 	}
 }
