@@ -33,9 +33,13 @@ func TestAdminAPI(t *testing.T) {
 	cfg.HTTP.Admin.Users = []string{"root"}
 	b, logs := start(t, cfg)
 	base := "http://" + b.HTTPAddr().String() + "/api/v1"
-	call := func(method, path, user string) (int, string) {
+	call := func(method, path, user string, body ...string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequest(method, base+path, nil)
+		var rd io.Reader
+		if len(body) > 0 {
+			rd = strings.NewReader(body[0])
+		}
+		req, _ := http.NewRequest(method, base+path, rd)
 		if user != "" {
 			req.SetBasicAuth(user, "s3cret")
 		}
@@ -45,8 +49,8 @@ func TestAdminAPI(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(out)
 	}
 
 	lost := make(chan error, 1)
@@ -82,6 +86,29 @@ func TestAdminAPI(t *testing.T) {
 	}
 	if code, body := call("GET", "/config", "root"); code != 200 || !strings.Contains(body, `"password_file": "`+pw+`"`) {
 		t.Errorf("config: %d %s", code, body)
+	}
+	// Retained messages: set through the API, listed, read, cleared.
+	if code, body := call("POST", "/publish", "root", `{"topic":"site/a/temp","payload":"21.5","qos":1,"retain":true}`); code != 200 {
+		t.Fatalf("publish: %d %s", code, body)
+	}
+	if code, body := call("GET", "/retained?filter=site/%2B/temp", "root"); code != 200 || !strings.Contains(body, `"topic": "site/a/temp"`) {
+		t.Errorf("retained list: %d %s", code, body)
+	}
+	if code, body := call("GET", "/retained/site/a/temp", "root"); code != 200 || !strings.Contains(body, `"payload": "21.5"`) {
+		t.Errorf("retained read: %d %s", code, body)
+	}
+	if code, _ := call("DELETE", "/retained/site/a/temp", "root"); code != 204 {
+		t.Errorf("retained delete: %d", code)
+	}
+	if code, _ := call("GET", "/retained/site/a/temp", "root"); code != 404 {
+		t.Errorf("retained read after delete: %d; want 404", code)
+	}
+	// Who a topic reaches.
+	if tok := c.Subscribe("site/+/temp", 1, nil); !tok.WaitTimeout(testenv.Timeout) || tok.Error() != nil {
+		t.Fatalf("subscribe: %v", tok.Error())
+	}
+	if code, body := call("GET", "/subscribers?topic=site/b/temp", "root"); code != 200 || !strings.Contains(body, `"client_id": "dev-1"`) {
+		t.Errorf("subscribers: %d %s", code, body)
 	}
 	if code, body := call("DELETE", "/clients/dev-1", "root"); code != 204 {
 		t.Fatalf("disconnect: %d %s", code, body)

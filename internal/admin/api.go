@@ -23,6 +23,9 @@ type Broker interface {
 	Kick(cid string, rc packet.ReasonCode) bool
 	// Publish publishes as the broker itself (the embedding API's Publish).
 	Publish(topic string, payload []byte, qos uint8, retain bool) error
+	Retained(filter string, offset, limit int) ([]broker.RetainedInfo, bool)
+	RetainedMessage(topic string) (broker.RetainedInfo, bool)
+	Subscribers(topic string, limit int) []broker.SubscriberInfo
 }
 
 // A Listener is one MQTT listener as the API shows it.
@@ -65,6 +68,10 @@ var routes = []string{
 	"GET /api/v1/listeners",
 	"POST /api/v1/reload",
 	"POST /api/v1/publish",
+	"GET /api/v1/retained",
+	"GET /api/v1/retained/{topic...}",
+	"DELETE /api/v1/retained/{topic...}",
+	"GET /api/v1/subscribers",
 	"GET /api/v1/config",
 	"GET /api/v1/openapi.json",
 }
@@ -73,15 +80,19 @@ var routes = []string{
 func Register(mux Mux, o Options) {
 	a := &api{o: o}
 	handlers := map[string]func(w http.ResponseWriter, r *http.Request, who string){
-		"GET /api/v1/clients":         func(w http.ResponseWriter, r *http.Request, _ string) { a.list(w, r, true) },
-		"GET /api/v1/clients/{id}":    func(w http.ResponseWriter, r *http.Request, _ string) { a.detail(w, r, true) },
-		"DELETE /api/v1/clients/{id}": a.kick,
-		"GET /api/v1/sessions":        func(w http.ResponseWriter, r *http.Request, _ string) { a.list(w, r, false) },
-		"GET /api/v1/sessions/{id}":   func(w http.ResponseWriter, r *http.Request, _ string) { a.detail(w, r, false) },
-		"GET /api/v1/listeners":       a.listeners,
-		"POST /api/v1/reload":         a.reload,
-		"POST /api/v1/publish":        a.publish,
-		"GET /api/v1/config":          a.config,
+		"GET /api/v1/clients":                func(w http.ResponseWriter, r *http.Request, _ string) { a.list(w, r, true) },
+		"GET /api/v1/clients/{id}":           func(w http.ResponseWriter, r *http.Request, _ string) { a.detail(w, r, true) },
+		"DELETE /api/v1/clients/{id}":        a.kick,
+		"GET /api/v1/sessions":               func(w http.ResponseWriter, r *http.Request, _ string) { a.list(w, r, false) },
+		"GET /api/v1/sessions/{id}":          func(w http.ResponseWriter, r *http.Request, _ string) { a.detail(w, r, false) },
+		"GET /api/v1/listeners":              a.listeners,
+		"POST /api/v1/reload":                a.reload,
+		"POST /api/v1/publish":               a.publish,
+		"GET /api/v1/retained":               a.retainedList,
+		"GET /api/v1/retained/{topic...}":    a.retainedGet,
+		"DELETE /api/v1/retained/{topic...}": a.retainedDelete,
+		"GET /api/v1/subscribers":            a.subscribers,
+		"GET /api/v1/config":                 a.config,
 		"GET /api/v1/openapi.json": func(w http.ResponseWriter, _ *http.Request, _ string) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(openAPI)
@@ -312,4 +323,101 @@ func (a *api) config(w http.ResponseWriter, _ *http.Request, _ string) {
 		return
 	}
 	writeJSON(w, http.StatusOK, a.o.Config())
+}
+
+// limitParam reads the limit query parameter (defaultLimit when absent).
+func limitParam(w http.ResponseWriter, r *http.Request) (int, bool) {
+	s := r.URL.Query().Get("limit")
+	if s == "" {
+		return defaultLimit, true
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > maxLimit {
+		fail(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("limit: want 1 to %d, got %q", maxLimit, s))
+		return 0, false
+	}
+	return n, true
+}
+
+func (a *api) retainedList(w http.ResponseWriter, r *http.Request, _ string) {
+	limit, ok := limitParam(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	filter := q.Get("filter")
+	if filter == "" {
+		filter = "#"
+	}
+	if err := packet.ValidTopicFilter([]byte(filter)); err != nil || strings.HasPrefix(filter, "$share/") {
+		fail(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("filter: %q is not a topic filter", filter))
+		return
+	}
+	offset := 0
+	if s := q.Get("cursor"); s != "" {
+		n, err := strconv.ParseUint(s, 36, 31)
+		if err != nil {
+			fail(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("cursor: %q is not one this API gave", s))
+			return
+		}
+		offset = int(n)
+	}
+	data, more := a.o.Broker.Retained(filter, offset, limit)
+	out := struct {
+		Data []broker.RetainedInfo `json:"data"`
+		Next string                `json:"next,omitempty"`
+	}{Data: data}
+	if out.Data == nil {
+		out.Data = []broker.RetainedInfo{}
+	}
+	if more {
+		out.Next = strconv.FormatUint(uint64(offset+len(data)), 36)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *api) retainedGet(w http.ResponseWriter, r *http.Request, _ string) {
+	topic := r.PathValue("topic")
+	in, ok := a.o.Broker.RetainedMessage(topic)
+	if !ok {
+		fail(w, http.StatusNotFound, "not_found", fmt.Sprintf("no retained message on %q", topic))
+		return
+	}
+	writeJSON(w, http.StatusOK, in)
+}
+
+// retainedDelete clears a retained message as a client would: an empty retained publish,
+// which the store and the other nodes of a cluster follow, and which subscribers of the
+// topic receive as an empty message [MQTT-3.3.1-10].
+func (a *api) retainedDelete(w http.ResponseWriter, r *http.Request, who string) {
+	topic := r.PathValue("topic")
+	if _, ok := a.o.Broker.RetainedMessage(topic); !ok {
+		fail(w, http.StatusNotFound, "not_found", fmt.Sprintf("no retained message on %q", topic))
+		return
+	}
+	if err := a.o.Broker.Publish(topic, nil, 0, true); err != nil {
+		fail(w, http.StatusUnprocessableEntity, "delete_failed", err.Error())
+		return
+	}
+	a.o.Log.Info("admin: retained message deleted", "by", who, "topic", topic)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *api) subscribers(w http.ResponseWriter, r *http.Request, _ string) {
+	limit, ok := limitParam(w, r)
+	if !ok {
+		return
+	}
+	topic := r.URL.Query().Get("topic")
+	if err := packet.ValidTopicName([]byte(topic)); err != nil || topic == "" {
+		fail(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("topic: %q is not a topic name", topic))
+		return
+	}
+	data := a.o.Broker.Subscribers(topic, limit)
+	if data == nil {
+		data = []broker.SubscriberInfo{}
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Data []broker.SubscriberInfo `json:"data"`
+	}{data})
 }
