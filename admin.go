@@ -23,14 +23,22 @@ func (b *Broker) startAdmin(srv *metrics.Server) bool {
 		b.log.Error("admin API off", "err", err)
 		return false
 	}
-	admin.Register(srv, admin.Options{Broker: b.mqtt, Access: acc, Log: b.log, Reload: b.ReloadFiles, Config: b.maskedConfig,
+	o := admin.Options{Broker: b.mqtt, Access: acc, Log: b.log, Reload: b.ReloadFiles, Config: b.maskedConfig,
 		Listeners: func() []admin.Listener {
 			var out []admin.Listener
 			for _, l := range b.mqtt.Listeners() {
 				out = append(out, admin.Listener{Name: l.Name(), Type: l.Type(), Address: l.Addr().String(), Connections: l.Conns()})
 			}
 			return out
-		}})
+		}}
+	if b.cluster != nil {
+		o.Nodes = b.metrics.Nodes
+		o.Owner = func(cid string) (string, string) {
+			node, _ := b.cluster.Owner(cid)
+			return node, b.cluster.NodeName()
+		}
+	}
+	admin.Register(srv, o)
 	return true
 }
 

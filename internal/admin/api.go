@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
+	"github.com/bifrost-mqtt/bifrost/internal/metrics"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 )
 
@@ -47,6 +48,11 @@ type Options struct {
 	Reload func() error
 	// Config is the configuration in force, secrets masked.
 	Config func() any
+	// Nodes are the cluster's nodes; nil on a single node.
+	Nodes func() []metrics.NodeLoad
+	// Owner is the node a client id is on as the cluster's log says, and this node's
+	// name; nil on a single node.
+	Owner func(cid string) (node, self string)
 }
 
 // Mux is where the routes go: the HTTP endpoint's mux.
@@ -72,6 +78,8 @@ var routes = []string{
 	"GET /api/v1/retained/{topic...}",
 	"DELETE /api/v1/retained/{topic...}",
 	"GET /api/v1/subscribers",
+	"GET /api/v1/nodes",
+	"GET /api/v1/clients/{id}/node",
 	"GET /api/v1/config",
 	"GET /api/v1/openapi.json",
 }
@@ -92,6 +100,8 @@ func Register(mux Mux, o Options) {
 		"GET /api/v1/retained/{topic...}":    a.retainedGet,
 		"DELETE /api/v1/retained/{topic...}": a.retainedDelete,
 		"GET /api/v1/subscribers":            a.subscribers,
+		"GET /api/v1/nodes":                  a.nodes,
+		"GET /api/v1/clients/{id}/node":      a.owner,
 		"GET /api/v1/config":                 a.config,
 		"GET /api/v1/openapi.json": func(w http.ResponseWriter, _ *http.Request, _ string) {
 			w.Header().Set("Content-Type", "application/json")
@@ -99,7 +109,11 @@ func Register(mux Mux, o Options) {
 		},
 	}
 	for _, p := range routes {
-		mux.Handle(p, a.guard(handlers[p]))
+		h := handlers[p]
+		if h == nil {
+			panic("admin: no handler for " + p)
+		}
+		mux.Handle(p, a.guard(h))
 	}
 	// Anything else under the prefix gets a JSON 404, not the mux's text one.
 	mux.Handle("/api/v1/", a.guard(func(w http.ResponseWriter, r *http.Request, _ string) {
@@ -420,4 +434,37 @@ func (a *api) subscribers(w http.ResponseWriter, r *http.Request, _ string) {
 	writeJSON(w, http.StatusOK, struct {
 		Data []broker.SubscriberInfo `json:"data"`
 	}{data})
+}
+
+func (a *api) nodes(w http.ResponseWriter, _ *http.Request, _ string) {
+	ns := []metrics.NodeLoad{}
+	if a.o.Nodes != nil {
+		ns = append(ns, a.o.Nodes()...)
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Clustered bool               `json:"clustered"`
+		Data      []metrics.NodeLoad `json:"data"`
+	}{a.o.Nodes != nil, ns})
+}
+
+// owner answers which node a client id is on: the cluster's owner of it, or this node
+// on a single node when the session is here.
+func (a *api) owner(w http.ResponseWriter, r *http.Request, _ string) {
+	cid := r.PathValue("id")
+	node, self := "", ""
+	if a.o.Owner != nil {
+		node, self = a.o.Owner(cid)
+	} else if _, ok := a.o.Broker.Session(cid); ok {
+		node = "local"
+		self = node
+	}
+	if node == "" {
+		fail(w, http.StatusNotFound, "not_found", fmt.Sprintf("no node has a session of client id %q", cid))
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		ClientID string `json:"client_id"`
+		Node     string `json:"node"`
+		ThisNode bool   `json:"this_node"`
+	}{cid, node, node == self})
 }
