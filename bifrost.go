@@ -193,6 +193,9 @@ func (b *Broker) start(ctx context.Context) error {
 	}
 	b.http = srv
 	paths := "/metrics /healthz /load /debug/pprof/"
+	if b.startAdmin(srv) {
+		paths += " /api/v1/"
+	}
 	if b.cluster != nil {
 		srv.Handle("GET /cluster", b.cluster)
 		paths += " /cluster"

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,5 +152,27 @@ func TestClusterSessionResumesElsewhere(t *testing.T) {
 	p, err := z.Read(5 * time.Second)
 	if pp, ok := p.(*packet.Publish); err != nil || !ok || string(pp.Payload) != "m3" || !pp.Dup {
 		t.Fatalf("on n3: %v %v; want m3 again, DUP", p, err)
+	}
+}
+
+// TestClusterAdminAPI: on a cluster the admin API lists the nodes and says which node a
+// client id is on, from any node.
+func TestClusterAdminAPI(t *testing.T) {
+	nodes := threeNodes(t)
+	mqtttest.Dial(t, nodes[1].Addrs()[0].String(), "located")
+	code, body, err := get(t, nodes[0].HTTPAddr(), "/api/v1/nodes")
+	if err != nil || code != 200 || !strings.Contains(body, `"clustered": true`) ||
+		!strings.Contains(body, `"name": "n2"`) || !strings.Contains(body, `"name": "n3"`) {
+		t.Fatalf("/api/v1/nodes on n1: %d %v %s", code, err, body)
+	}
+	for _, n := range nodes {
+		testenv.WaitFor(t, n.name+" knowing where located is", func() bool {
+			code, body, err := get(t, n.HTTPAddr(), "/api/v1/clients/located/node")
+			return err == nil && code == 200 && strings.Contains(body, `"node": "n2"`) &&
+				strings.Contains(body, fmt.Sprintf(`"this_node": %v`, n.name == "n2"))
+		})
+	}
+	if code, _, _ := get(t, nodes[2].HTTPAddr(), "/api/v1/clients/nobody/node"); code != 404 {
+		t.Errorf("a client id nobody has: %d; want 404", code)
 	}
 }

@@ -32,6 +32,10 @@ type client struct {
 	// DISCONNECT [MQTT-3.1.2-10]).
 	willOnClose bool
 	realm       uint8 // the auth configuration of the client's listener (Broker.realms)
+	// For the admin API (admin.go): the keep alive in force, and when the CONNECT was
+	// accepted, in seconds since the broker started.
+	keepAlive uint16
+	since     uint32
 	// The publish rate bucket (limits.go): tokens, and the last refill in ms since start.
 	pubTokens float32
 	pubLast   uint32

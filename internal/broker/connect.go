@@ -169,6 +169,7 @@ func (b *Broker) admit(bt *batch, cl *client, a *admission, connack *packet.Conn
 	b.attached(s)
 	cl.s = s
 	cl.willOnClose = true
+	cl.keepAlive, cl.since = a.keepAlive, uint32(time.Since(b.start)/time.Second)
 	b.clients.Add(1)
 	b.stats.connects.Add(1)
 	if b.cluster != nil {

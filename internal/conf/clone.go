@@ -20,6 +20,7 @@ func (c *Config) Clone() *Config {
 	n.Limits.ConnectRate = clonePtr(c.Limits.ConnectRate)
 	n.Limits.MaxSubscriptions = clonePtr(c.Limits.MaxSubscriptions)
 	n.SysInterval = clonePtr(c.SysInterval)
+	n.HTTP.Admin.Users = slices.Clone(c.HTTP.Admin.Users)
 	n.Cluster = c.Cluster.clone()
 	return &n
 }

@@ -73,6 +73,19 @@ const HTTPOff = "off"
 // HTTP is the operator endpoint: metrics, pprof, health, later the admin API.
 type HTTP struct {
 	Address string `yaml:"address"` // default 127.0.0.1:8080; "off" disables
+	// Admin is who may call the admin API (/api/v1/, internal/admin). On a loopback
+	// address without users or a token file it is open, as an MQTT listener is to
+	// anonymous clients there; off loopback it runs only with one of them.
+	Admin Admin `yaml:"admin"`
+}
+
+// Admin configures the admin API's credentials.
+type Admin struct {
+	// Users are users of auth.password_file who may call the API (HTTP Basic).
+	Users []string `yaml:"users"`
+	// TokenFile holds Bearer tokens, one "name token" per line (16 characters or more);
+	// re-read on reload.
+	TokenFile string `yaml:"token_file"`
 }
 
 // Store sync policies: the values of Store.Sync. They decide when a QoS 1/2 message that

@@ -41,6 +41,14 @@ func (c *Config) validate() errorList {
 			errs.add("http.address", "%q is neither host:port nor %q: %s", c.HTTP.Address, HTTPOff, err)
 		}
 	}
+	if len(c.HTTP.Admin.Users) > 0 && c.Auth.PasswordFile == "" {
+		errs.add("http.admin.users", "admin users are users of auth.password_file, which is not set")
+	}
+	for i, u := range c.HTTP.Admin.Users {
+		if u == "" {
+			errs.add(fmt.Sprintf("http.admin.users[%d]", i), "empty")
+		}
+	}
 
 	if c.Store.Dir == "" {
 		errs.add("store.dir", "required")

@@ -166,6 +166,15 @@ func (r *Registry) Load() LoadReport {
 // returns them. Call it before the HTTP endpoint serves.
 func (r *Registry) SetNodes(nodes func() []NodeLoad) { r.nodes = nodes }
 
+// Nodes returns the cluster's nodes as SetNodes's function gives them; nil on a single
+// node.
+func (r *Registry) Nodes() []NodeLoad {
+	if r.nodes == nil {
+		return nil
+	}
+	return r.nodes()
+}
+
 // report is the body of GET /load.
 func (r *Registry) report() LoadReport {
 	rep := r.Load()

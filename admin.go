@@ -1,0 +1,69 @@
+package bifrost
+
+import (
+	"go.yaml.in/yaml/v3"
+
+	"github.com/bifrost-mqtt/bifrost/internal/admin"
+	"github.com/bifrost-mqtt/bifrost/internal/auth"
+	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/metrics"
+)
+
+// startAdmin mounts the admin API (internal/admin) on the HTTP endpoint, unless it would
+// be open off loopback: then it stays off and the log says why. It reports whether it
+// runs.
+func (b *Broker) startAdmin(srv *metrics.Server) bool {
+	cfg := b.cfg.HTTP.Admin
+	acc := &admin.Access{Users: cfg.Users, TokenFile: cfg.TokenFile, Check: b.checkAdmin}
+	if acc.Open() && !conf.IsLoopback(b.cfg.HTTP.Address) {
+		b.log.Warn("admin API off: http.address is not on loopback and http.admin names no users or token_file")
+		return false
+	}
+	if err := acc.Load(); err != nil {
+		b.log.Error("admin API off", "err", err)
+		return false
+	}
+	o := admin.Options{Broker: b.mqtt, Access: acc, Log: b.log, Reload: b.ReloadFiles, Config: b.maskedConfig,
+		Listeners: func() []admin.Listener {
+			var out []admin.Listener
+			for _, l := range b.mqtt.Listeners() {
+				out = append(out, admin.Listener{Name: l.Name(), Type: l.Type(), Address: l.Addr().String(), Connections: l.Conns()})
+			}
+			return out
+		}}
+	if b.cluster != nil {
+		o.Nodes = b.metrics.Nodes
+		o.Owner = func(cid string) (string, string) {
+			node, _ := b.cluster.Owner(cid)
+			return node, b.cluster.NodeName()
+		}
+	}
+	admin.Register(srv, o)
+	return true
+}
+
+// checkAdmin verifies an admin's password against the top-level password file.
+func (b *Broker) checkAdmin(user string, password []byte) bool {
+	if b.auth == nil {
+		return false
+	}
+	res, err := b.auth.Authenticate(&auth.Request{Username: user, HasUsername: true, Password: password, HasPassword: true})
+	return err == nil && res.Username == user
+}
+
+// maskedConfig is the configuration in force as the file's keys, with every secret
+// replaced by "***".
+func (b *Broker) maskedConfig() any {
+	out, err := yaml.Marshal(b.cfg)
+	if err != nil {
+		return map[string]string{"error": err.Error()}
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(out, &m); err != nil {
+		return map[string]string{"error": err.Error()}
+	}
+	if c, ok := m["cluster"].(map[string]any); ok && c["secret"] != "" {
+		c["secret"] = "***"
+	}
+	return m
+}

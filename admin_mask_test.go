@@ -1,0 +1,25 @@
+package bifrost
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/bifrost-mqtt/bifrost/internal/conf"
+)
+
+// TestMaskedConfig: the admin API's config shows the file's keys and never the cluster
+// secret.
+func TestMaskedConfig(t *testing.T) {
+	cfg := conf.Default()
+	cfg.Cluster = &conf.Cluster{NodeName: "n1", Secret: "a-very-secret-cluster-key"}
+	b := &Broker{cfg: cfg}
+	out, err := json.Marshal(b.maskedConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "a-very-secret") || !strings.Contains(string(out), `"secret":"***"`) ||
+		!strings.Contains(string(out), `"node_name":"n1"`) {
+		t.Errorf("config: %s", out)
+	}
+}

@@ -1,0 +1,9 @@
+// Package admin is the broker's admin API: JSON over the HTTP endpoint, under /api/v1/.
+// An operator lists the clients and sessions, reads one, disconnects one, sees the
+// listeners and reloads the files a reload re-reads, without PromQL or a restart.
+// openapi.json describes every route; TestOpenAPIMatchesRoutes holds the two together.
+//
+// Files: api.go the routes and their handlers; access.go who may call them (admin users
+// of the password file, tokens of a token file; off loopback, nothing without them);
+// errors.go the JSON errors; openapi.json the document, embedded.
+package admin
