@@ -24,6 +24,7 @@ func (b *Broker) startAdmin(srv *metrics.Server) bool {
 		return false
 	}
 	o := admin.Options{Broker: b.mqtt, Access: acc, Log: b.log, Reload: b.ReloadFiles, Config: b.maskedConfig,
+		Metrics: b.metrics, Source: b.mqtt,
 		Listeners: func() []admin.Listener {
 			var out []admin.Listener
 			for _, l := range b.mqtt.Listeners() {

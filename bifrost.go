@@ -178,9 +178,6 @@ func (b *Broker) start(ctx context.Context) error {
 	if err := b.mqtt.Start(); err != nil {
 		return fmt.Errorf("bifrost: %w", err)
 	}
-	for _, l := range b.mqtt.Listeners() {
-		b.log.Info("mqtt listening", "listener", l.Name(), "type", l.Type(), "addr", l.Addr().String())
-	}
 	b.log.Info("connection cap", "max_connections", connectionCap(b.cfg), "open_file_limit_room", broker.ConnectionCap(0))
 	b.advertiseMQTT()
 	srv, err := metrics.Listen(b.cfg.HTTP, b.metrics, b.log)
@@ -194,7 +191,7 @@ func (b *Broker) start(ctx context.Context) error {
 	b.http = srv
 	paths := "/metrics /healthz /load /debug/pprof/"
 	if b.startAdmin(srv) {
-		paths += " /api/v1/"
+		paths += " /api/v1/ /dashboard/"
 	}
 	if b.cluster != nil {
 		srv.Handle("GET /cluster", b.cluster)

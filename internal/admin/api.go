@@ -53,6 +53,9 @@ type Options struct {
 	// Owner is the node a client id is on as the cluster's log says, and this node's
 	// name; nil on a single node.
 	Owner func(cid string) (node, self string)
+	// Metrics and Source feed the dashboard's stream (dashboard.go).
+	Metrics *metrics.Registry
+	Source  Source
 }
 
 // Mux is where the routes go: the HTTP endpoint's mux.
@@ -81,6 +84,7 @@ var routes = []string{
 	"GET /api/v1/nodes",
 	"GET /api/v1/clients/{id}/node",
 	"GET /api/v1/config",
+	"GET /api/v1/stream",
 	"GET /api/v1/openapi.json",
 }
 
@@ -103,6 +107,7 @@ func Register(mux Mux, o Options) {
 		"GET /api/v1/nodes":                  a.nodes,
 		"GET /api/v1/clients/{id}/node":      a.owner,
 		"GET /api/v1/config":                 a.config,
+		"GET /api/v1/stream":                 a.stream,
 		"GET /api/v1/openapi.json": func(w http.ResponseWriter, _ *http.Request, _ string) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(openAPI)
@@ -115,6 +120,7 @@ func Register(mux Mux, o Options) {
 		}
 		mux.Handle(p, a.guard(h))
 	}
+	a.registerDashboard(mux)
 	// Anything else under the prefix gets a JSON 404, not the mux's text one.
 	mux.Handle("/api/v1/", a.guard(func(w http.ResponseWriter, r *http.Request, _ string) {
 		fail(w, http.StatusNotFound, "not_found", "no such route: "+r.Method+" "+r.URL.Path)

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -149,4 +150,60 @@ func protocolName(v packet.Version) string {
 		return "3.1"
 	}
 	return ""
+}
+
+// online counts a client of protocol v connected (delta 1) or gone (-1).
+func (b *Broker) online(v packet.Version, delta int64) {
+	b.clients.Add(delta)
+	if i := int(v) - int(packet.V31); i >= 0 && i < len(b.byProto) {
+		b.byProto[i].Add(delta)
+	}
+}
+
+// ClientsByProtocol returns the connected clients by protocol version name.
+func (b *Broker) ClientsByProtocol() map[string]int64 {
+	return map[string]int64{"3.1": b.byProto[0].Load(), "3.1.1": b.byProto[1].Load(), "5.0": b.byProto[2].Load()}
+}
+
+// A QueueInfo is a session's backlog, for the dashboard's deepest queues.
+type QueueInfo struct {
+	ClientID string `json:"client_id"`
+	Queued   int    `json:"queued"`
+	Inflight int    `json:"inflight"`
+	Online   bool   `json:"connected"`
+}
+
+// QueueScan walks the sessions from cursor on, at most maxScan IDs, and keeps in top the
+// n deepest backlogs it has seen (top's order: deepest first). It returns where to go on
+// (0: it reached the end). A dashboard calls it once a tick, so that a million sessions
+// cost a bounded walk per tick, not a whole one.
+func (b *Broker) QueueScan(cursor uint32, n int, top []QueueInfo) (next uint32, out []QueueInfo) {
+	out = top
+	b.idMu.RLock()
+	end := uint32(len(b.byID))
+	id := max(cursor, 1)
+	for scanned := 0; id < end && scanned < maxScan; id, scanned = id+1, scanned+1 {
+		s := b.byID[id].s
+		if s == nil {
+			continue
+		}
+		inflight, queued := s.Pending()
+		if queued+inflight == 0 || len(out) == n && queued+inflight <= out[n-1].Queued+out[n-1].Inflight {
+			continue
+		}
+		q := QueueInfo{ClientID: s.ClientID(), Queued: queued, Inflight: inflight, Online: s.Online()}
+		i := len(out)
+		for i > 0 && out[i-1].Queued+out[i-1].Inflight < queued+inflight {
+			i--
+		}
+		out = slices.Insert(out, i, q)
+		if len(out) > n {
+			out = out[:n]
+		}
+	}
+	b.idMu.RUnlock()
+	if id < end {
+		next = id
+	}
+	return next, out
 }

@@ -433,7 +433,7 @@ func (b *Broker) detach(bt *batch, cl *client) {
 	if !detached {
 		return // taken over (takeOver counted it), or detached already
 	}
-	b.clients.Add(-1)
+	b.online(s.Version(), -1)
 	for _, d := range shared {
 		b.redeliverShared(bt, s, d)
 	}

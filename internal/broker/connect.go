@@ -170,7 +170,7 @@ func (b *Broker) admit(bt *batch, cl *client, a *admission, connack *packet.Conn
 	cl.s = s
 	cl.willOnClose = true
 	cl.keepAlive, cl.since = a.keepAlive, uint32(time.Since(b.start)/time.Second)
-	b.clients.Add(1)
+	b.online(s.Version(), 1)
 	b.stats.connects.Add(1)
 	if b.cluster != nil {
 		b.ownedAttached(bt, s, a.epoch)

@@ -77,9 +77,10 @@ func (b *Broker) takeOver(bt *batch, s *session.Session, cleanStart bool) {
 		}
 	}
 	will := s.TakeWill()
+	v := s.Version()
 	s.Disconnect(packet.SessionTakenOver)
 	s.Detach(oldConn)
-	b.clients.Add(-1)
+	b.online(v, -1)
 	if will != nil && (will.Delay == 0 || cleanStart) {
 		b.publishWill(bt, will)
 	}
