@@ -114,9 +114,9 @@ type Broker struct {
 
 	authPool pool
 	batches  sync.Pool
-	rounds   []round       // by poller: the batch of its round (listener.Batcher)
-	done     chan struct{} // closed when Close begins
-	clients  atomic.Int64  // connections that completed CONNECT
+	rounds   []round         // by poller: the batch of its round (listener.Batcher)
+	done     chan struct{}   // closed when Close begins
+	clients  atomic.Int64    // connections that completed CONNECT
 	byProto  [3]atomic.Int64 // the same by protocol: 3.1, 3.1.1, 5.0 (online)
 }
 
