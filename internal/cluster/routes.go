@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,7 +24,8 @@ import (
 //
 // The remote index is a pubsub.Index whose subscribers are node ids: matching a topic
 // there names each node with a matching route once, however many of its clients
-// subscribe (forward.go). A peer memberlist declares dead or gone has its routes dropped
+// subscribe (forward.go). It holds the peers' wildcard and shared filters; their exact
+// ones, most routes, are sets of hashes beside it (routes_exact.go). A peer memberlist declares dead or gone has its routes dropped
 // at once (gone); it sends a snapshot when it comes back.
 //
 // SUBACK means routed: AddRoute returns the version that added the filter, and the caller
@@ -77,8 +79,9 @@ type routes struct {
 	waiters  []routeWaiter         // in version order
 	timeouts uint64
 
-	rmu    sync.Mutex // guards the peers' tables; the index has its own lock
+	rmu    sync.Mutex // guards the peers' tables; the index and exact have their own locks
 	remote *pubsub.Index
+	exact  *exactRoutes
 	ids    map[string]pubsub.SubscriberID // node name → its id in the remote index
 	names  []string                       // id → node name
 	peers  map[string]*peerTable
@@ -89,9 +92,9 @@ type routes struct {
 }
 
 // peerTable is the state of one peer's routes. The routes themselves are only in the
-// remote index (its subscriptions of the peer's node id): a set per peer beside it would
-// double the memory of a remote route for what only a snapshot and a departure need,
-// which walk the index instead.
+// remote index (its subscriptions of the peer's node id) and its exact set: a set of
+// filters per peer beside them would double the memory of a remote route for what only
+// a snapshot and a departure need, which walk the index and replace the exact set.
 type peerTable struct {
 	id      pubsub.SubscriberID
 	stream  uint64 // the stream that owns the table; a newer one or gone() replaces it
@@ -104,7 +107,7 @@ func newRoutes(c *Cluster) *routes {
 	_, _ = rand.Read(b[:])
 	return &routes{c: c, epoch: binary.LittleEndian.Uint64(b[:]) | 1,
 		table: map[string]localRoute{}, links: map[string]*routeLink{},
-		remote: pubsub.NewIndex(), ids: map[string]pubsub.SubscriberID{}, names: []string{""},
+		remote: pubsub.NewIndex(), exact: newExactRoutes(), ids: map[string]pubsub.SubscriberID{}, names: []string{""},
 		peers: map[string]*peerTable{}, wake: make(chan struct{}, 1)}
 }
 
@@ -254,16 +257,22 @@ func (r *routes) apply(name string, stream uint64, snapshot bool, add, remove []
 	if snapshot {
 		keep := make(map[string]struct{}, len(add))
 		for _, f := range add {
-			keep[f] = struct{}{}
-		}
-		for _, f := range r.filtersOf(pt.id) {
-			if _, ok := keep[f]; !ok && r.remote.Unsubscribe([]byte(f), pt.id) {
-				pt.count--
+			if !exactFilter(f) {
+				keep[f] = struct{}{}
 			}
 		}
+		for _, f := range r.filtersOf(pt.id) {
+			if _, ok := keep[f]; !ok {
+				r.remote.Unsubscribe([]byte(f), pt.id)
+			}
+		}
+		r.exact.reset(pt.id)
 	}
 	for _, f := range add {
-		if !r.remote.Subscribe([]byte(f), sub) && !snapshot {
+		if exactFilter(f) {
+			r.exact.add(pt.id, f)
+			pt.count++
+		} else if !r.remote.Subscribe([]byte(f), sub) {
 			pt.count++
 		}
 	}
@@ -271,7 +280,13 @@ func (r *routes) apply(name string, stream uint64, snapshot bool, add, remove []
 		pt.count = len(add) // distinct: a table's filters; any left from before that it holds are counted once
 	}
 	for _, f := range remove {
-		if r.remote.Unsubscribe([]byte(f), pt.id) {
+		var had bool
+		if exactFilter(f) {
+			had = r.exact.remove(pt.id, f)
+		} else {
+			had = r.remote.Unsubscribe([]byte(f), pt.id)
+		}
+		if had {
 			pt.count--
 		}
 	}
@@ -325,11 +340,26 @@ func (r *routes) drop() {
 		for _, f := range r.filtersOf(id) {
 			r.remote.Unsubscribe([]byte(f), id)
 		}
+		r.exact.drop(id)
 	}
 	r.dropping = r.dropping[:0]
 }
 
-// filtersOf returns the filters of node id in the remote index. rmu is held.
+// matchNodes appends the nodes whose routes match topic to nodes, each once, and leaves
+// the shared groups that match in m.
+func (r *routes) matchNodes(topic []byte, m *pubsub.Matches, nodes []pubsub.SubscriberID) []pubsub.SubscriberID {
+	m.Reset()
+	r.remote.Match(topic, m)
+	for _, s := range m.Subs {
+		nodes = append(nodes, s.Subscriber)
+	}
+	nodes = r.exact.match(topic, nodes)
+	slices.Sort(nodes)
+	return slices.Compact(nodes)
+}
+
+// filtersOf returns the filters of node id in the remote index (its wildcard and shared
+// ones). rmu is held.
 func (r *routes) filtersOf(id pubsub.SubscriberID) []string {
 	var out []string
 	r.remote.Walk(func(filter []byte, s pubsub.Sub) bool {
