@@ -25,15 +25,17 @@ import (
 // The remote index is a pubsub.Index whose subscribers are node ids: matching a topic
 // there names each node with a matching route once, however many of its clients
 // subscribe (forward.go). It holds the peers' wildcard and shared filters; their exact
-// ones, most routes, are sets of hashes beside it (routes_exact.go). A peer memberlist declares dead or gone has its routes dropped
-// at once (gone); it sends a snapshot when it comes back.
+// ones, most routes, are sets of hashes beside it (routes_exact.go). A peer memberlist
+// declares dead or gone has its routes dropped at once (gone); it sends a snapshot when
+// it comes back.
 //
-// SUBACK means routed: AddRoute returns the version that added the filter, and the caller
-// waits until every live peer has acknowledged it, and, on a node that has just started,
-// until it has tried its seeds (knowsPeers): before, it knows no peer to wait for. A peer
-// that does not answer holds the wait only until failure detection declares it dead;
-// routeAckTimeout bounds the rest (a peer alive in gossip whose rpc port refuses us) and
-// is counted.
+// SUBACK means routed: AddRoute returns the version that added the filter (or, once
+// every live peer has it, a later version they all had: the table keeps a version only
+// for routes in flight), and the caller waits until every live peer has acknowledged it,
+// and, on a node that has just started, until it has tried its seeds (knowsPeers):
+// before, it knows no peer to wait for. A peer that does not answer holds the wait only
+// until failure detection declares it dead; routeAckTimeout bounds the rest (a peer
+// alive in gossip whose rpc port refuses us) and is counted.
 
 const (
 	// routeAckTimeout bounds a SUBACK's wait for a peer that gossip says is alive.
@@ -53,12 +55,6 @@ type Local interface {
 	BeginForwarded() *broker.Inbound
 }
 
-// localRoute is one filter of this node's table.
-type localRoute struct {
-	version uint64 // the version that added it
-	count   uint32 // local subscriptions
-}
-
 // A routeWaiter is a SUBACK waiting for version to reach every live peer.
 type routeWaiter struct {
 	version  uint64
@@ -72,9 +68,15 @@ type routes struct {
 	c     *Cluster
 	epoch uint64 // this incarnation: peers de-duplicate forwarded messages by it
 
-	mu       sync.Mutex // guards the fields below; never held while calling out
-	table    map[string]localRoute
-	version  uint64
+	mu      sync.Mutex        // guards the fields below; never held while calling out
+	table   map[string]uint32 // filter → local subscriptions
+	version uint64
+	// fresh holds the version that added each filter added after floor: a later
+	// subscriber to one waits for it. Every filter of table not in fresh was added at or
+	// before floor, which every live peer had acknowledged when it was set (settle), so a
+	// version per route is kept only while it is in flight.
+	fresh    map[string]uint64
+	floor    uint64
 	links    map[string]*routeLink // by peer name
 	waiters  []routeWaiter         // in version order
 	timeouts uint64
@@ -106,46 +108,75 @@ func newRoutes(c *Cluster) *routes {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return &routes{c: c, epoch: binary.LittleEndian.Uint64(b[:]) | 1,
-		table: map[string]localRoute{}, links: map[string]*routeLink{},
+		table: map[string]uint32{}, fresh: map[string]uint64{}, links: map[string]*routeLink{},
 		remote: pubsub.NewIndex(), exact: newExactRoutes(), ids: map[string]pubsub.SubscriberID{}, names: []string{""},
 		peers: map[string]*peerTable{}, wake: make(chan struct{}, 1)}
 }
 
-// add counts a local subscription to filter and returns the version that added it,
-// queueing the change for every link when it is new.
+// add counts a local subscription to filter and returns the version that added it, or
+// a later one, queueing the change for every link when it is new.
 func (r *routes) add(filter string) uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	lr, ok := r.table[filter]
-	if !ok {
-		r.version++
-		lr.version = r.version
-		for _, l := range r.links {
-			l.queueLocked(filter, false, r.version)
+	n, ok := r.table[filter]
+	r.table[filter] = n + 1
+	if ok {
+		if v, ok := r.fresh[filter]; ok {
+			return v
 		}
+		return r.floor
 	}
-	lr.count++
-	r.table[filter] = lr
-	return lr.version
+	r.version++
+	r.fresh[filter] = r.version
+	for _, l := range r.links {
+		l.queueLocked(filter, false, r.version)
+	}
+	return r.version
 }
 
 // remove counts a local subscription to filter less.
 func (r *routes) remove(filter string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	lr, ok := r.table[filter]
+	n, ok := r.table[filter]
 	if !ok {
 		return
 	}
-	if lr.count--; lr.count > 0 {
-		r.table[filter] = lr
+	if n > 1 {
+		r.table[filter] = n - 1
 		return
 	}
 	delete(r.table, filter)
+	delete(r.fresh, filter)
 	r.version++
 	for _, l := range r.links {
 		l.queueLocked(filter, true, r.version)
 	}
+}
+
+// raiseFloorLocked forgets the versions of the filters every live peer has
+// acknowledged. r.mu is held.
+func (r *routes) raiseFloorLocked(live []string) {
+	floor := r.version
+	for _, name := range live {
+		l := r.links[name]
+		if l == nil {
+			return
+		}
+		floor = min(floor, l.acked)
+	}
+	if floor <= r.floor {
+		return
+	}
+	if floor >= r.version {
+		r.fresh = map[string]uint64{} // a map keeps its size: a burst's would stay
+	}
+	for f, v := range r.fresh {
+		if v <= floor {
+			delete(r.fresh, f)
+		}
+	}
+	r.floor = floor
 }
 
 // wait calls done once every live peer has acknowledged version, and reports false
@@ -207,6 +238,9 @@ func (r *routes) settle() {
 	}
 	clear(r.waiters[len(keep):])
 	r.waiters = keep
+	if known {
+		r.raiseFloorLocked(live)
+	}
 	r.mu.Unlock()
 	for _, f := range ready {
 		f()

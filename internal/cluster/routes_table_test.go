@@ -60,6 +60,45 @@ func TestRouteRefcount(t *testing.T) {
 	}
 }
 
+// TestRouteVersionFloor: the version that added a filter is kept while a live peer has
+// not acknowledged it; once every one has, it is forgotten and a later subscriber waits
+// for the floor, a version every live peer had then, never one below its filter's.
+func TestRouteVersionFloor(t *testing.T) {
+	r := newRoutes(&Cluster{})
+	l := idleLink(r, "p")
+	r.add("a")
+	r.add("b")
+	r.add("c")
+	l.acked = 2 // p has a and b
+	r.mu.Lock()
+	r.raiseFloorLocked([]string{"p"})
+	r.mu.Unlock()
+	if len(r.fresh) != 1 || r.floor != 2 {
+		t.Fatalf("versions kept %v, floor %d; want c's only, floor 2", r.fresh, r.floor)
+	}
+	if va, vc := r.add("a"), r.add("c"); va != 2 || vc != 3 {
+		t.Fatalf("later subscribers of a and c wait for %d and %d; want 2 and 3", va, vc)
+	}
+	r.mu.Lock()
+	r.raiseFloorLocked([]string{"p", "q"}) // q has no link yet: nothing is forgotten
+	r.mu.Unlock()
+	if r.floor != 2 {
+		t.Fatalf("floor %d with a live peer not linked", r.floor)
+	}
+	l.acked = 3
+	r.mu.Lock()
+	r.raiseFloorLocked([]string{"p"})
+	r.mu.Unlock()
+	if len(r.fresh) != 0 || r.floor != 3 {
+		t.Fatalf("versions kept %v, floor %d once p has all", r.fresh, r.floor)
+	}
+	r.remove("c")
+	r.remove("c")
+	if v := r.add("c"); v != 5 {
+		t.Fatalf("c added again at %d; want 5", v)
+	}
+}
+
 // TestRouteDeltasOverflow: a peer whose stream lags past routeDeltaMax gets a snapshot
 // instead of the deltas.
 func TestRouteDeltasOverflow(t *testing.T) {
