@@ -18,11 +18,11 @@ import (
 // the same node claimed the id again removes nothing).
 //
 // Memory: every node holds the whole table, an entry per session anywhere in the cluster,
-// so an entry keeps no client id: its key is the id's ownerKey (16 bytes), its value one
-// word, the owner's number in the node table (16 bits) and the epoch (48 bits: 2.8e14 log
-// entries). The log entries carry the exact ids, so what acts on one connection (the
+// so an entry keeps no client id: its key is the id's ownerKey (12 bytes), its value the
+// owner's number in the node table (16 bits) and the epoch (48 bits: 2.8e14 log entries)
+// in two 32-bit halves, so that the map's slots are 20 bytes, not 24. The log entries carry the exact ids, so what acts on one connection (the
 // fence, the hand-over) still names it exactly; the table only answers "who owns this
-// id", and two ids share an entry only if SHA-256 collides in 128 bits. 1M entries: see
+// id", and two ids share an entry only if SHA-256 collides in 96 bits. 1M entries: see
 // BenchmarkOwnerTableBytes.
 
 const (
@@ -37,20 +37,32 @@ const (
 	maxNodes  = 1 << (64 - epochBits)
 )
 
-// An ownerKey is a client id's key in the table: the first 128 bits of its SHA-256, the
+// An ownerKey is a client id's key in the table: the first 96 bits of its SHA-256, the
 // same on every node and for every build (no seed), and not a hash a client could aim at
-// another client's entry with.
-type ownerKey [16]byte
+// another client's entry with (a second preimage is 2^96 tries; at 10M entries two ids
+// share a key with odds of 1e-15).
+type ownerKey [12]byte
 
 func keyOf(cid string) ownerKey {
 	h := sha256.Sum256([]byte(cid))
-	return ownerKey(h[:16])
+	return ownerKey(h[:12])
 }
+
+// An ownerVal is an entry's node number << epochBits | epoch, high half first.
+type ownerVal [2]uint32
+
+func packOwner(node uint64, epoch uint64) ownerVal {
+	v := node<<epochBits | epoch
+	return ownerVal{uint32(v >> 32), uint32(v)}
+}
+
+func (v ownerVal) node() uint64  { return uint64(v[0]) >> (epochBits - 32) }
+func (v ownerVal) epoch() uint64 { return (uint64(v[0])<<32 | uint64(v[1])) & epochMask }
 
 // owners is the ownership part of the state.
 type owners struct {
-	m       map[ownerKey]uint64 // client id's key → node number << epochBits | epoch
-	nodes   []string            // node number → name; append-only, small
+	m       map[ownerKey]ownerVal
+	nodes   []string // node number → name; append-only, small
 	nodeIdx map[string]uint16
 }
 
@@ -64,7 +76,7 @@ func (o *owners) nodeNum(node string) (uint16, error) {
 	}
 	if o.nodeIdx == nil {
 		o.nodeIdx = map[string]uint16{}
-		o.m = map[ownerKey]uint64{}
+		o.m = map[ownerKey]ownerVal{}
 	}
 	n := uint16(len(o.nodes))
 	o.nodes = append(o.nodes, node)
@@ -78,7 +90,7 @@ func (o *owners) get(k ownerKey) (node string, epoch uint64) {
 	if !ok {
 		return "", 0
 	}
-	return o.nodes[v>>epochBits], v & epochMask
+	return o.nodes[v.node()], v.epoch()
 }
 
 // claims gives client ids to a node. Its result is the epoch (the entry's index), then
@@ -130,7 +142,7 @@ func (c claims) apply(s *state, index uint64) ([]byte, error) {
 		return nil, err
 	}
 	out := appendUvarint(make([]byte, 0, 8+len(c.ids)*4), index)
-	v := uint64(n)<<epochBits | index
+	v := packOwner(uint64(n), index)
 	for _, id := range c.ids {
 		k := keyOf(id)
 		prev, epoch := s.owners.get(k)
@@ -208,7 +220,8 @@ func (c releases) apply(s *state, _ uint64) ([]byte, error) {
 		return appendUvarint(nil, 0), nil
 	}
 	for _, r := range c.ids {
-		if k := keyOf(r.id); s.owners.m[k] == uint64(n)<<epochBits|r.epoch {
+		k := keyOf(r.id)
+		if v, ok := s.owners.m[k]; ok && r.epoch <= epochMask && v == packOwner(uint64(n), r.epoch) {
 			delete(s.owners.m, k)
 			removed++
 		}
@@ -217,7 +230,7 @@ func (c releases) apply(s *state, _ uint64) ([]byte, error) {
 }
 
 // captureOwners encodes the table at once (Persist runs beside later Applies, which
-// change the map): [nodes][name]... [entries]([key: 16 bytes][node][epoch])..., about 20
+// change the map): [nodes][name]... [entries]([key: 12 bytes][node][epoch])..., about 16
 // bytes per entry.
 func captureOwners(s *state) func([]byte) []byte {
 	o := &s.owners
@@ -225,8 +238,8 @@ func captureOwners(s *state) func([]byte) []byte {
 	b = appendUvarint(b, uint64(len(o.m)))
 	for k, v := range o.m {
 		b = append(b, k[:]...)
-		b = appendUvarint(b, v>>epochBits)
-		b = appendUvarint(b, v&epochMask)
+		b = appendUvarint(b, v.node())
+		b = appendUvarint(b, v.epoch())
 	}
 	return func(out []byte) []byte { return append(out, b...) }
 }
@@ -276,7 +289,7 @@ func restoreOwnersWith(s *state, r *reader, key func(r *reader) ownerKey) {
 		r.err = errShort
 		return
 	}
-	o.m = make(map[ownerKey]uint64, n)
+	o.m = make(map[ownerKey]ownerVal, n)
 	for range n {
 		k, node, epoch := key(r), r.uvarint(), r.uvarint()
 		if r.err != nil {
@@ -286,7 +299,7 @@ func restoreOwnersWith(s *state, r *reader, key func(r *reader) ownerKey) {
 			r.err = fmt.Errorf("cluster: ownership entry %x: node %d, epoch %d", k, node, epoch)
 			return
 		}
-		o.m[k] = node<<epochBits | epoch
+		o.m[k] = packOwner(node, epoch)
 	}
 	s.owners = o
 }
@@ -318,7 +331,7 @@ func (f *FSM) ownedBy(node string) int {
 	}
 	count := 0
 	for _, v := range o.m {
-		if v>>epochBits == uint64(n) {
+		if v.node() == uint64(n) {
 			count++
 		}
 	}

@@ -72,7 +72,7 @@ func TestRelease(t *testing.T) {
 	claim(t, &f, 1, "n1", "a", "b", "c")
 	claim(t, &f, 2, "n1", "b") // b claimed again by n1: epoch 2
 	claim(t, &f, 3, "n2", "c") // c moved to n2
-	n := releaseAll(t, &f, 4, "n1", release{"a", 1}, release{"b", 1}, release{"c", 1}, release{"zz", 1})
+	n := releaseAll(t, &f, 4, "n1", release{"a", 1}, release{"b", 1}, release{"c", 1}, release{"zz", 1}, release{"zz", 0})
 	if n != 1 {
 		t.Fatalf("removed %d; want 1 (a)", n)
 	}
@@ -187,13 +187,23 @@ func TestOwnersSnapshotV1(t *testing.T) {
 
 // TestOwnerKey: an id's key is the same on every node and in every build (every node
 // applies the same log to its own table, and snapshots move keys between nodes): the
-// first 16 bytes of SHA-256, no seed.
+// first 12 bytes of SHA-256, no seed.
 func TestOwnerKey(t *testing.T) {
-	if got, want := fmt.Sprintf("%x", keyOf("client-1")), "5704de18fc6045e4d08c3a2611627956"; got != want {
+	if got, want := fmt.Sprintf("%x", keyOf("client-1")), "5704de18fc6045e4d08c3a26"; got != want {
 		t.Fatalf("key of client-1: %s; want %s", got, want)
 	}
 	if keyOf("a") == keyOf("b") || keyOf("") == keyOf("\x00") {
 		t.Fatal("distinct ids share a key")
+	}
+}
+
+// TestOwnerVal: an entry's two halves keep the node number and the epoch whole, at the
+// ends of their ranges.
+func TestOwnerVal(t *testing.T) {
+	for _, c := range [][2]uint64{{0, 1}, {maxNodes - 1, epochMask}, {1, 1 << 32}, {7, 1<<32 - 1}} {
+		if v := packOwner(c[0], c[1]); v.node() != c[0] || v.epoch() != c[1] {
+			t.Errorf("node %d, epoch %d: read back %d, %d", c[0], c[1], v.node(), v.epoch())
+		}
 	}
 }
 
