@@ -88,14 +88,15 @@ func (g *subscribeGate) done() {
 }
 
 // addRoute tells the cluster of a new local subscription to filter; with g, the SUBACK
-// being built waits for its acknowledgement.
-func (b *Broker) addRoute(filter []byte, g *subscribeGate) {
+// being built waits for its acknowledgement. filter is the string the session keeps: the
+// cluster's table keys its first subscriber's filter by it, without a copy of its own.
+func (b *Broker) addRoute(filter string, g *subscribeGate) {
 	if g == nil {
-		b.cluster.AddRoute(string(filter), nil)
+		b.cluster.AddRoute(filter, nil)
 		return
 	}
 	g.left.Add(1)
-	if !b.cluster.AddRoute(string(filter), g.done) {
+	if !b.cluster.AddRoute(filter, g.done) {
 		g.left.Add(-1)
 	}
 }

@@ -46,7 +46,7 @@ func (b *Broker) Subscribe(filter string, fn func(topic string, payload []byte))
 	b.index.Subscribe([]byte(filter), pubsub.Sub{Subscriber: pubsub.SubscriberID(id), QoS: 2})
 	b.stats.subscriptions(1)
 	if b.cluster != nil {
-		b.addRoute([]byte(filter), nil)
+		b.addRoute(filter, nil)
 	}
 	done := false
 	return func() {

@@ -213,7 +213,7 @@ func (b *Broker) indexSub(s *session.Session, sub session.Sub) {
 		QoS: sub.Opts.QoS, Flags: flags}) {
 		b.stats.subscriptions(1)
 		if b.cluster != nil {
-			b.addRoute([]byte(sub.Filter), nil)
+			b.addRoute(sub.Filter, nil)
 		}
 	}
 }

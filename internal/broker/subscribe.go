@@ -67,12 +67,13 @@ func (b *Broker) onSubscribe(bt *batch, cl *client, p *packet.Subscribe) error {
 			flags |= pubsub.RetainAsPublished
 		}
 		existed := b.index.Subscribe(sub.Filter, pubsub.Sub{Subscriber: pubsub.SubscriberID(s.ID()), ID: subID, QoS: granted, Flags: flags})
-		s.AddSub(session.Sub{Filter: string(sub.Filter), ID: subID, Opts: session.SubOpts{QoS: granted,
+		filter := string(sub.Filter) // the session's, shared with the cluster's route table
+		s.AddSub(session.Sub{Filter: filter, ID: subID, Opts: session.SubOpts{QoS: granted,
 			NoLocal: sub.NoLocal, RetainAsPublished: sub.RetainAsPublished, RetainHandling: sub.RetainHandling}})
 		if !existed {
 			b.stats.subscriptions(1)
 			if routed != nil {
-				b.addRoute(sub.Filter, routed)
+				b.addRoute(filter, routed)
 			}
 		}
 		ack.Codes = append(ack.Codes, packet.ReasonCode(granted))

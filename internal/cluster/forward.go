@@ -212,17 +212,10 @@ func (f *forwarder) Forward(o *broker.Outbound) int {
 	m := o.Msg
 	sc := f.scratch.Get().(*matchScratch)
 	defer f.scratch.Put(sc)
-	sc.m.Reset()
-	r.remote.Match(m.Topic(), &sc.m)
-	if len(sc.m.Subs) == 0 && len(sc.m.Groups) == 0 {
+	sc.nodes = r.matchNodes(m.Topic(), &sc.m, sc.nodes[:0])
+	if len(sc.nodes) == 0 && len(sc.m.Groups) == 0 {
 		return 0
 	}
-	sc.nodes = sc.nodes[:0]
-	for _, s := range sc.m.Subs {
-		sc.nodes = append(sc.nodes, s.Subscriber)
-	}
-	slices.Sort(sc.nodes)
-	sc.nodes = slices.Compact(sc.nodes)
 	sc.shares = sc.shares[:0]
 	for _, g := range sc.m.Groups {
 		name := r.remote.GroupName(g)

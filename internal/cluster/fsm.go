@@ -72,17 +72,21 @@ type part struct {
 	capture func(s *state) func(b []byte) []byte
 	// restore reads the section back into s, which holds the parts restored before it.
 	restore func(s *state, r *reader)
+	// restoreV1, when set, reads the section as a version-1 snapshot wrote it.
+	restoreV1 func(s *state, r *reader)
 }
 
 var parts = []part{
 	{section: 1, capture: captureIdentity, restore: restoreIdentity},
-	{section: 2, capture: captureOwners, restore: restoreOwners},
+	{section: 2, capture: captureOwners, restore: restoreOwners, restoreV1: restoreOwnerIDs},
 	{section: 3, capture: captureRetained, restore: restoreRetained},
 	{section: 4, capture: captureAuth, restore: restoreAuth},
 }
 
-// snapshotVersion is the first byte of every snapshot this build writes.
-const snapshotVersion = 1
+// snapshotVersion is the first byte of every snapshot this build writes; it reads
+// version 1 too (the ownership table with client ids). A node of an older build cannot
+// restore a newer snapshot: it says so and stays behind until it is upgraded.
+const snapshotVersion = 2
 
 // encodeCommand returns c's log entry.
 func encodeCommand(c command) []byte {
@@ -190,9 +194,10 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 // decodeSnapshot reads what snapshot.Persist wrote into a new state.
 func decodeSnapshot(data []byte) (state, error) {
 	var s state
-	if len(data) == 0 || data[0] != snapshotVersion {
+	if len(data) == 0 || data[0] < 1 || data[0] > snapshotVersion {
 		return s, fmt.Errorf("cluster: not a snapshot this build reads (version byte %v)", data[:min(len(data), 1)])
 	}
+	version := data[0]
 	r := &reader{b: data[1:]}
 	for len(r.b) > 0 && r.err == nil {
 		section := r.byte()
@@ -207,7 +212,11 @@ func decodeSnapshot(data []byte) (state, error) {
 			return s, fmt.Errorf("cluster: snapshot section %d unknown (written by a newer node?)", section)
 		}
 		pr := &reader{b: []byte(body)}
-		parts[i].restore(&s, pr)
+		restore := parts[i].restore
+		if version == 1 && parts[i].restoreV1 != nil {
+			restore = parts[i].restoreV1
+		}
+		restore(&s, pr)
 		if err := pr.end(); err != nil {
 			return s, fmt.Errorf("cluster: snapshot section %d: %w", section, err)
 		}

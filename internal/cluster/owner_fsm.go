@@ -1,8 +1,8 @@
 package cluster
 
 import (
+	"crypto/sha256"
 	"fmt"
-	"slices"
 )
 
 // Client-id ownership in the replicated state: client id → (owner node, epoch). A CONNECT
@@ -17,8 +17,12 @@ import (
 // that a release can name exactly the claim it ends (a release that reaches the log after
 // the same node claimed the id again removes nothing).
 //
-// Memory: an entry is the client id (the map's key) and one word, the owner's number in
-// the node table (16 bits) and the epoch (48 bits: 2.8e14 log entries). 1M entries: see
+// Memory: every node holds the whole table, an entry per session anywhere in the cluster,
+// so an entry keeps no client id: its key is the id's ownerKey (12 bytes), its value the
+// owner's number in the node table (16 bits) and the epoch (48 bits: 2.8e14 log entries)
+// in two 32-bit halves, so that the map's slots are 20 bytes, not 24. The log entries carry the exact ids, so what acts on one connection (the
+// fence, the hand-over) still names it exactly; the table only answers "who owns this
+// id", and two ids share an entry only if SHA-256 collides in 96 bits. 1M entries: see
 // BenchmarkOwnerTableBytes.
 
 const (
@@ -33,10 +37,32 @@ const (
 	maxNodes  = 1 << (64 - epochBits)
 )
 
+// An ownerKey is a client id's key in the table: the first 96 bits of its SHA-256, the
+// same on every node and for every build (no seed), and not a hash a client could aim at
+// another client's entry with (a second preimage is 2^96 tries; at 10M entries two ids
+// share a key with odds of 1e-15).
+type ownerKey [12]byte
+
+func keyOf(cid string) ownerKey {
+	h := sha256.Sum256([]byte(cid))
+	return ownerKey(h[:12])
+}
+
+// An ownerVal is an entry's node number << epochBits | epoch, high half first.
+type ownerVal [2]uint32
+
+func packOwner(node uint64, epoch uint64) ownerVal {
+	v := node<<epochBits | epoch
+	return ownerVal{uint32(v >> 32), uint32(v)}
+}
+
+func (v ownerVal) node() uint64  { return uint64(v[0]) >> (epochBits - 32) }
+func (v ownerVal) epoch() uint64 { return (uint64(v[0])<<32 | uint64(v[1])) & epochMask }
+
 // owners is the ownership part of the state.
 type owners struct {
-	m       map[string]uint64 // client id → node number << epochBits | epoch
-	nodes   []string          // node number → name; append-only, small
+	m       map[ownerKey]ownerVal
+	nodes   []string // node number → name; append-only, small
 	nodeIdx map[string]uint16
 }
 
@@ -50,7 +76,7 @@ func (o *owners) nodeNum(node string) (uint16, error) {
 	}
 	if o.nodeIdx == nil {
 		o.nodeIdx = map[string]uint16{}
-		o.m = map[string]uint64{}
+		o.m = map[ownerKey]ownerVal{}
 	}
 	n := uint16(len(o.nodes))
 	o.nodes = append(o.nodes, node)
@@ -58,13 +84,13 @@ func (o *owners) nodeNum(node string) (uint16, error) {
 	return n, nil
 }
 
-// get returns the owner and epoch of cid; "" when it has none.
-func (o *owners) get(cid string) (node string, epoch uint64) {
-	v, ok := o.m[cid]
+// get returns the owner and epoch of the client id of key k; "" when it has none.
+func (o *owners) get(k ownerKey) (node string, epoch uint64) {
+	v, ok := o.m[k]
 	if !ok {
 		return "", 0
 	}
-	return o.nodes[v>>epochBits], v & epochMask
+	return o.nodes[v.node()], v.epoch()
 }
 
 // claims gives client ids to a node. Its result is the epoch (the entry's index), then
@@ -116,12 +142,13 @@ func (c claims) apply(s *state, index uint64) ([]byte, error) {
 		return nil, err
 	}
 	out := appendUvarint(make([]byte, 0, 8+len(c.ids)*4), index)
-	v := uint64(n)<<epochBits | index
+	v := packOwner(uint64(n), index)
 	for _, id := range c.ids {
-		prev, epoch := s.owners.get(id)
+		k := keyOf(id)
+		prev, epoch := s.owners.get(k)
 		out = appendString(out, prev)
 		out = appendUvarint(out, epoch)
-		s.owners.m[id] = v
+		s.owners.m[k] = v
 	}
 	return out, nil
 }
@@ -189,9 +216,13 @@ func decodeReleases(r *reader) command {
 func (c releases) apply(s *state, _ uint64) ([]byte, error) {
 	n, ok := s.owners.nodeIdx[c.node]
 	removed := 0
+	if !ok {
+		return appendUvarint(nil, 0), nil
+	}
 	for _, r := range c.ids {
-		if ok && s.owners.m[r.id] == uint64(n)<<epochBits|r.epoch {
-			delete(s.owners.m, r.id)
+		k := keyOf(r.id)
+		if v, ok := s.owners.m[k]; ok && r.epoch <= epochMask && v == packOwner(uint64(n), r.epoch) {
+			delete(s.owners.m, k)
 			removed++
 		}
 	}
@@ -199,24 +230,49 @@ func (c releases) apply(s *state, _ uint64) ([]byte, error) {
 }
 
 // captureOwners encodes the table at once (Persist runs beside later Applies, which
-// change the map): [nodes][name]... [entries]([id][node][epoch])..., a few bytes beyond
-// the client id per entry.
+// change the map): [nodes][name]... [entries]([key: 12 bytes][node][epoch])..., about 16
+// bytes per entry.
 func captureOwners(s *state) func([]byte) []byte {
 	o := &s.owners
-	b := appendUvarint(nil, uint64(len(o.nodes)))
-	for _, n := range o.nodes {
-		b = appendString(b, n)
-	}
+	b := appendOwnerNodes(nil, o)
 	b = appendUvarint(b, uint64(len(o.m)))
-	for id, v := range o.m {
-		b = appendString(b, id)
-		b = appendUvarint(b, v>>epochBits)
-		b = appendUvarint(b, v&epochMask)
+	for k, v := range o.m {
+		b = append(b, k[:]...)
+		b = appendUvarint(b, v.node())
+		b = appendUvarint(b, v.epoch())
 	}
 	return func(out []byte) []byte { return append(out, b...) }
 }
 
+func appendOwnerNodes(b []byte, o *owners) []byte {
+	b = appendUvarint(b, uint64(len(o.nodes)))
+	for _, n := range o.nodes {
+		b = appendString(b, n)
+	}
+	return b
+}
+
+// restoreOwners reads what captureOwners wrote.
 func restoreOwners(s *state, r *reader) {
+	restoreOwnersWith(s, r, func(r *reader) ownerKey {
+		var k ownerKey
+		if len(r.b) < len(k) {
+			r.err = errShort
+			return k
+		}
+		r.b = r.b[copy(k[:], r.b):]
+		return k
+	})
+}
+
+// restoreOwnerIDs reads the section of a version-1 snapshot, whose entries name their
+// client ids: [entries]([id][node][epoch])....
+func restoreOwnerIDs(s *state, r *reader) {
+	restoreOwnersWith(s, r, func(r *reader) ownerKey { return keyOf(r.string()) })
+}
+
+// restoreOwnersWith reads an ownership section whose entries start with what key reads.
+func restoreOwnersWith(s *state, r *reader, key func(r *reader) ownerKey) {
 	o := owners{}
 	nodes := r.uvarint()
 	if nodes > maxNodes {
@@ -233,17 +289,17 @@ func restoreOwners(s *state, r *reader) {
 		r.err = errShort
 		return
 	}
-	o.m = make(map[string]uint64, n)
+	o.m = make(map[ownerKey]ownerVal, n)
 	for range n {
-		id, node, epoch := r.string(), r.uvarint(), r.uvarint()
+		k, node, epoch := key(r), r.uvarint(), r.uvarint()
 		if r.err != nil {
 			return
 		}
 		if node >= uint64(len(o.nodes)) || epoch > epochMask {
-			r.err = fmt.Errorf("cluster: ownership entry of %q: node %d, epoch %d", id, node, epoch)
+			r.err = fmt.Errorf("cluster: ownership entry %x: node %d, epoch %d", k, node, epoch)
 			return
 		}
-		o.m[id] = node<<epochBits | epoch
+		o.m[k] = packOwner(node, epoch)
 	}
 	s.owners = o
 }
@@ -253,7 +309,7 @@ func restoreOwners(s *state, r *reader) {
 func (f *FSM) Owner(cid string) (node string, epoch uint64) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.s.owners.get(cid)
+	return f.s.owners.get(keyOf(cid))
 }
 
 // Owners returns the number of ownership entries.
@@ -263,16 +319,21 @@ func (f *FSM) Owners() int {
 	return len(f.s.owners.m)
 }
 
-// ownedBy returns the client ids node owns, sorted; for tests and diagnostics.
-func (f *FSM) ownedBy(node string) []string {
+// ownedBy returns how many client ids node owns; for tests and diagnostics (the table
+// keeps no ids: a node's broker knows its own clients).
+func (f *FSM) ownedBy(node string) int {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	var out []string
-	for id := range f.s.owners.m {
-		if n, _ := f.s.owners.get(id); n == node {
-			out = append(out, id)
+	o := &f.s.owners
+	n, ok := o.nodeIdx[node]
+	if !ok {
+		return 0
+	}
+	count := 0
+	for _, v := range o.m {
+		if v.node() == uint64(n) {
+			count++
 		}
 	}
-	slices.Sort(out)
-	return out
+	return count
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,15 +24,18 @@ import (
 //
 // The remote index is a pubsub.Index whose subscribers are node ids: matching a topic
 // there names each node with a matching route once, however many of its clients
-// subscribe (forward.go). A peer memberlist declares dead or gone has its routes dropped
-// at once (gone); it sends a snapshot when it comes back.
+// subscribe (forward.go). It holds the peers' wildcard and shared filters; their exact
+// ones, most routes, are sets of hashes beside it (routes_exact.go). A peer memberlist
+// declares dead or gone has its routes dropped at once (gone); it sends a snapshot when
+// it comes back.
 //
-// SUBACK means routed: AddRoute returns the version that added the filter, and the caller
-// waits until every live peer has acknowledged it, and, on a node that has just started,
-// until it has tried its seeds (knowsPeers): before, it knows no peer to wait for. A peer
-// that does not answer holds the wait only until failure detection declares it dead;
-// routeAckTimeout bounds the rest (a peer alive in gossip whose rpc port refuses us) and
-// is counted.
+// SUBACK means routed: AddRoute returns the version that added the filter (or, once
+// every live peer has it, a later version they all had: the table keeps a version only
+// for routes in flight), and the caller waits until every live peer has acknowledged it,
+// and, on a node that has just started, until it has tried its seeds (knowsPeers):
+// before, it knows no peer to wait for. A peer that does not answer holds the wait only
+// until failure detection declares it dead; routeAckTimeout bounds the rest (a peer
+// alive in gossip whose rpc port refuses us) and is counted.
 
 const (
 	// routeAckTimeout bounds a SUBACK's wait for a peer that gossip says is alive.
@@ -51,12 +55,6 @@ type Local interface {
 	BeginForwarded() *broker.Inbound
 }
 
-// localRoute is one filter of this node's table.
-type localRoute struct {
-	version uint64 // the version that added it
-	count   uint32 // local subscriptions
-}
-
 // A routeWaiter is a SUBACK waiting for version to reach every live peer.
 type routeWaiter struct {
 	version  uint64
@@ -70,15 +68,22 @@ type routes struct {
 	c     *Cluster
 	epoch uint64 // this incarnation: peers de-duplicate forwarded messages by it
 
-	mu       sync.Mutex // guards the fields below; never held while calling out
-	table    map[string]localRoute
-	version  uint64
+	mu      sync.Mutex        // guards the fields below; never held while calling out
+	table   map[string]uint32 // filter → local subscriptions
+	version uint64
+	// fresh holds the version that added each filter added after floor: a later
+	// subscriber to one waits for it. Every filter of table not in fresh was added at or
+	// before floor, which every live peer had acknowledged when it was set (settle), so a
+	// version per route is kept only while it is in flight.
+	fresh    map[string]uint64
+	floor    uint64
 	links    map[string]*routeLink // by peer name
 	waiters  []routeWaiter         // in version order
 	timeouts uint64
 
-	rmu    sync.Mutex // guards the peers' tables; the index has its own lock
+	rmu    sync.Mutex // guards the peers' tables; the index and exact have their own locks
 	remote *pubsub.Index
+	exact  *exactRoutes
 	ids    map[string]pubsub.SubscriberID // node name → its id in the remote index
 	names  []string                       // id → node name
 	peers  map[string]*peerTable
@@ -89,9 +94,9 @@ type routes struct {
 }
 
 // peerTable is the state of one peer's routes. The routes themselves are only in the
-// remote index (its subscriptions of the peer's node id): a set per peer beside it would
-// double the memory of a remote route for what only a snapshot and a departure need,
-// which walk the index instead.
+// remote index (its subscriptions of the peer's node id) and its exact set: a set of
+// filters per peer beside them would double the memory of a remote route for what only
+// a snapshot and a departure need, which walk the index and replace the exact set.
 type peerTable struct {
 	id      pubsub.SubscriberID
 	stream  uint64 // the stream that owns the table; a newer one or gone() replaces it
@@ -103,46 +108,75 @@ func newRoutes(c *Cluster) *routes {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return &routes{c: c, epoch: binary.LittleEndian.Uint64(b[:]) | 1,
-		table: map[string]localRoute{}, links: map[string]*routeLink{},
-		remote: pubsub.NewIndex(), ids: map[string]pubsub.SubscriberID{}, names: []string{""},
+		table: map[string]uint32{}, fresh: map[string]uint64{}, links: map[string]*routeLink{},
+		remote: pubsub.NewIndex(), exact: newExactRoutes(), ids: map[string]pubsub.SubscriberID{}, names: []string{""},
 		peers: map[string]*peerTable{}, wake: make(chan struct{}, 1)}
 }
 
-// add counts a local subscription to filter and returns the version that added it,
-// queueing the change for every link when it is new.
+// add counts a local subscription to filter and returns the version that added it, or
+// a later one, queueing the change for every link when it is new.
 func (r *routes) add(filter string) uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	lr, ok := r.table[filter]
-	if !ok {
-		r.version++
-		lr.version = r.version
-		for _, l := range r.links {
-			l.queueLocked(filter, false, r.version)
+	n, ok := r.table[filter]
+	r.table[filter] = n + 1
+	if ok {
+		if v, ok := r.fresh[filter]; ok {
+			return v
 		}
+		return r.floor
 	}
-	lr.count++
-	r.table[filter] = lr
-	return lr.version
+	r.version++
+	r.fresh[filter] = r.version
+	for _, l := range r.links {
+		l.queueLocked(filter, false, r.version)
+	}
+	return r.version
 }
 
 // remove counts a local subscription to filter less.
 func (r *routes) remove(filter string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	lr, ok := r.table[filter]
+	n, ok := r.table[filter]
 	if !ok {
 		return
 	}
-	if lr.count--; lr.count > 0 {
-		r.table[filter] = lr
+	if n > 1 {
+		r.table[filter] = n - 1
 		return
 	}
 	delete(r.table, filter)
+	delete(r.fresh, filter)
 	r.version++
 	for _, l := range r.links {
 		l.queueLocked(filter, true, r.version)
 	}
+}
+
+// raiseFloorLocked forgets the versions of the filters every live peer has
+// acknowledged. r.mu is held.
+func (r *routes) raiseFloorLocked(live []string) {
+	floor := r.version
+	for _, name := range live {
+		l := r.links[name]
+		if l == nil {
+			return
+		}
+		floor = min(floor, l.acked)
+	}
+	if floor <= r.floor {
+		return
+	}
+	if floor >= r.version {
+		r.fresh = map[string]uint64{} // a map keeps its size: a burst's would stay
+	}
+	for f, v := range r.fresh {
+		if v <= floor {
+			delete(r.fresh, f)
+		}
+	}
+	r.floor = floor
 }
 
 // wait calls done once every live peer has acknowledged version, and reports false
@@ -204,6 +238,9 @@ func (r *routes) settle() {
 	}
 	clear(r.waiters[len(keep):])
 	r.waiters = keep
+	if known {
+		r.raiseFloorLocked(live)
+	}
 	r.mu.Unlock()
 	for _, f := range ready {
 		f()
@@ -254,16 +291,22 @@ func (r *routes) apply(name string, stream uint64, snapshot bool, add, remove []
 	if snapshot {
 		keep := make(map[string]struct{}, len(add))
 		for _, f := range add {
-			keep[f] = struct{}{}
-		}
-		for _, f := range r.filtersOf(pt.id) {
-			if _, ok := keep[f]; !ok && r.remote.Unsubscribe([]byte(f), pt.id) {
-				pt.count--
+			if !exactFilter(f) {
+				keep[f] = struct{}{}
 			}
 		}
+		for _, f := range r.filtersOf(pt.id) {
+			if _, ok := keep[f]; !ok {
+				r.remote.Unsubscribe([]byte(f), pt.id)
+			}
+		}
+		r.exact.reset(pt.id)
 	}
 	for _, f := range add {
-		if !r.remote.Subscribe([]byte(f), sub) && !snapshot {
+		if exactFilter(f) {
+			r.exact.add(pt.id, f)
+			pt.count++
+		} else if !r.remote.Subscribe([]byte(f), sub) {
 			pt.count++
 		}
 	}
@@ -271,7 +314,13 @@ func (r *routes) apply(name string, stream uint64, snapshot bool, add, remove []
 		pt.count = len(add) // distinct: a table's filters; any left from before that it holds are counted once
 	}
 	for _, f := range remove {
-		if r.remote.Unsubscribe([]byte(f), pt.id) {
+		var had bool
+		if exactFilter(f) {
+			had = r.exact.remove(pt.id, f)
+		} else {
+			had = r.remote.Unsubscribe([]byte(f), pt.id)
+		}
+		if had {
 			pt.count--
 		}
 	}
@@ -325,11 +374,26 @@ func (r *routes) drop() {
 		for _, f := range r.filtersOf(id) {
 			r.remote.Unsubscribe([]byte(f), id)
 		}
+		r.exact.drop(id)
 	}
 	r.dropping = r.dropping[:0]
 }
 
-// filtersOf returns the filters of node id in the remote index. rmu is held.
+// matchNodes appends the nodes whose routes match topic to nodes, each once, and leaves
+// the shared groups that match in m.
+func (r *routes) matchNodes(topic []byte, m *pubsub.Matches, nodes []pubsub.SubscriberID) []pubsub.SubscriberID {
+	m.Reset()
+	r.remote.Match(topic, m)
+	for _, s := range m.Subs {
+		nodes = append(nodes, s.Subscriber)
+	}
+	nodes = r.exact.match(topic, nodes)
+	slices.Sort(nodes)
+	return slices.Compact(nodes)
+}
+
+// filtersOf returns the filters of node id in the remote index (its wildcard and shared
+// ones). rmu is held.
 func (r *routes) filtersOf(id pubsub.SubscriberID) []string {
 	var out []string
 	r.remote.Walk(func(filter []byte, s pubsub.Sub) bool {

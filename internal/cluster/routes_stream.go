@@ -128,25 +128,42 @@ func (l *routeLink) stream(ctx context.Context) error {
 			if len(pending) == 0 {
 				continue
 			}
-			// The last change of a filter wins: the peer applies adds, then removes.
-			last := make(map[string]bool, len(pending))
 			u = &clusterpb.RouteUpdate{Version: pending[len(pending)-1].version}
-			for _, d := range pending {
-				last[d.filter] = d.remove
-			}
-			for f, remove := range last {
-				if remove {
-					u.Remove = append(u.Remove, f)
-				} else {
-					u.Add = append(u.Add, f)
-				}
-			}
+			u.Add, u.Remove = netDeltas(pending)
 		}
 		clear(pending)
 		if err := st.Send(u); err != nil {
 			return err
 		}
 	}
+}
+
+// netDeltas returns what pending changes in the table the peer holds: the filters it
+// lacks and will have, and those it has and will lack. A filter's changes alternate (the
+// table adds only a filter it lacks and removes only one it has), so its first change
+// says what the peer holds, its last what it will: a filter removed and added again in
+// one batch is not sent, which keeps every add one of a filter the peer lacks
+// (routes_exact.go counts on it). The peer applies adds, then removes.
+func netDeltas(pending []routeDelta) (add, remove []string) {
+	type change struct{ first, last bool } // removes
+	net := make(map[string]change, len(pending))
+	for _, d := range pending {
+		c, ok := net[d.filter]
+		if !ok {
+			c.first = d.remove
+		}
+		c.last = d.remove
+		net[d.filter] = c
+	}
+	for f, c := range net {
+		switch {
+		case !c.first && !c.last:
+			add = append(add, f)
+		case c.first && c.last:
+			remove = append(remove, f)
+		}
+	}
+	return add, remove
 }
 
 // readAcks records the peer's acknowledgements until the stream ends.

@@ -60,6 +60,45 @@ func TestRouteRefcount(t *testing.T) {
 	}
 }
 
+// TestRouteVersionFloor: the version that added a filter is kept while a live peer has
+// not acknowledged it; once every one has, it is forgotten and a later subscriber waits
+// for the floor, a version every live peer had then, never one below its filter's.
+func TestRouteVersionFloor(t *testing.T) {
+	r := newRoutes(&Cluster{})
+	l := idleLink(r, "p")
+	r.add("a")
+	r.add("b")
+	r.add("c")
+	l.acked = 2 // p has a and b
+	r.mu.Lock()
+	r.raiseFloorLocked([]string{"p"})
+	r.mu.Unlock()
+	if len(r.fresh) != 1 || r.floor != 2 {
+		t.Fatalf("versions kept %v, floor %d; want c's only, floor 2", r.fresh, r.floor)
+	}
+	if va, vc := r.add("a"), r.add("c"); va != 2 || vc != 3 {
+		t.Fatalf("later subscribers of a and c wait for %d and %d; want 2 and 3", va, vc)
+	}
+	r.mu.Lock()
+	r.raiseFloorLocked([]string{"p", "q"}) // q has no link yet: nothing is forgotten
+	r.mu.Unlock()
+	if r.floor != 2 {
+		t.Fatalf("floor %d with a live peer not linked", r.floor)
+	}
+	l.acked = 3
+	r.mu.Lock()
+	r.raiseFloorLocked([]string{"p"})
+	r.mu.Unlock()
+	if len(r.fresh) != 0 || r.floor != 3 {
+		t.Fatalf("versions kept %v, floor %d once p has all", r.fresh, r.floor)
+	}
+	r.remove("c")
+	r.remove("c")
+	if v := r.add("c"); v != 5 {
+		t.Fatalf("c added again at %d; want 5", v)
+	}
+}
+
 // TestRouteDeltasOverflow: a peer whose stream lags past routeDeltaMax gets a snapshot
 // instead of the deltas.
 func TestRouteDeltasOverflow(t *testing.T) {
@@ -79,12 +118,7 @@ func TestRemoteTable(t *testing.T) {
 	r := newRoutes(&Cluster{})
 	match := func(topic string) []pubsub.SubscriberID {
 		var m pubsub.Matches
-		r.remote.Match([]byte(topic), &m)
-		var out []pubsub.SubscriberID
-		for _, s := range m.Subs {
-			out = append(out, s.Subscriber)
-		}
-		return out
+		return r.matchNodes([]byte(topic), &m, nil)
 	}
 	r.own("p", 1)
 	r.own("q", 2)
@@ -108,6 +142,9 @@ func TestRemoteTable(t *testing.T) {
 	if got := match("c"); len(got) != 0 {
 		t.Fatalf("c still routed to %v after a snapshot without it", got)
 	}
+	if got := match("b"); !slices.Equal(got, []pubsub.SubscriberID{p}) {
+		t.Fatalf("b matches %v after p's snapshot with it", got)
+	}
 	r.gone("p")
 	r.drop() // the routes goroutine's next step
 	if got := match("b"); len(got) != 0 {
@@ -118,6 +155,63 @@ func TestRemoteTable(t *testing.T) {
 	}
 	if n := r.peerRoutes(); n["q"] != 1 || len(n) != 1 {
 		t.Fatalf("tables %v", n)
+	}
+}
+
+// TestExactRoutes: a peer's exact filters match their topic only, in the exact set and
+// not the remote index; two filters of one hash (the same filter added twice stands in
+// for a collision) stay routed until both are removed, and the route count follows.
+func TestExactRoutes(t *testing.T) {
+	r := newRoutes(&Cluster{})
+	r.own("p", 1)
+	r.apply("p", 1, true, []string{"a/b", "a/+", "$share/g/a/b"}, nil, 1)
+	p := r.ids["p"]
+	var m pubsub.Matches
+	if got := r.matchNodes([]byte("a/b"), &m, nil); !slices.Equal(got, []pubsub.SubscriberID{p}) || len(m.Groups) != 1 {
+		t.Fatalf("a/b matches %v and %d groups; want p once, and the group", got, len(m.Groups))
+	}
+	if got := r.filtersOf(p); len(got) != 2 || slices.Contains(got, "a/b") {
+		t.Fatalf("remote index holds %v; want the wildcard and shared filters only", got)
+	}
+	if got := r.matchNodes([]byte("ab"), &m, nil); len(got) != 0 {
+		t.Fatalf("ab matches %v", got)
+	}
+	r.exact.add(p, "x")
+	r.exact.add(p, "x")
+	if !r.exact.remove(p, "x") || len(r.exact.match([]byte("x"), nil)) != 1 {
+		t.Fatal("the remove of one of two filters of a hash dropped the other's route")
+	}
+	if !r.exact.remove(p, "x") || r.exact.remove(p, "x") || len(r.exact.match([]byte("x"), nil)) != 0 {
+		t.Fatal("x routed or removable after both of its filters were removed")
+	}
+	r.apply("p", 1, false, []string{"c"}, []string{"a/b", "zz"}, 2)
+	if got := r.peerRoutes()["p"]; got != 3 {
+		t.Fatalf("p has %d routes; want 3 (a/+, $share/g/a/b, c)", got)
+	}
+	if got := r.matchNodes([]byte("a/b"), &m, nil); !slices.Equal(got, []pubsub.SubscriberID{p}) {
+		t.Fatalf("a/b matches %v; want p through a/+", got)
+	}
+}
+
+// TestRouteDeltasNet: a batch of deltas sends what changes for the peer: a filter
+// removed and added again, or added and removed, in one batch is not sent (an add the
+// peer already has would count twice in its exact set).
+func TestRouteDeltasNet(t *testing.T) {
+	r := newRoutes(&Cluster{})
+	r.add("a")
+	r.add("b")
+	l := idleLink(r, "p")
+	r.remove("a")
+	r.add("a") // the peer has a: nothing to send
+	r.add("c")
+	r.remove("c") // the peer lacks c: nothing to send
+	r.remove("b")
+	r.add("d")
+	r.remove("d")
+	r.add("d")
+	add, remove := netDeltas(l.pending)
+	if !slices.Equal(add, []string{"d"}) || !slices.Equal(remove, []string{"b"}) {
+		t.Fatalf("sent +%v -%v; want +[d] -[b]", add, remove)
 	}
 }
 

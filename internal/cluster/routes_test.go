@@ -142,8 +142,7 @@ func TestSubackMeansRouted(t *testing.T) {
 		g := sub.NextOr(t, func() {
 			for _, n := range ns {
 				var m pubsub.Matches
-				n.routes.remote.Match([]byte(topic), &m)
-				t.Logf("%s: routes %v, matches for %s: %v", n.name, n.routes.peerRoutes(), topic, m.Subs)
+				t.Logf("%s: routes %v, nodes for %s: %v", n.name, n.routes.peerRoutes(), topic, n.routes.matchNodes([]byte(topic), &m, nil))
 			}
 			t.Logf("round %d: published on n2, subscribed on %s", i, ns[i%2*2].name)
 		})
@@ -283,9 +282,9 @@ func TestDeadPeerRoutesDropped(t *testing.T) {
 	for _, n := range ns[:2] {
 		testenv.WaitFor(t, n.name+" to drop the routes of n3", func() bool {
 			var m pubsub.Matches
-			n.routes.remote.Match([]byte("d/1"), &m)
+			nodes := n.routes.matchNodes([]byte("d/1"), &m, nil)
 			_, ok := n.routes.peerRoutes()["n3"]
-			return !ok && len(m.Subs) == 0
+			return !ok && len(nodes) == 0
 		})
 	}
 }
