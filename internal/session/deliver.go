@@ -16,7 +16,8 @@ import (
 // A connection is backed up when more than Limits.SlowBytes wait to be sent to it. QoS 0
 // is shed (counted as slow_consumer) when the connection itself holds that much
 // (Conn.Buffered): what the session has encoded and not flushed yet goes out at the end
-// of the round. QoS 1 and 2 count those bytes too (backedUpLocked), and the ones a Flush
+// of the round. Under memory pressure (Limits.Pressed) QoS 0 is shed from a connection
+// holding any bytes at all, counted as memory_pressure. QoS 1 and 2 count those bytes too (backedUpLocked), and the ones a Flush
 // is writing; when the connection is backed up they are not written:
 // they wait in the session's queue, bounded by Limits.QueueMessages and QueueBytes like
 // an offline session's (beyond, the newest is refused, counted as queue_full), and the
@@ -48,8 +49,13 @@ func (s *Session) DeliverStored(d Delivery, now int64) (dirtied bool, drop Drop,
 		if s.conn == nil {
 			return false, DropOffline, false
 		}
-		if s.lim.SlowBytes > 0 && s.conn.Buffered() > s.lim.SlowBytes {
-			return false, DropSlowConsumer, false
+		if n := s.conn.Buffered(); n > 0 {
+			switch {
+			case s.lim.SlowBytes > 0 && n > s.lim.SlowBytes:
+				return false, DropSlowConsumer, false
+			case s.lim.Pressed != nil && s.lim.Pressed():
+				return false, DropPressure, false
+			}
 		}
 		e := d.entry()
 		dirtied, drop = s.writePublish(&e, now, false)

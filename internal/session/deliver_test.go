@@ -197,8 +197,8 @@ func TestDeliverQueueBytesAccounting(t *testing.T) {
 }
 
 // TestDeliverQoS0Shedding: QoS 0 is never queued: it is dropped while the client is
-// offline or while more than SlowBytes wait to be sent to it. QoS 1 is not shed: it is
-// queued then.
+// offline or while more than SlowBytes wait to be sent to it, and under memory pressure
+// while anything waits. QoS 1 is not shed: it is queued then.
 func TestDeliverQoS0Shedding(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -208,17 +208,23 @@ func TestDeliverQoS0Shedding(t *testing.T) {
 		qos      uint8
 		want     Drop
 		queued   bool
+		pressed  bool
 	}{
-		{"offline", 100, 0, true, 0, DropOffline, false},
-		{"buffered>slow", 100, 101, false, 0, DropSlowConsumer, false},
-		{"buffered=slow", 100, 100, false, 0, Delivered, false},
-		{"slow=0/buffered=1MiB", 0, 1 << 20, false, 0, Delivered, false},
-		{"qos1/buffered>slow", 100, 101, false, 1, Delivered, true},
-		{"qos1/offline", 100, 0, true, 1, Delivered, true},
+		{"offline", 100, 0, true, 0, DropOffline, false, false},
+		{"buffered>slow", 100, 101, false, 0, DropSlowConsumer, false, false},
+		{"buffered=slow", 100, 100, false, 0, Delivered, false, false},
+		{"slow=0/buffered=1MiB", 0, 1 << 20, false, 0, Delivered, false, false},
+		{"qos1/buffered>slow", 100, 101, false, 1, Delivered, true, false},
+		{"qos1/offline", 100, 0, true, 1, Delivered, true, false},
+		{"pressed/buffered=1", 100, 1, false, 0, DropPressure, false, true},
+		{"pressed/buffered>slow", 100, 101, false, 0, DropSlowConsumer, false, true},
+		{"pressed/buffered=0", 100, 0, false, 0, Delivered, false, true},
+		{"pressed/qos1/buffered=1", 100, 1, false, 1, Delivered, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lim := testLimits()
 			lim.SlowBytes = tc.slow
+			lim.Pressed = func() bool { return tc.pressed }
 			s, c := online(t, lim, ConnectInfo{})
 			c.buffered = tc.buffered
 			if tc.offline {
