@@ -46,7 +46,8 @@ func TestAdmissionUnderPressure(t *testing.T) {
 }
 
 // TestQoS0ShedUnderPressure: under memory pressure a QoS 0 message is not kept for a
-// subscriber whose connection holds unsent bytes, however few (counted as memory_pressure);
+// subscriber whose connection holds a sixteenth of the slow-consumer threshold (counted
+// as memory_pressure);
 // one whose connection takes it at once still gets it, QoS 1 is still queued, and without
 // pressure the same backlog is below the slow-consumer threshold and QoS 0 is written.
 func TestQoS0ShedUnderPressure(t *testing.T) {
@@ -61,7 +62,7 @@ func TestQoS0ShedUnderPressure(t *testing.T) {
 	slow.lines() // the SUBACKs
 	fast.lines()
 	level = memory.Soft
-	slow.c.buffered.Store(1) // one byte waiting: far below the slow-consumer threshold
+	slow.c.buffered.Store(5000) // above 4 KiB, a sixteenth of the 64 KiB slow-consumer threshold
 	pub.publish(0, 0, false, "s/0", "a")
 	pub.publish(1, 1, false, "s/1", "b")
 	equalLines(t, "fast", fast.lines(), []string{`PUBLISH s/0 q0 "a"`, `PUBLISH s/1 q1 "b"`})

@@ -75,9 +75,8 @@ type Limits struct {
 	// than be written, until the connection drains (deliver.go).
 	SlowBytes int
 	// Pressed, if not nil, reports memory pressure (the broker's memory.Soft or above).
-	// Then a QoS 0 message is shed as soon as anything at all waits to be sent to the
-	// client, not only past SlowBytes: under pressure the broker keeps no QoS 0 bytes for
-	// a connection whose socket does not take them at once (counted as memory_pressure).
+	// Then a QoS 0 message is shed once SlowBytes/16 wait to be sent to the client,
+	// pending or in the connection (deliver.go), counted as memory_pressure.
 	Pressed func() bool
 	// Sent counts PUBLISH packets written, by QoS, and BytesSent the bytes flushed to
 	// connections. Both may be nil.
