@@ -11,7 +11,7 @@
 #   bench/edge-memcap.sh                 LIMIT=32 (MiB)
 #   LIMIT=12 bench/edge-memcap.sh        a limit the load exceeds on purpose
 #
-# Environment: LIMIT (32, MiB), PORT (22883), HTTP_PORT (22880), CONNS (1000), PAIRS (10),
+# Environment: LIMIT (32, MiB), PORT (27883), HTTP_PORT (27880), CONNS (1000), PAIRS (10),
 # RATE (10), SURGE (20, seconds), SURGE_CONNS (4000), SLOW (200), FLOODERS (4),
 # FLOOD_RATE (2000), SIZE (1024, QoS 0 payload bytes). Root and a writable cgroup v1
 # memory hierarchy at /sys/fs/cgroup/memory are needed. The group is made below this
@@ -21,8 +21,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 limit_mib=${LIMIT:-32}
-port=${PORT:-22883}
-http_port=${HTTP_PORT:-22880}
+port=${PORT:-27883}
+http_port=${HTTP_PORT:-27880}
 conns=${CONNS:-1000}
 pairs=${PAIRS:-10}
 rate=${RATE:-10}
@@ -38,6 +38,13 @@ results=bench/results/edge-memcap-${limit_mib}m-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$results"
 py=/usr/bin/python3
 surge_py=bench/edge-surge.py
+
+for p in "$port" "$http_port"; do
+	if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+		echo "port $p is taken: another broker would get this script's load" >&2
+		exit 1
+	fi
+done
 
 mem_root=/sys/fs/cgroup/memory
 [ -w "$mem_root" ] || { echo "no writable cgroup v1 memory hierarchy at $mem_root" >&2; exit 1; }
@@ -108,6 +115,7 @@ for _ in $(seq 100); do
 	(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
 	sleep 0.1
 done
+kill -0 "$broker_pid" 2>/dev/null || { log "the broker exited:"; tail -3 "$results/broker.log" >&2; exit 1; }
 log "broker pid $broker_pid in $(awk -F: '$2 ~ /memory/ {print $3}' "/proc/$broker_pid/cgroup")"
 start=$(now)
 
