@@ -22,6 +22,8 @@ const (
 	Soft
 	// Hard (used ≥ 90%): also stop reading from publishers, so that backpressure reaches
 	// them through TCP instead of the heap growing until the kernel kills the process.
+	// The broker does not do that yet (the listener cannot pause a connection's reads):
+	// at Hard it acts as at Soft; docs/edge.md, "Under a hard memory cap".
 	Hard
 )
 

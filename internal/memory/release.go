@@ -43,8 +43,10 @@ import (
 // runtime forces. The pace is in time, not in checks, so that a short interval does not
 // make a slowly allocating broker look quiet.
 //
-// The live heap, and so the goal, is measured by the last GC; the runtime forces one at
-// least every two minutes, so after a spike an idle broker is released within minutes.
+// The live heap, and so the goal, is measured by the last GC. An idle broker after a
+// spike may run none until the runtime's forced one, two minutes on, so when RSS is above
+// Target and no cycle ran since the previous check the loop forces one first
+// (Policy.checkReturn): the spike is then released within two checks.
 type releaseRule struct {
 	Target       uint64        // RSS above which a spike is released
 	QuietFloor   uint64        // RSS above which a quiet broker is released
