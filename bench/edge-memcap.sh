@@ -197,6 +197,6 @@ cp "$cg/memory.stat" "$results/memory.stat" 2>/dev/null || true
 	echo "refused (metrics):   $(grep -E '^bifrost_connects_refused_total' "$results/metrics.txt" | tr '\n' ' ')"
 	echo "dropped (metrics):   $(grep -E '^bifrost_messages_dropped_total' "$results/metrics.txt" | tr '\n' ' ')"
 	echo "QoS 1 traffic:       $(jq -r '.traffic | "\(.sent) sent, \(.received) received, \(.lost) lost, \(.acked) acked"' "$results/pair.json" 2>/dev/null || echo see pair.err)"
-	echo "pressure changes:    $(grep -c 'msg="memory: pressure' "$results/broker.log" || true) logged; last: $(grep 'msg="memory: pressure' "$results/broker.log" | tail -1 | cut -c6-29,60-)"
+	echo "pressure changes:    $(grep -c 'msg="memory: pressure' "$results/broker.log" || true) logged; last: $(grep 'msg="memory: pressure' "$results/broker.log" | tail -1 | sed 's/^time=//')"
 	echo "recovered:           a 3.1.1 and a 5.0 CONNECT accepted ${recover_s}s after the surge ended"
 } | tee "$results/summary.txt"
