@@ -176,6 +176,7 @@ func New(o Options) (*Broker, error) {
 		QueueMessages:     c.Queue.OfflineMessages,
 		QueueBytes:        int(c.Queue.OfflineBytes),
 		SlowBytes:         slowBytes(c),
+		Pressed:           func() bool { return b.pressure() >= memory.Soft },
 		Sent:              &b.stats.sent,
 		BytesSent:         &b.stats.bytesSent,
 	}

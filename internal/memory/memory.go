@@ -56,6 +56,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -129,6 +130,7 @@ type system struct {
 	read   func() runtimeSample    // readRuntime
 	rss    func() (uint64, bool)   // readRSS of fsys
 	free   func()                  // debug.FreeOSMemory
+	gc     func()                  // runtime.GC; nil: never forced by the return-to-OS loop
 
 	setMemoryLimit func(int64) int64 // debug.SetMemoryLimit
 	setGCPercent   func(int) int     // debug.SetGCPercent
@@ -142,6 +144,7 @@ func hostSystem() system {
 		read:   readRuntime,
 		rss:    func() (uint64, bool) { return readRSS(root) },
 		free:   debug.FreeOSMemory,
+		gc:     runtime.GC,
 
 		setMemoryLimit: debug.SetMemoryLimit,
 		setGCPercent:   debug.SetGCPercent,

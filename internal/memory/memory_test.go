@@ -71,6 +71,8 @@ func TestApply(t *testing.T) {
 	}{
 		{"server in a 512MiB cgroup", conf.Memory{Profile: conf.ProfileServer, Limit: conf.ByteSizeAuto}, "cgroup-v2", 429496729, 400},
 		{"server in a v1 256MiB cgroup", conf.Memory{Profile: conf.ProfileServer, Limit: conf.ByteSizeAuto}, "cgroup-v1", 214748364, 400},
+		{"edge in a v1 32MiB cgroup", conf.Memory{Profile: conf.ProfileEdge, Limit: conf.ByteSizeAuto}, "cgroup-v1-32mib", 26843545, 50},
+		{"edge in a v2 512MiB cgroup", conf.Memory{Profile: conf.ProfileEdge, Limit: conf.ByteSizeAuto}, "cgroup-v2", 64 * mib, 50},
 		{"edge on a 170MiB device", conf.Memory{Profile: conf.ProfileEdge, Limit: conf.ByteSizeAuto}, "no-cgroup", 44564480, 50},
 		{"server with a size", conf.Memory{Profile: conf.ProfileServer, Limit: 300 * mib}, "no-cgroup", 300 * mib, 400},
 	}

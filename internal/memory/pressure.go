@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // A Level is how close the process is to its memory limit; the broker's admission control
@@ -21,6 +22,8 @@ const (
 	Soft
 	// Hard (used ≥ 90%): also stop reading from publishers, so that backpressure reaches
 	// them through TCP instead of the heap growing until the kernel kills the process.
+	// The broker does not do that yet (the listener cannot pause a connection's reads):
+	// at Hard it acts as at Soft; docs/edge.md, "Under a hard memory cap".
 	Hard
 )
 
@@ -51,6 +54,25 @@ const (
 	softPercent       = 80
 	hardPercent       = 90
 	hysteresisPercent = 5
+)
+
+// Holding a level, and checking again while it holds.
+//
+// Used is sampled at the end of each GC, and under a surge it swings with the bytes in
+// flight at that moment: in a 16 MiB cgroup the level went none → soft → hard → none
+// several times in 100 ms, admitting a client at every dip and logging every change. So a
+// level, once raised, is held for at least holdDown before it may fall. A rise is never
+// delayed.
+//
+// Leaving a level needs a sample, and a sample needs a GC: a broker whose load has just
+// fallen may allocate so little that the next cycle comes with the runtime's forced GC,
+// two minutes later, and it would refuse every client until then. So while the level is
+// above none, every recheckEvery a GC is forced if none ran since the last check: a few
+// milliseconds of CPU on an edge heap, and a server under pressure is collecting all the
+// time anyway. Recovery after the load falls then takes at most holdDown plus two checks.
+const (
+	holdDown     = time.Second
+	recheckEvery = 2 * time.Second
 )
 
 // nextLevel returns the level for used bytes against limit, given the previous level.
@@ -90,8 +112,16 @@ type pressure struct {
 	limit func() int64
 	read  func() runtimeSample
 	log   *slog.Logger
+	// now and gc are time.Now and runtime.GC; hold and every are holdDown and
+	// recheckEvery. Tests replace them.
+	now         func() time.Time
+	gc          func()
+	hold, every time.Duration
 
-	mu sync.Mutex // serializes refresh (the GC hook and Reload)
+	mu      sync.Mutex  // serializes refresh (the GC hook and Reload); guards the fields below
+	raised  time.Time   // when the level last rose
+	recheck *time.Timer // runs while the level is above none
+	checked uint64      // samples at the last recheck
 }
 
 // gcSentinel is allocated to be collected. It holds a pointer so that it is not placed
@@ -101,6 +131,7 @@ type gcSentinel struct{ _ *byte }
 // init sets where the samples come from.
 func (p *pressure) init(limit func() int64, read func() runtimeSample, log *slog.Logger) {
 	p.limit, p.read, p.log = limit, read, log
+	p.now, p.gc, p.hold, p.every = time.Now, runtime.GC, holdDown, recheckEvery
 }
 
 // start takes the first sample and arms the GC hook. init must have been called.
@@ -109,8 +140,16 @@ func (p *pressure) start() {
 	p.arm()
 }
 
-// stop ends the GC hook at the next cycle.
-func (p *pressure) stop() { p.stopped.Store(true) }
+// stop ends the GC hook at the next cycle, and the rechecks.
+func (p *pressure) stop() {
+	p.stopped.Store(true)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.recheck != nil {
+		p.recheck.Stop()
+		p.recheck = nil
+	}
+}
 
 func (p *pressure) arm() {
 	runtime.AddCleanup(&gcSentinel{}, onGC, p)
@@ -140,9 +179,20 @@ func (p *pressure) refresh() {
 	limit := uint64(max(p.limit(), 0))
 	prev := p.level()
 	next := nextLevel(prev, used, limit)
+	now := p.now()
+	switch {
+	case next > prev:
+		p.raised = now
+	case next < prev && now.Sub(p.raised) < p.hold:
+		next = prev
+	}
 	p.used.Store(used)
 	p.cur.Store(uint32(next))
 	p.samples.Add(1)
+	if next > None && p.recheck == nil && !p.stopped.Load() {
+		p.checked = p.samples.Load()
+		p.recheck = time.AfterFunc(p.every, p.onRecheck)
+	}
 	if next == prev {
 		return
 	}
@@ -152,5 +202,29 @@ func (p *pressure) refresh() {
 		p.log.Warn("memory: pressure rising", attrs...)
 	} else {
 		p.log.Info("memory: pressure falling", attrs...)
+	}
+}
+
+// onRecheck runs every p.every while the level is above none: it forces a GC, whose hook
+// samples again, if no sample was taken since the last check, and stops once the level
+// is none.
+func (p *pressure) onRecheck() {
+	p.mu.Lock()
+	if p.stopped.Load() || p.level() == None {
+		p.recheck = nil
+		p.mu.Unlock()
+		return
+	}
+	idle := p.samples.Load() == p.checked
+	p.mu.Unlock()
+	if idle {
+		p.gc() // the hook refreshes; a fall held by holdDown is decided now
+		p.refresh()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.checked = p.samples.Load()
+	if p.recheck != nil && !p.stopped.Load() {
+		p.recheck.Reset(p.every)
 	}
 }

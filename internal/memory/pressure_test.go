@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
@@ -74,6 +76,7 @@ func TestPressureFollowsGC(t *testing.T) {
 		used <- u
 		return runtimeSample{Live: u}
 	}, discard())
+	p.hold = 0 // this test is about sampling at GC ends, not holding a level
 	p.start()
 	defer p.stop()
 	if got := p.level(); got != None {
@@ -105,4 +108,54 @@ func TestReadGCPercent(t *testing.T) {
 		t.Errorf("readGCPercent = %d, want 250", got)
 	}
 	debug.SetGCPercent(gogc)
+}
+
+// TestPressureHoldsDown: a level rises at once, and falls only once it has been held for
+// holdDown, so that Used swinging across a threshold does not flip admission.
+func TestPressureHoldsDown(t *testing.T) {
+	var p pressure
+	var used atomic.Uint64
+	p.init(func() int64 { return 100 * mib }, func() runtimeSample { return runtimeSample{Live: used.Load()} }, discard())
+	clock := time.Unix(1000, 0)
+	p.now = func() time.Time { return clock }
+	p.every = time.Hour // no recheck in this test
+	defer p.stop()
+	step := func(d time.Duration, u uint64, want Level) {
+		t.Helper()
+		clock = clock.Add(d)
+		used.Store(u)
+		p.refresh()
+		if got := p.level(); got != want {
+			t.Fatalf("at +%v with %d MiB used: %s, want %s", d, u/mib, got, want)
+		}
+	}
+	step(0, 85*mib, Soft)
+	step(0, 95*mib, Hard) // a rise is never held
+	step(500*time.Millisecond, 10*mib, Hard)
+	step(400*time.Millisecond, 10*mib, Hard)
+	step(200*time.Millisecond, 10*mib, None) // 1.1 s after the last rise
+	step(0, 85*mib, Soft)
+	step(999*time.Millisecond, 10*mib, Soft)
+}
+
+// TestPressureRecheck: while the level is above none and no GC samples it, a GC is forced
+// every recheck, so that a broker whose load fell without allocating leaves the level.
+func TestPressureRecheck(t *testing.T) {
+	var p pressure
+	var used atomic.Uint64
+	var gcs atomic.Int32
+	p.init(func() int64 { return 100 * mib }, func() runtimeSample { return runtimeSample{Live: used.Load()} }, discard())
+	p.gc = func() { gcs.Add(1) }
+	p.hold, p.every = 0, 5*time.Millisecond
+	defer p.stop()
+	used.Store(85 * mib)
+	p.refresh()
+	if got := p.level(); got != Soft {
+		t.Fatalf("level %s, want soft", got)
+	}
+	used.Store(10 * mib) // no GC follows: only the recheck can notice
+	testenv.WaitFor(t, "the recheck to lower the level", func() bool { return p.level() == None })
+	if gcs.Load() == 0 {
+		t.Fatal("the level fell without a GC being forced")
+	}
 }

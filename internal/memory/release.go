@@ -43,8 +43,10 @@ import (
 // runtime forces. The pace is in time, not in checks, so that a short interval does not
 // make a slowly allocating broker look quiet.
 //
-// The live heap, and so the goal, is measured by the last GC; the runtime forces one at
-// least every two minutes, so after a spike an idle broker is released within minutes.
+// The live heap, and so the goal, is measured by the last GC. An idle broker after a
+// spike may run none until the runtime's forced one, two minutes on, so when RSS is above
+// Target and no cycle ran since the previous check the loop forces one first
+// (Policy.checkReturn): the spike is then released within two checks.
 type releaseRule struct {
 	Target       uint64        // RSS above which a spike is released
 	QuietFloor   uint64        // RSS above which a quiet broker is released
@@ -120,7 +122,14 @@ type releaser struct {
 	allocs uint64    // Allocs at the previous check
 	prev   time.Time // of the previous check
 	seen   bool      // allocs and prev are set: there was a previous check
+	cycles uint64    // GC cycles at the previous check
+	forced time.Time // of the last GC forced to refresh a stale sample
 }
+
+// staleGCSpacing is the least time between two GCs the return-to-OS loop forces to refresh
+// a stale sample (see Policy.checkReturn): the edge profile's interval, and a server
+// checking every second pays at most one extra GC per 30 s, and only above Target.
+const staleGCSpacing = 30 * time.Second
 
 // check records a check at now and reports whether to release.
 func (r *releaser) check(now time.Time, s releaseSample) bool {
@@ -148,7 +157,8 @@ func (p *Policy) returnLoop(ctx context.Context) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	// The first check can then tell how much was allocated since the loop started.
-	p.rel.allocs, p.rel.prev, p.rel.seen = p.sys.read().Allocs, time.Now(), true
+	rt := p.sys.read()
+	p.rel.allocs, p.rel.cycles, p.rel.prev, p.rel.seen = rt.Allocs, rt.Cycles, time.Now(), true
 	for {
 		select {
 		case <-ctx.Done():
@@ -187,6 +197,18 @@ func (p *Policy) checkReturn(now time.Time) {
 	p.rel.rule = newReleaseRule(p.limit.Load(), interval) // the limit may have been reloaded
 	rt := p.sys.read()
 	rss := p.rss(rt)
+	// The live heap and the goal are the last GC's. After a spike an idle broker may not
+	// collect until the runtime's forced GC, two minutes on, and until then the figures
+	// are the spike's: neither rule can see the memory is free. So when RSS is worth a
+	// release and no cycle ran since the previous check, a GC refreshes them first.
+	if p.sys.gc != nil && rss > p.rel.rule.Target && rt.Cycles == p.rel.cycles &&
+		now.Sub(p.rel.forced) >= staleGCSpacing {
+		p.rel.forced = now
+		p.sys.gc()
+		rt = p.sys.read()
+		rss = p.rss(rt)
+	}
+	p.rel.cycles = rt.Cycles
 	if !p.rel.check(now, releaseSample{RSS: rss, Retained: rt.Retained(), Goal: rt.Goal,
 		Live: rt.Live, Allocs: rt.Allocs}) {
 		return

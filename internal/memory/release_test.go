@@ -315,3 +315,46 @@ func (p *Policy) loopRunning() bool {
 	defer p.mu.Unlock()
 	return p.running
 }
+
+// TestReturnLoopStaleSample: after a spike an idle process runs no GC, so the runtime's
+// live heap and goal stay the spike's and no rule sees the memory free; the loop forces a
+// GC to refresh them when RSS is above the target and none ran since its last check, and
+// releases within two checks.
+func TestReturnLoopStaleSample(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		var mu sync.Mutex
+		goal, cycles, frees := uint64(40*mib), uint64(0), 0 // the goal the spike left
+		sys := system{
+			getenv: func(string) string { return "" },
+			read: func() runtimeSample {
+				mu.Lock()
+				defer mu.Unlock()
+				return runtimeSample{Goal: goal, Live: goal / 2, Objects: 48 * mib, Total: 48 * mib, Cycles: cycles}
+			},
+			rss:  func() (uint64, bool) { return 56 * mib, true },
+			free: func() { mu.Lock(); frees++; mu.Unlock() },
+			gc: func() { // the spike's memory is garbage: a GC finds the live heap small
+				mu.Lock()
+				goal, cycles = 16*mib, cycles+1
+				mu.Unlock()
+			},
+			setMemoryLimit: func(l int64) int64 { return max(l, 42*mib) },
+			setGCPercent:   func(int) int { return 100 },
+		}
+		p := loopPolicy(sys, 30*time.Second)
+		started := 0
+		p.Start(goIn(ctx, &started))
+		time.Sleep(65 * time.Second) // checks at 30s and 60s
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if cycles == 0 {
+			t.Fatal("no GC forced although the sample was stale")
+		}
+		if frees != 1 {
+			t.Fatalf("released %d times in two checks after a spike, want 1", frees)
+		}
+	})
+}

@@ -20,6 +20,7 @@ type runtimeSample struct {
 	Free     uint64 // heap in free spans, not returned to the OS
 	Released uint64 // heap returned to the OS
 	Allocs   uint64 // heap allocated since the process started, cumulative
+	Cycles   uint64 // GC cycles completed since the process started
 }
 
 // runtimeMetrics are the runtime/metrics names read into a runtimeSample, in field order.
@@ -32,6 +33,7 @@ var runtimeMetrics = [...]string{
 	"/memory/classes/heap/free:bytes",
 	"/memory/classes/heap/released:bytes",
 	"/gc/heap/allocs:bytes",
+	"/gc/cycles/total:gc-cycles",
 }
 
 // readRuntime reads the runtime's memory figures. A figure the runtime does not support
@@ -50,7 +52,7 @@ func readRuntime() runtimeSample {
 	}
 	return runtimeSample{
 		Live: v[0], Goal: v[1], Total: v[2],
-		Objects: v[3], Unused: v[4], Free: v[5], Released: v[6], Allocs: v[7],
+		Objects: v[3], Unused: v[4], Free: v[5], Released: v[6], Allocs: v[7], Cycles: v[8],
 	}
 }
 

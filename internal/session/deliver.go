@@ -16,7 +16,9 @@ import (
 // A connection is backed up when more than Limits.SlowBytes wait to be sent to it. QoS 0
 // is shed (counted as slow_consumer) when the connection itself holds that much
 // (Conn.Buffered): what the session has encoded and not flushed yet goes out at the end
-// of the round. QoS 1 and 2 count those bytes too (backedUpLocked), and the ones a Flush
+// of the round. Under memory pressure (Limits.Pressed) the threshold is a sixteenth of
+// SlowBytes and counts those pending bytes too (shedQoS0Locked), counted as
+// memory_pressure. QoS 1 and 2 count those bytes too (backedUpLocked), and the ones a Flush
 // is writing; when the connection is backed up they are not written:
 // they wait in the session's queue, bounded by Limits.QueueMessages and QueueBytes like
 // an offline session's (beyond, the newest is refused, counted as queue_full), and the
@@ -48,8 +50,8 @@ func (s *Session) DeliverStored(d Delivery, now int64) (dirtied bool, drop Drop,
 		if s.conn == nil {
 			return false, DropOffline, false
 		}
-		if s.lim.SlowBytes > 0 && s.conn.Buffered() > s.lim.SlowBytes {
-			return false, DropSlowConsumer, false
+		if drop := s.shedQoS0Locked(); drop != Delivered {
+			return false, drop, false
 		}
 		e := d.entry()
 		dirtied, drop = s.writePublish(&e, now, false)
@@ -98,6 +100,28 @@ func (s *Session) DeliverStored(d Delivery, now int64) (dirtied bool, drop Drop,
 	}
 	return false, Delivered, persist
 }
+
+// shedQoS0Locked reports whether a QoS 0 message is to be shed, and why: more than
+// SlowBytes wait in the connection, or, under memory pressure, more than SlowBytes/16
+// wait in the connection and the pending buffer together. Under pressure the pending
+// bytes count because a round (64 KiB of input) fans out into every subscriber's pending
+// buffer before any of them is flushed: with hundreds of slow subscribers that is tens
+// of MiB in one round. s.conn is not nil; s's lock is held.
+func (s *Session) shedQoS0Locked() Drop {
+	n := s.conn.Buffered()
+	switch {
+	case s.lim.SlowBytes > 0 && n > s.lim.SlowBytes:
+		return DropSlowConsumer
+	case s.lim.Pressed != nil && n+s.outLen() > s.lim.SlowBytes/pressureSlowDiv && s.lim.Pressed():
+		return DropPressure
+	}
+	return Delivered
+}
+
+// pressureSlowDiv divides SlowBytes under memory pressure: 4 KiB at the 64 KiB default,
+// a few small messages, so that a consumer keeping up still gets a round's burst while a
+// backed-up one gets nothing more held for it.
+const pressureSlowDiv = 16
 
 // backedUpLocked reports whether the connection is backed up: more than Limits.SlowBytes
 // wait to be sent, in the connection, in the pending buffer or in a Flush's hands (see

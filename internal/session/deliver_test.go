@@ -197,8 +197,8 @@ func TestDeliverQueueBytesAccounting(t *testing.T) {
 }
 
 // TestDeliverQoS0Shedding: QoS 0 is never queued: it is dropped while the client is
-// offline or while more than SlowBytes wait to be sent to it. QoS 1 is not shed: it is
-// queued then.
+// offline or while more than SlowBytes wait to be sent to it, and under memory pressure
+// while more than SlowBytes/16 wait. QoS 1 is not shed: it is queued then.
 func TestDeliverQoS0Shedding(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -208,17 +208,23 @@ func TestDeliverQoS0Shedding(t *testing.T) {
 		qos      uint8
 		want     Drop
 		queued   bool
+		pressed  bool
 	}{
-		{"offline", 100, 0, true, 0, DropOffline, false},
-		{"buffered>slow", 100, 101, false, 0, DropSlowConsumer, false},
-		{"buffered=slow", 100, 100, false, 0, Delivered, false},
-		{"slow=0/buffered=1MiB", 0, 1 << 20, false, 0, Delivered, false},
-		{"qos1/buffered>slow", 100, 101, false, 1, Delivered, true},
-		{"qos1/offline", 100, 0, true, 1, Delivered, true},
+		{"offline", 100, 0, true, 0, DropOffline, false, false},
+		{"buffered>slow", 100, 101, false, 0, DropSlowConsumer, false, false},
+		{"buffered=slow", 100, 100, false, 0, Delivered, false, false},
+		{"slow=0/buffered=1MiB", 0, 1 << 20, false, 0, Delivered, false, false},
+		{"qos1/buffered>slow", 100, 101, false, 1, Delivered, true, false},
+		{"qos1/offline", 100, 0, true, 1, Delivered, true, false},
+		{"pressed/buffered>slow/16", 1600, 101, false, 0, DropPressure, false, true},
+		{"pressed/buffered=slow/16", 1600, 100, false, 0, Delivered, false, true},
+		{"pressed/buffered>slow", 1600, 1601, false, 0, DropSlowConsumer, false, true},
+		{"pressed/qos1/buffered>slow/16", 1600, 101, false, 1, Delivered, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lim := testLimits()
 			lim.SlowBytes = tc.slow
+			lim.Pressed = func() bool { return tc.pressed }
 			s, c := online(t, lim, ConnectInfo{})
 			c.buffered = tc.buffered
 			if tc.offline {
@@ -237,6 +243,40 @@ func TestDeliverQoS0Shedding(t *testing.T) {
 			s.Flush()
 			if (tc.want != Delivered || tc.queued) && len(c.buf) > 0 {
 				t.Errorf("a dropped or queued message was written: %v", c)
+			}
+		})
+	}
+}
+
+// TestDeliverQoS0PendingUnderPressure: under memory pressure the bytes a session has
+// encoded and not flushed yet count towards the QoS 0 threshold, so that one round's
+// fan-out cannot pile up in every subscriber's pending buffer; without pressure they do
+// not, and the whole burst is written.
+func TestDeliverQoS0PendingUnderPressure(t *testing.T) {
+	for _, pressed := range []bool{false, true} {
+		t.Run(fmt.Sprint("pressed=", pressed), func(t *testing.T) {
+			lim := testLimits()
+			lim.SlowBytes = 16 * 100 // 100 bytes under pressure
+			lim.Pressed = func() bool { return pressed }
+			s, _ := online(t, lim, ConnectInfo{})
+			delivered := 0
+			for range 10 {
+				// About 40 bytes each: three fit in 100.
+				_, drop := s.Deliver(Delivery{Msg: msg("t", strings.Repeat("x", 30)), QoS: 0}, at(0))
+				switch drop {
+				case Delivered:
+					delivered++
+				case DropPressure:
+				default:
+					t.Fatalf("drop %q", drop)
+				}
+			}
+			want := 10
+			if pressed {
+				want = 3
+			}
+			if delivered != want {
+				t.Fatalf("%d of 10 delivered in one round, want %d", delivered, want)
 			}
 		})
 	}

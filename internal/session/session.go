@@ -74,6 +74,10 @@ type Limits struct {
 	// consumer), a QoS 0 message is shed, and a QoS 1 or 2 one waits in the queue rather
 	// than be written, until the connection drains (deliver.go).
 	SlowBytes int
+	// Pressed, if not nil, reports memory pressure (the broker's memory.Soft or above).
+	// Then a QoS 0 message is shed once SlowBytes/16 wait to be sent to the client,
+	// pending or in the connection (deliver.go), counted as memory_pressure.
+	Pressed func() bool
 	// Sent counts PUBLISH packets written, by QoS, and BytesSent the bytes flushed to
 	// connections. Both may be nil.
 	Sent      *[3]Counter
@@ -100,9 +104,10 @@ const (
 	DropExpired
 	DropTooLarge
 	DropOffline
+	DropPressure
 )
 
-var dropNames = [...]string{"", "queue_full", "slow_consumer", "expired", "too_large", "offline_qos0"}
+var dropNames = [...]string{"", "queue_full", "slow_consumer", "expired", "too_large", "offline_qos0", "memory_pressure"}
 
 // String is the metrics label of d.
 func (d Drop) String() string { return dropNames[d] }
