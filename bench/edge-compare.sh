@@ -82,7 +82,8 @@ for p in "$port" "$((port + 1))" "$http_port"; do
 done
 
 log "building bifrost (CGO_ENABLED=0) and bifrost-bench"
-CGO_ENABLED=0 go build -o "$work/bifrost" ./cmd/bifrost
+# The edge build (TAGS, as bench/edge-store.sh; TAGS= for the default one).
+CGO_ENABLED=0 go build -tags "${TAGS-bifrost_nocluster}" -o "$work/bifrost" ./cmd/bifrost
 go build -o "$work/bifrost-bench" ./cmd/bifrost-bench
 
 mkdir -p "$work/bifrost-data" "$work/mosquitto-data"
