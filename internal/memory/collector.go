@@ -32,7 +32,7 @@ func (p *Policy) Collector() prometheus.Collector {
 	return &collector{
 		p: p,
 		pressure: prometheus.NewDesc("bifrost_memory_pressure",
-			"Memory pressure level admission control acts on: 0 none, 1 soft (refuse connections, shed QoS 0), 2 hard (also stop reading publishers).",
+			"Memory pressure level admission control acts on: 0 none, 1 soft (refuse connections, shed QoS 0), 2 hard (acts as soft: publishers are not paused).",
 			nil, nil),
 		used: prometheus.NewDesc("bifrost_memory_used_bytes",
 			"Memory the GC cannot reclaim (live heap after the last GC plus runtime non-heap memory); pressure compares it with go_gc_gomemlimit_bytes.",
