@@ -46,7 +46,7 @@ func BenchmarkRouteMemory(b *testing.B) {
 	b.Run("Side=remote", func(b *testing.B) {
 		for range b.N {
 			r := newRoutes(&Cluster{})
-			r.own("p", 1)
+			r.own("p", 1, nil)
 			before := heap()
 			r.apply("p", 1, true, filters, nil, 1)
 			b.ReportMetric(float64(heap()-before)/n, "B/route")
@@ -67,7 +67,7 @@ func BenchmarkForward(b *testing.B) {
 			c.routes = newRoutes(c)
 			c.fwd = newForwarder(c)
 			r := c.routes
-			r.own("p", 1)
+			r.own("p", 1, nil)
 			r.apply("p", 1, true, []string{"devices/+/state", "other/#"}, nil, 1)
 			l := newFwdLink(c.fwd, "p") // not started
 			c.fwd.links["p"] = l
