@@ -256,7 +256,7 @@ func (c *Cluster) retainLoop(ctx context.Context) {
 			if len(ops) == 0 {
 				break
 			}
-			actx, cancel := context.WithTimeout(ctx, cmp.Or(r.wait, applyTimeout))
+			actx, cancel := context.WithTimeout(leaseBound(ctx), cmp.Or(r.wait, applyTimeout))
 			stop := c.untilFenced(actx, cancel, fences)
 			_, index, err := c.applyIndexed(actx, retains{ops: ops})
 			stop()
@@ -278,30 +278,6 @@ func (c *Cluster) retainLoop(ctx context.Context) {
 			}
 		}
 	}
-}
-
-// untilFenced cancels ctx (with cancel) once this node has fenced itself more than fences
-// times, looking every retainPoll; stop ends the watch.
-func (c *Cluster) untilFenced(ctx context.Context, cancel context.CancelFunc, fences uint64) (stop func()) {
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(retainPoll)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-done:
-				return
-			case <-t.C:
-				if c.own.counts.selfFenced.Load() != fences {
-					cancel()
-					return
-				}
-			}
-		}
-	}()
-	return func() { close(done) }
 }
 
 // failQueued fails every change queued: this node fenced itself, and their publishers'
