@@ -448,3 +448,49 @@ func rawSub(t *testing.T, c *mqtttest.Raw, filter string) {
 		t.Fatalf("SUBSCRIBE %s: %v", filter, ack.Codes)
 	}
 }
+
+// TestHealRefusedClaim: five nodes, the default lease, cut into a minority of two
+// followers and a majority of three. A CONNECT of client id "ghost" on the minority node
+// m waits for its claim, which no leader takes; when m fences itself (0.8 × lease) it
+// refuses the CONNECT, and the claim fails with it. Meanwhile "ghost" connects on the
+// majority node M and is served. Healed, m's claim must not be applied after all (it
+// would take the id from M's live connection, DISCONNECT 0x8E, for a client m refused):
+// m logs the claim as failed, and M's connection of "ghost" is still served.
+func TestHealRefusedClaim(t *testing.T) {
+	lab, c, id, leader := healLab(t, 5, "5s")
+	var minority, majority []*node
+	for _, nd := range c.nodes {
+		if nd.name != leader && len(minority) < 2 {
+			minority = append(minority, nd)
+		} else {
+			majority = append(majority, nd)
+		}
+	}
+	m, M := minority[0], majority[0]
+	t.Logf("minority %v, majority %v; ghost on %s, then on %s", names(minority), names(majority), m.name, M.name)
+	lab.partition(minority, majority)
+	refused := dialLab(t, m)
+	if err := refused.Send(&packet.Connect{Version: packet.V5, CleanStart: true, ClientID: []byte("ghost"), KeepAlive: 60}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, "the majority sees the minority dead", func() bool { return seeDead(majority, minority) })
+	live := dialLab(t, M)
+	if ack, err := live.Connect(&packet.Connect{CleanStart: true, ClientID: []byte("ghost")}); err != nil || ack.Code != packet.Success {
+		t.Fatalf("ghost on %s: %v %v", M.name, ack, err)
+	}
+	p, err := refused.Read(testenv.Timeout)
+	if ack, ok := p.(*packet.Connack); err != nil || !ok || ack.Code != packet.ServerUnavailable && ack.Code != packet.UseAnotherServer {
+		t.Fatalf("ghost on %s, the minority: %v (%v); want its CONNECT refused once the node fenced itself", m.name, p, err)
+	}
+
+	heal(t, lab, c, id)
+	testenv.WaitFor(t, m.name+" to log ghost's claim as failed", func() bool {
+		return strings.Contains(m.logs(), `msg="cluster: client id not claimed; refusing the connect" client=ghost`)
+	})
+	if p, err := live.Read(0); !mqtttest.IsTimeout(err) {
+		t.Errorf("healed, ghost on %s got %v (%v); want nothing: the claim of the CONNECT %s refused was applied", M.name, p, err, m.name)
+	}
+	if err := ping(live); err != nil {
+		t.Errorf("healed, ghost on %s: %v; want it served", M.name, err)
+	}
+}
