@@ -132,7 +132,7 @@ func checkDelivery(t *testing.T, c *testCluster, subs map[*node]*mqtttest.Client
 
 // TestHealRoutes: five nodes cut into a minority of two followers and a majority of
 // three, twice, each client connected before the cut (a CONNECT needs a claim in Raft,
-// which the minority cannot make; a lease of 60 s keeps the minority's clients served
+// which the minority cannot make; a lease of 120 s keeps the minority's clients served
 // through the cuts). After each heal, waiting on the metrics, every node holds every
 // other's routes (bifrost_cluster_routes{peer}), and a message published on any node
 // reaches exactly the subscribers that exist, once each.
@@ -149,7 +149,7 @@ func checkDelivery(t *testing.T, c *testCluster, subs map[*node]*mqtttest.Client
 //     detection declares the other side dead (or 10 s bound it, counted in
 //     bifrost_cluster_route_ack_timeouts_total): docs/cluster.md, SUBACK means routed.
 func TestHealRoutes(t *testing.T) {
-	lab, c, id, leader := healLab(t, 5, "60s")
+	lab, c, id, leader := healLab(t, 5, "120s")
 	var minority, majority []*node
 	for _, nd := range c.nodes {
 		if nd.name != leader && len(minority) < 2 {
@@ -218,10 +218,26 @@ func TestHealRoutes(t *testing.T) {
 			t.Error(msg)
 		}
 	}
-	testenv.WaitFor(t, "each side sees the other dead", func() bool { return seeDead(majority, minority) && seeDead(minority, majority) })
+	// The minority's suspicions have one confirmation at most, so they run up to six
+	// times memberlist's base timeout (18.7 s with five nodes), each node on its own
+	// probe schedule: longer than testenv.Timeout, bounded here.
+	if !waitLong(func() bool { return seeDead(majority, minority) && seeDead(minority, majority) }) {
+		t.Fatalf("the two sides did not see each other dead within %v of the SUBACKs", 3*testenv.Timeout)
+	}
 	heal(t, lab, c, id)
 	waitRoutes(t, c, filters)
 	checkDelivery(t, c, subs, "healed after a cut both sides detected", topics, subscribed)
+}
+
+// waitLong polls cond until it holds, for up to three times testenv.Timeout (a failure
+// detection that may outlast one), and reports whether it held.
+func waitLong(cond func() bool) bool {
+	for deadline := time.Now().Add(3 * testenv.Timeout); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
 }
 
 // until returns what sub received before the marker, failing the test with what it got
