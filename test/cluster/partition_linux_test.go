@@ -135,9 +135,9 @@ func partitionLeader(t *testing.T, c *testCluster, lab *netLab, id, leader strin
 	return leader3
 }
 
-// churnRetained keeps nd's Raft log busy until stop is called: a client on nd publishes
-// QoS 0 retained messages to churn/<nd> as fast as it can write them (at most 20,000),
-// each change a Raft entry or a share of one while nd leads.
+// churnRetained keeps nd's Raft log busy until stop is called: a client on nd sets a
+// retained message again and again at QoS 1, each once the previous one's PUBACK came
+// (at most 20,000): while nd leads, one entry after another is appended and committed.
 func churnRetained(t *testing.T, nd *node) (stop func()) {
 	t.Helper()
 	c := dialLab(t, nd)
@@ -153,15 +153,19 @@ func churnRetained(t *testing.T, nd *node) (stop func()) {
 				return
 			default:
 			}
-			if c.Send(&packet.Publish{Topic: []byte("churn/" + nd.name), Payload: fmt.Appendf(nil, "%d", i), Retain: true}) != nil {
+			id := uint16(i%65535 + 1)
+			if c.Send(&packet.Publish{Topic: []byte("churn/" + nd.name), Payload: fmt.Appendf(nil, "%d", i), QoS: 1, Retain: true, PacketID: id}) != nil {
+				return
+			}
+			if _, err := c.Read(testenv.Timeout); err != nil { // the PUBACK; none once nd is cut off
 				return
 			}
 		}
 	}()
 	return func() {
 		close(done)
+		_ = c.Conn.Close() // ends a read waiting for a PUBACK that will not come
 		<-finished
-		_ = c.Conn.Close()
 	}
 }
 
