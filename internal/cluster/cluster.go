@@ -573,11 +573,15 @@ func (c *Cluster) applyOnce(ctx context.Context, data []byte) (via string, res [
 	if m, ok := c.ms.lookup(string(id)); ok && m.Meta.RPC != "" {
 		addr = raft.ServerAddress(m.Meta.RPC)
 	}
+	until, err := c.validUntil(ctx)
+	if err != nil {
+		return "", nil, 0, err, false
+	}
 	cl, err := c.peers.client(string(id), string(addr))
 	if err != nil {
 		return "", nil, 0, err, !errors.Is(err, errClosed)
 	}
-	reply, err := cl.Apply(ctx, &clusterpb.ApplyRequest{Command: data})
+	reply, err := cl.Apply(ctx, &clusterpb.ApplyRequest{Command: data, ValidUntil: until})
 	switch status.Code(err) {
 	case codes.OK:
 	case codes.FailedPrecondition, codes.Unavailable:

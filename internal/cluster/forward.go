@@ -117,6 +117,10 @@ type forwarder struct {
 
 	mu    sync.Mutex
 	links map[string]*fwdLink // by peer name
+	// seq numbers the messages of every link, in each link's order: a link made again
+	// for a peer declared dead and back goes on past the old link's numbers, which the
+	// peer, if it never declared this node dead, still de-duplicates against.
+	seq atomic.Uint64
 
 	scratch sync.Pool // *matchScratch
 

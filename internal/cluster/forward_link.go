@@ -26,7 +26,6 @@ type fwdLink struct {
 	head     int
 	qBytes   int
 	inflight []*outMsg // sent and kept until acknowledged, in sequence order
-	seq      uint64
 	closed   bool
 
 	msgs, bytes, drops, batches atomic.Uint64
@@ -42,8 +41,9 @@ func newFwdLink(f *forwarder, name string) *fwdLink {
 		exited: make(chan struct{})}
 }
 
-// push queues o with the next sequence number; a QoS 0 message finds no room when the
-// queue is full, and is counted as dropped.
+// push queues o with the forwarder's next sequence number, taken under the link's lock
+// so that the queue is in sequence order; a QoS 0 message finds no room when the queue
+// is full, and is counted as dropped.
 func (l *fwdLink) push(o *outMsg) bool {
 	l.mu.Lock()
 	if l.closed || o.qos == 0 && (len(l.queue)-l.head >= fwdQueueMsgs || l.qBytes >= fwdQueueBytes) {
@@ -51,8 +51,7 @@ func (l *fwdLink) push(o *outMsg) bool {
 		l.drops.Add(1)
 		return false
 	}
-	l.seq++
-	o.seq = l.seq
+	o.seq = l.f.seq.Add(1)
 	l.queue = append(l.queue, o)
 	l.qBytes += o.size()
 	l.mu.Unlock()

@@ -67,9 +67,10 @@ type Claim struct {
 
 // pendingClaim is a claim waiting for its batch.
 type pendingClaim struct {
-	cid   string
-	clean bool
-	done  func(Claim)
+	cid    string
+	clean  bool
+	fences uint64 // the times this node had fenced itself when the claim was made
+	done   func(Claim)
 }
 
 // ownership is a Cluster's side of client-id ownership.
@@ -125,7 +126,7 @@ func (c *Cluster) startOwnership() {
 func (c *Cluster) Claim(cid string, clean bool, done func(epoch uint64, moved bool, session []byte, err error)) {
 	o := &c.own
 	o.mu.Lock()
-	o.claims = append(o.claims, pendingClaim{cid: cid, clean: clean,
+	o.claims = append(o.claims, pendingClaim{cid: cid, clean: clean, fences: c.own.counts.selfFenced.Load(),
 		done: func(r Claim) { done(r.Epoch, r.Moved, r.Session, r.Err) }})
 	o.mu.Unlock()
 	wake(o.claimWake)
@@ -171,14 +172,30 @@ func (c *Cluster) claimLoop(ctx context.Context) {
 	}
 }
 
-// applyClaims applies one batch and dispatches each outcome.
+// applyClaims applies one batch and dispatches each outcome. Claims made before this
+// node fenced itself fail, and so does the batch if it fences itself while the batch
+// waits for the log (fence_watch.go): their CONNECTs were refused by the fence.
 func (c *Cluster) applyClaims(ctx context.Context, batch []pendingClaim) {
-	ids := make([]string, len(batch))
-	for i, pc := range batch {
-		ids[i] = pc.cid
+	fences := c.own.counts.selfFenced.Load()
+	ids := make([]string, 0, len(batch))
+	keep := batch[:0]
+	for _, pc := range batch {
+		if pc.fences != fences {
+			pc.done(Claim{Err: errFenced})
+			continue
+		}
+		keep = append(keep, pc)
+		ids = append(ids, pc.cid)
+	}
+	if batch = keep; len(batch) == 0 {
+		return
 	}
 	self := c.cfg.NodeName
-	res, err := c.Apply(ctx, claims{node: self, ids: ids})
+	actx, cancel := context.WithCancel(leaseBound(ctx))
+	stop := c.untilFenced(actx, cancel, fences)
+	res, err := c.Apply(actx, claims{node: self, ids: ids})
+	stop()
+	cancel()
 	var epoch uint64
 	var out []claimed
 	if err == nil {

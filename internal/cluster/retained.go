@@ -220,10 +220,17 @@ func failGate(g session.Gate) {
 }
 
 // retainLoop appends the queued changes to the log, one entry at a time, until Close.
+//
+// Only while this node serves clients: when it fences itself (it lost the leader for the
+// lease, fence.go), the change in flight and those queued fail, and their publishers'
+// connections, closed by the fence, get no acknowledgement. Otherwise a change made on
+// the minority side of a partition would be appended once the partition heals, after
+// whatever its publisher, sent away with 0x9C, has set since on a node that served it.
 func (c *Cluster) retainLoop(ctx context.Context) {
 	r := &c.ret
 	poll := time.NewTicker(retainPoll)
 	defer poll.Stop()
+	fences := c.own.counts.selfFenced.Load()
 	for {
 		select {
 		case <-ctx.Done():
@@ -234,15 +241,25 @@ func (c *Cluster) retainLoop(ctx context.Context) {
 			// A snapshot restored here covers entries whose own apply this node never
 			// saw: raft's applied index tells.
 			r.appliedHere(c.raft.AppliedIndex())
+			if n := c.own.counts.selfFenced.Load(); n != fences {
+				fences = n
+				r.failQueued()
+			}
 			continue
 		}
 		for {
+			if n := c.own.counts.selfFenced.Load(); n != fences {
+				fences = n
+				r.failQueued()
+			}
 			ops, last := r.take()
 			if len(ops) == 0 {
 				break
 			}
-			actx, cancel := context.WithTimeout(ctx, cmp.Or(r.wait, applyTimeout))
+			actx, cancel := context.WithTimeout(leaseBound(ctx), cmp.Or(r.wait, applyTimeout))
+			stop := c.untilFenced(actx, cancel, fences)
 			_, index, err := c.applyIndexed(actx, retains{ops: ops})
+			stop()
 			cancel()
 			r.mu.Lock()
 			if err != nil {
@@ -261,6 +278,20 @@ func (c *Cluster) retainLoop(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// failQueued fails every change queued: this node fenced itself, and their publishers'
+// connections are closed.
+func (r *retainer) failQueued() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.queue) == 0 {
+		return
+	}
+	r.failed += uint64(len(r.queue))
+	clear(r.queue)
+	r.queue, r.qbytes = nil, 0
+	r.sentLocked(0, r.next, true)
 }
 
 // nudge appends an empty retains entry, on a follower whose last entry the leader has

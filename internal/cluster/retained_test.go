@@ -61,6 +61,16 @@ func retCluster(t *testing.T) (nodes []*testNode, stores []*syncStore, lead *tes
 		nodes = append(nodes, startRetNode(t, nodeConfig(t, fmt.Sprintf("n%d", i+1), 3, seeds...), st))
 	}
 	_, leader := waitFormed(t, nodes...)
+	// Retained changes come from clients, whom a node serves only while it holds its
+	// lease: a change handed to it before fails (fence_watch.go).
+	testenv.WaitFor(t, "every node to serve", func() bool {
+		for _, n := range nodes {
+			if ok, _ := n.Serving(); !ok {
+				return false
+			}
+		}
+		return true
+	})
 	for i, n := range nodes {
 		if n.name == leader {
 			lead = n

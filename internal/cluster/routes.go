@@ -100,6 +100,7 @@ type routes struct {
 type peerTable struct {
 	id      pubsub.SubscriberID
 	stream  uint64 // the stream that owns the table; a newer one or gone() replaces it
+	end     func() // ends that stream, so that the peer dials again and sends a snapshot
 	count   int    // routes in the remote index
 	version uint64
 }
@@ -328,28 +329,38 @@ func (r *routes) apply(name string, stream uint64, snapshot bool, add, remove []
 	return true
 }
 
-// own makes stream the owner of peer name's table, which it replaces with a snapshot.
-func (r *routes) own(name string, stream uint64) {
+// own makes stream the owner of peer name's table, which it replaces with a snapshot;
+// end ends the stream. The stream it replaces is ended.
+func (r *routes) own(name string, stream uint64, end func()) {
 	r.rmu.Lock()
 	defer r.rmu.Unlock()
 	pt := r.peers[name]
 	if pt == nil {
 		pt = &peerTable{id: r.nodeIDLocked(name)}
 		r.peers[name] = pt
+	} else if pt.end != nil {
+		pt.end()
 	}
-	pt.stream = stream
+	pt.stream, pt.end = stream, end
 }
 
 // gone drops the routes of a peer that failed or left, and has the routes goroutine
-// stop the links to it; its next stream starts with a snapshot. It runs in memberlist's
-// event delegate, under memberlist's lock, so it must neither call memberlist nor take
-// long: the peer's table stops taking updates here, and the routes goroutine takes its
-// routes out of the index at once (drop), before it looks at anything else.
+// stop the links to it. Its stream to this node is ended too: the peer may not have
+// declared this node gone (a partition healed before its own failure detection did, or
+// a death gossiped to nodes that could reach it all along), and its link, which
+// otherwise would only send the next change, dials again and starts with a snapshot.
+// It runs in memberlist's event delegate, under memberlist's lock, so it must neither
+// call memberlist nor take long: the peer's table stops taking updates here, and the
+// routes goroutine takes its routes out of the index at once (drop), before it looks at
+// anything else.
 func (r *routes) gone(name string) {
 	r.rmu.Lock()
 	if pt := r.peers[name]; pt != nil {
 		delete(r.peers, name)
 		r.dropping = append(r.dropping, pt.id)
+		if pt.end != nil {
+			pt.end()
+		}
 	}
 	r.rmu.Unlock()
 	select {

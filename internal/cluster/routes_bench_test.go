@@ -52,7 +52,7 @@ func BenchmarkRouteMemory(b *testing.B) {
 		b.Run("Side=remote/Filter="+k.name, func(b *testing.B) {
 			for range b.N {
 				r := newRoutes(&Cluster{})
-				r.own("p", 1)
+				r.own("p", 1, nil)
 				before := heap()
 				r.apply("p", 1, true, fs, nil, 1)
 				b.ReportMetric(float64(heap()-before)/n, "B/route")
@@ -80,7 +80,7 @@ func benchForward(b *testing.B, route string, size int) {
 	c.routes = newRoutes(c)
 	c.fwd = newForwarder(c)
 	r := c.routes
-	r.own("p", 1)
+	r.own("p", 1, nil)
 	r.apply("p", 1, true, []string{route, "other/#", "other/1"}, nil, 1)
 	l := newFwdLink(c.fwd, "p") // not started
 	c.fwd.links["p"] = l

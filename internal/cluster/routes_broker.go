@@ -56,13 +56,15 @@ func (c *Cluster) knowsPeers() bool {
 }
 
 // liveMembers returns the other members gossip says are alive, with readable metadata.
+// A suspect is one of them: it missed a probe of this node's and may well be alive, so
+// its links stay and SUBACKs wait for it until failure detection declares it dead.
 func (c *Cluster) liveMembers() []Member {
 	if c.ms == nil {
 		return nil
 	}
 	var out []Member
 	for _, m := range c.ms.members() {
-		if m.State == "alive" && m.Name != c.cfg.NodeName && m.MetaErr == nil && m.Meta.RPC != "" {
+		if (m.State == "alive" || m.State == "suspect") && m.Name != c.cfg.NodeName && m.MetaErr == nil && m.Meta.RPC != "" {
 			out = append(out, m)
 		}
 	}

@@ -186,7 +186,8 @@ func (l *routeLink) readAcks(st clusterpb.Cluster_RoutesClient) error {
 var routeStreams atomic.Uint64
 
 // Routes serves a peer's route stream: its table into the remote index, acknowledged
-// version by version.
+// version by version, until the table is dropped (gone) or a newer stream of the peer
+// takes it, either of which ends the stream.
 func (s rpcServer) Routes(st clusterpb.Cluster_RoutesServer) error {
 	r := s.c.routes
 	u, err := st.Recv()
@@ -200,21 +201,49 @@ func (s rpcServer) Routes(st clusterpb.Cluster_RoutesServer) error {
 	if !u.Snapshot {
 		return status.Error(codes.FailedPrecondition, "cluster: a route stream starts with a snapshot")
 	}
+	ctx, end := context.WithCancel(st.Context())
+	defer end()
 	id := routeStreams.Add(1)
-	r.own(name, id)
+	r.own(name, id, end)
 	s.c.fwd.link(name) // its routes are about to be matched
+	updates := make(chan *clusterpb.RouteUpdate)
+	recvErr := make(chan error, 1)
+	go func() { // ends with the stream, which ends when this handler returns
+		for {
+			u, err := st.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case updates <- u:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	for {
 		if !r.apply(name, id, u.Snapshot, u.Add, u.Remove, u.Version) {
-			return status.Errorf(codes.Aborted, "cluster: the routes of %s were dropped (gone) or taken by a newer stream", name)
+			return errRoutesDropped(name)
 		}
 		if err := st.Send(&clusterpb.RouteAck{Version: u.Version}); err != nil {
 			return err
 		}
-		if u, err = st.Recv(); err != nil {
+		select {
+		case u = <-updates:
+		case err := <-recvErr:
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
 			return err
+		case <-ctx.Done():
+			return errRoutesDropped(name)
 		}
 	}
+}
+
+// errRoutesDropped ends a peer's route stream whose table was dropped (gone) or taken by
+// a newer stream: the peer dials again and sends a snapshot.
+func errRoutesDropped(name string) error {
+	return status.Errorf(codes.Aborted, "cluster: the routes of %s were dropped (gone) or taken by a newer stream", name)
 }

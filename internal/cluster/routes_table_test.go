@@ -120,8 +120,10 @@ func TestRemoteTable(t *testing.T) {
 		var m pubsub.Matches
 		return r.matchNodes([]byte(topic), &m, nil)
 	}
-	r.own("p", 1)
-	r.own("q", 2)
+	ended := map[uint64]int{} // stream → times its end was called
+	end := func(stream uint64) func() { return func() { ended[stream]++ } }
+	r.own("p", 1, end(1))
+	r.own("q", 2, end(2))
 	if !r.apply("p", 1, true, []string{"a/#", "b"}, nil, 5) || !r.apply("q", 2, true, []string{"a/1"}, nil, 1) {
 		t.Fatal("snapshot refused")
 	}
@@ -134,9 +136,12 @@ func TestRemoteTable(t *testing.T) {
 		t.Fatalf("after p's delta, a/1 matches %v", got)
 	}
 	// A new stream of p replaces its table with its snapshot.
-	r.own("p", 3)
+	r.own("p", 3, end(3))
 	if r.apply("p", 1, false, []string{"z"}, nil, 7) {
 		t.Fatal("the old stream's delta was applied")
+	}
+	if ended[1] != 1 || ended[3] != 0 {
+		t.Fatalf("streams ended %v; want p's first (replaced) only", ended)
 	}
 	r.apply("p", 3, true, []string{"b"}, nil, 7)
 	if got := match("c"); len(got) != 0 {
@@ -153,6 +158,11 @@ func TestRemoteTable(t *testing.T) {
 	if r.apply("p", 3, false, []string{"b"}, nil, 8) {
 		t.Fatal("a gone peer's stream still applies")
 	}
+	// Its stream to us is ended: the peer may not know it was declared gone, and its
+	// link would otherwise not send a snapshot again before its next change.
+	if ended[3] != 1 || ended[2] != 0 {
+		t.Fatalf("streams ended %v; want p's second (gone) too, not q's", ended)
+	}
 	if n := r.peerRoutes(); n["q"] != 1 || len(n) != 1 {
 		t.Fatalf("tables %v", n)
 	}
@@ -163,7 +173,7 @@ func TestRemoteTable(t *testing.T) {
 // for a collision) stay routed until both are removed, and the route count follows.
 func TestExactRoutes(t *testing.T) {
 	r := newRoutes(&Cluster{})
-	r.own("p", 1)
+	r.own("p", 1, nil)
 	r.apply("p", 1, true, []string{"a/b", "a/+", "$share/g/a/b"}, nil, 1)
 	p := r.ids["p"]
 	var m pubsub.Matches

@@ -8,6 +8,7 @@ import (
 	"net"
 	"runtime/pprof"
 	"sync"
+	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/cluster/clusterpb"
 	"github.com/hashicorp/raft"
@@ -49,6 +50,9 @@ func (s rpcServer) Status(context.Context, *clusterpb.StatusRequest) (*clusterpb
 
 // Apply applies a forwarded command if this node leads.
 func (s rpcServer) Apply(ctx context.Context, req *clusterpb.ApplyRequest) (*clusterpb.ApplyReply, error) {
+	if req.ValidUntil != 0 && time.Now().UnixNano() >= req.ValidUntil {
+		return nil, status.Error(codes.FailedPrecondition, "the forwarding node's lease ran out before its command arrived")
+	}
 	data, index, err := s.c.applyLocal(ctx, req.Command)
 	var ae applyError
 	switch {

@@ -35,10 +35,20 @@ func Dial(t testing.TB, addr, id string) *Client {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return Open(t, nc, id)
+}
+
+// Open is Dial over nc, a connection the caller opened (another network namespace's,
+// for one).
+func Open(t testing.TB, nc net.Conn, id string) *Client {
+	t.Helper()
 	m := &Client{In: make(chan Msg, 1<<14)}
 	m.Paho = paho.NewClient(paho.ClientConfig{
 		ClientID: id,
 		Conn:     packets.NewThreadSafeConn(nc),
+		// A SUBACK may wait up to the cluster's route timeout (10 s), paho's default:
+		// the test's bound is testenv.Timeout.
+		PacketTimeout: testenv.Timeout,
 		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
 			p := pr.Packet
 			m.In <- Msg{Topic: p.Topic, Payload: string(p.Payload), QoS: p.QoS, Retain: p.Retain, Props: p.Properties}
@@ -49,7 +59,7 @@ func Dial(t testing.TB, addr, id string) *Client {
 	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
 	defer cancel()
 	if _, err := m.Paho.Connect(ctx, &paho.Connect{ClientID: id, CleanStart: true, KeepAlive: 30}); err != nil {
-		t.Fatalf("connect %s to %s: %v", id, addr, err)
+		t.Fatalf("connect %s to %s: %v", id, nc.RemoteAddr(), err)
 	}
 	t.Cleanup(func() { _ = m.Paho.Disconnect(&paho.Disconnect{}) })
 	return m
@@ -67,6 +77,16 @@ func (m *Client) Sub(t testing.TB, qos byte, filters ...string) {
 	defer cancel()
 	if _, err := m.Paho.Subscribe(ctx, s); err != nil {
 		t.Fatalf("subscribe %v: %v", filters, err)
+	}
+}
+
+// Unsub unsubscribes from filters and waits for the UNSUBACK.
+func (m *Client) Unsub(t testing.TB, filters ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
+	defer cancel()
+	if _, err := m.Paho.Unsubscribe(ctx, &paho.Unsubscribe{Topics: filters}); err != nil {
+		t.Fatalf("unsubscribe %v: %v", filters, err)
 	}
 }
 

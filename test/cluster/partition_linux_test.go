@@ -13,12 +13,14 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
-// TestPartitionLeader: three nodes, the leader C cut off from A and B ({A,B} | {C}).
-// The majority elects a new leader of a later term, commits past everything C has and
-// serves clients, its connected client throughout; C steps down within its leader lease
-// and knows no leader; A and B see C dead. Once C's lease has run out it has closed its
-// client (DISCONNECT 0x9C) and refuses CONNECTs (v5 0x88 or 0x9C, 3.1.1 3); that
-// client's id reconnects to the majority (after the lease, its old owner unreachable).
+// TestPartitionLeader: three nodes, the leader C cut off from A and B ({A,B} | {C}),
+// while a client on C keeps its log busy (retained changes): C commits nothing past what
+// it had appended when the cut came. The majority elects a new leader of a later term,
+// commits past everything C has and serves clients, its connected client throughout;
+// C steps down within its leader lease and knows no leader; A and B see C dead. Once
+// C's lease has run out it has closed its client (DISCONNECT 0x9C) and refuses CONNECTs
+// (v5 0x88 or 0x9C, 3.1.1 3); that client's id reconnects to the majority (after the
+// lease, its old owner unreachable).
 // Healed, the three are one cluster again: one leader, one cluster id, three voters of
 // one term, every node's /load shows all three alive, every node serves clients, and the
 // moved client id is live once, where it moved. -rounds repeats the cut and the heal,
@@ -54,9 +56,13 @@ func partitionLeader(t *testing.T, c *testCluster, lab *netLab, id, leader strin
 		t.Fatalf("a client on %s: %v %v", old.name, ack, err)
 	}
 
-	before := old.mustStatus()
+	// The log is busy across the cut: entries commit up to its moment, and the leader
+	// appends more that it must not commit alone.
+	stopChurn := churnRetained(t, old)
 	lab.partition(majority, []*node{old})
 	cut := time.Now()
+	// Read after the cut: an entry the leader committed as the cut came is before it.
+	before := old.mustStatus()
 	id2, leader2 := c.waitFormed(majority...)
 	t.Logf("the majority has a new leader %v after the cut", time.Since(cut).Round(time.Millisecond))
 	if id2 != id || leader2 == leader {
@@ -66,6 +72,7 @@ func partitionLeader(t *testing.T, c *testCluster, lab *netLab, id, leader strin
 		s, err := old.status()
 		return err == nil && s.State != "Leader" && s.Leader == ""
 	})
+	stopChurn()
 	testenv.WaitFor(t, "the majority sees "+old.name+" dead", func() bool {
 		for _, nd := range majority {
 			s, err := nd.status()
@@ -76,10 +83,16 @@ func partitionLeader(t *testing.T, c *testCluster, lab *netLab, id, leader strin
 		return true
 	})
 	minority := old.mustStatus()
+	past := 0
 	testenv.WaitFor(t, fmt.Sprintf("the majority in a term after %d, committing past the minority's last index %d", before.Term, minority.LastIndex), func() bool {
 		for _, nd := range majority {
 			s, err := nd.status()
 			if err != nil || s.Term <= before.Term || s.CommitIndex <= minority.LastIndex {
+				// Entries of its own to commit: a claim and a release per client.
+				past++
+				if _, conn, err := majority[0].connect(fmt.Sprintf("past-%s-%d", leader, past), packet.V5); err == nil {
+					_ = conn.Close()
+				}
 				return false
 			}
 		}
@@ -120,6 +133,40 @@ func partitionLeader(t *testing.T, c *testCluster, lab *netLab, id, leader strin
 		}
 	}
 	return leader3
+}
+
+// churnRetained keeps nd's Raft log busy until stop is called: a client on nd sets a
+// retained message again and again at QoS 1, each once the previous one's PUBACK came
+// (at most 20,000): while nd leads, one entry after another is appended and committed.
+func churnRetained(t *testing.T, nd *node) (stop func()) {
+	t.Helper()
+	c := dialLab(t, nd)
+	if ack, err := c.Connect(&packet.Connect{CleanStart: true, ClientID: []byte("churn-" + nd.name)}); err != nil || ack.Code != packet.Success {
+		t.Fatalf("a client on %s: %v %v", nd.name, ack, err)
+	}
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		for i := range 20000 {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			id := uint16(i%65535 + 1)
+			if c.Send(&packet.Publish{Topic: []byte("churn/" + nd.name), Payload: fmt.Appendf(nil, "%d", i), QoS: 1, Retain: true, PacketID: id}) != nil {
+				return
+			}
+			if _, err := c.Read(testenv.Timeout); err != nil { // the PUBACK; none once nd is cut off
+				return
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		_ = c.Conn.Close() // ends a read waiting for a PUBACK that will not come
+		<-finished
+	}
 }
 
 // formedLab starts a cluster of n processes on a netLab, and waits until it formed.

@@ -172,8 +172,13 @@ func (x *StatusReply) GetBootstrapSet() []string {
 }
 
 type ApplyRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Command       []byte                 `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"` // one command as internal/cluster's fsm.go encodes it
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Command []byte                 `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"` // one command as internal/cluster's fsm.go encodes it
+	// Unix ns after which the leader refuses the command (0: no bound): the forwarding
+	// node's lease, for a command made for one of its clients, so that a request the
+	// network delayed (a partition that healed) is not applied after that node fenced
+	// itself and refused the client.
+	ValidUntil    int64 `protobuf:"varint,2,opt,name=valid_until,json=validUntil,proto3" json:"valid_until,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -213,6 +218,13 @@ func (x *ApplyRequest) GetCommand() []byte {
 		return x.Command
 	}
 	return nil
+}
+
+func (x *ApplyRequest) GetValidUntil() int64 {
+	if x != nil {
+		return x.ValidUntil
+	}
+	return 0
 }
 
 type ApplyReply struct {
@@ -762,9 +774,11 @@ const file_cluster_proto_rawDesc = "" +
 	"\n" +
 	"last_index\x18\a \x01(\x04R\tlastIndex\x12!\n" +
 	"\fcommit_index\x18\b \x01(\x04R\vcommitIndex\x12#\n" +
-	"\rbootstrap_set\x18\t \x03(\tR\fbootstrapSet\"(\n" +
+	"\rbootstrap_set\x18\t \x03(\tR\fbootstrapSet\"I\n" +
 	"\fApplyRequest\x12\x18\n" +
-	"\acommand\x18\x01 \x01(\fR\acommand\"P\n" +
+	"\acommand\x18\x01 \x01(\fR\acommand\x12\x1f\n" +
+	"\vvalid_until\x18\x02 \x01(\x03R\n" +
+	"validUntil\"P\n" +
 	"\n" +
 	"ApplyReply\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x16\n" +
