@@ -13,7 +13,6 @@ import (
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
-	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
 //go:embed testdata/browser.html
@@ -26,14 +25,7 @@ var browserPage []byte
 // subscribes, publishes at QoS 1 to itself and reports what came back; a TCP client
 // subscribed to the same topic must get the browser's message too.
 func TestBrowserWebSocket(t *testing.T) {
-	browser := ""
-	for _, name := range []string{"chromium-headless-shell", "chromium"} {
-		if p, err := exec.LookPath(name); err == nil {
-			browser = p
-			break
-		}
-	}
-	testenv.Need(t, browser != "", "chromium-headless-shell (apt-get install -y chromium-headless-shell)")
+	browser := findBrowser(t)
 
 	e := start(t, mode{conf.ListenerWS, packet.V311}, nil)
 	watcher := e.rawVersion(t, packet.V311)

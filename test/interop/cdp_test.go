@@ -29,17 +29,23 @@ type cdpPage struct {
 	next int
 }
 
+// findBrowser returns headless Chromium's path (Debian's chromium-headless-shell, which
+// .ci/run installs, or a full chromium).
+func findBrowser(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium-headless-shell", "chromium"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	testenv.Need(t, false, "chromium-headless-shell (apt-get install -y chromium-headless-shell)")
+	return ""
+}
+
 // openCDP starts the browser on url and returns its page.
 func openCDP(t *testing.T, url string) *cdpPage {
 	t.Helper()
-	browser := ""
-	for _, name := range []string{"chromium-headless-shell", "chromium"} {
-		if p, err := exec.LookPath(name); err == nil {
-			browser = p
-			break
-		}
-	}
-	testenv.Need(t, browser != "", "chromium-headless-shell (apt-get install -y chromium-headless-shell)")
+	browser := findBrowser(t)
 	cmd := exec.Command(browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
 		"--window-size=1280,860", "--remote-debugging-port=0", "--remote-allow-origins=*",
 		"--user-data-dir="+t.TempDir(), "about:blank")
