@@ -53,6 +53,9 @@ func startMosquitto(t testing.TB, extra string) *mosquitto {
 	bin := testenv.Command(t, "mosquitto", "apt-get install -y mosquitto")
 	dir := t.TempDir()
 	m := &mosquitto{t: t, bin: bin, port: freePort(t), conf: filepath.Join(dir, "mosquitto.conf")}
+	if os.Geteuid() == 0 {
+		extra += "\nuser root\n" // started as root, mosquitto would become user mosquitto, locked out of dir
+	}
 	cfg := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location %s/\n"+
 		"log_dest stderr\nlog_type all\nmax_queued_messages 100000\n%s\n", m.port, dir, extra)
 	if err := os.WriteFile(m.conf, []byte(cfg), 0o600); err != nil {
@@ -259,11 +262,11 @@ func probe(t testing.TB, pub paho.Client, topic string, in *inbox) {
 	i := 0
 	testenv.WaitFor(t, "a probe on "+topic+" to cross the bridge", func() bool {
 		for j := range i {
-			if in.count(fmt.Sprintf("probe-%d", j)) > 0 {
+			if in.count(fmt.Sprintf("probe-%s-%d", topic, j)) > 0 {
 				return true
 			}
 		}
-		publish(t, pub, topic, 0, fmt.Sprintf("probe-%d", i))
+		publish(t, pub, topic, 0, fmt.Sprintf("probe-%s-%d", topic, i))
 		i++
 		return false
 	})
