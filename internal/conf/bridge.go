@@ -170,7 +170,7 @@ func (c *Config) validateBridges(errs *errorList) {
 			}
 			oneOf(errs, tat+".direction", tp.Direction, BridgeIn, BridgeOut, BridgeBoth)
 			if tp.QoS < 0 || tp.QoS > 1 {
-				errs.add(tat+".qos", "%d is out of range 0..1 (bridges carry QoS 2 as QoS 1)", tp.QoS)
+				errs.add(tat+".qos", "%d is out of range 0..1: a bridge carries QoS 2 messages at QoS 1", tp.QoS)
 			}
 			for _, p := range []struct{ field, v string }{{"local_prefix", tp.LocalPrefix}, {"remote_prefix", tp.RemotePrefix}} {
 				if strings.ContainsAny(p.v, "+#") {
