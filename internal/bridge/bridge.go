@@ -90,6 +90,7 @@ func (br *Bridge) Stats() Stats {
 func (br *Bridge) Run(ctx context.Context) {
 	bo := backoff{base: time.Duration(br.cfg.RestartTimeout), cap: time.Duration(br.cfg.RestartTimeoutMax)}
 	connected := false
+	br.setUp(false) // the state is known from the start
 	for ctx.Err() == nil {
 		c, err := br.connect(ctx)
 		if err == nil {

@@ -278,3 +278,15 @@ func bridgeConf(name, addr, protocol string, topics ...conf.BridgeTopic) conf.Br
 		RestartTimeout: conf.Duration(50 * time.Millisecond), RestartTimeoutMax: conf.Duration(200 * time.Millisecond),
 		Topics: topics}
 }
+
+// retained reports whether a message with this payload arrived with the retain flag.
+func (in *inbox) retained(payload string) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, m := range in.msgs {
+		if string(m.Payload()) == payload && m.Retained() {
+			return true
+		}
+	}
+	return false
+}
