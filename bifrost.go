@@ -219,9 +219,9 @@ func (b *Broker) start(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the broker gracefully: the listeners stop accepting, every client is
-// disconnected (MQTT 5 clients are told the server is shutting down), a cluster node
-// leaves its cluster (up to about 5s while the leader takes it out), /healthz turns to
+// Close stops the broker gracefully: each bridge sends its remote DISCONNECT and stops,
+// the listeners stop accepting, every client is disconnected (MQTT 5 clients are told the
+// server is shutting down), a cluster node leaves its cluster (up to about 5s while the leader takes it out), /healthz turns to
 // 503, HTTP requests in flight get up to 5s to finish (long ones such as a CPU profile are
 // cut short), and Close returns once every goroutine the broker started has ended.
 // Close may be called more than once, and before Start; later calls return nil.
