@@ -147,6 +147,7 @@ type Set struct {
 	bridges []*Bridge
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
+	once    sync.Once
 }
 
 // Start builds every bridge in cs on b and starts each one's loop through goFn (the
@@ -186,10 +187,13 @@ func (s *Set) Bridges() []*Bridge { return s.bridges }
 
 // Close disconnects every bridge from its remote (DISCONNECT, so that the remote drops
 // no will) and ends its local subscriptions; it returns once every loop has ended.
+// Later calls do nothing.
 func (s *Set) Close() {
-	s.cancel()
-	s.wg.Wait()
-	for _, br := range s.bridges {
-		br.Close()
-	}
+	s.once.Do(func() {
+		s.cancel()
+		s.wg.Wait()
+		for _, br := range s.bridges {
+			br.Close()
+		}
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
@@ -25,6 +26,8 @@ type conn struct {
 	maxPacket uint32 // the remote's Maximum Packet Size; 0: the protocol's
 	present   bool   // the remote resumed the bridge's session
 	subID     uint16 // the SUBSCRIBE's packet id, until its SUBACK
+
+	closing atomic.Bool // the bridge is stopping: writes have a second left
 
 	wmu       sync.Mutex
 	w         *bufio.Writer
@@ -56,14 +59,20 @@ func (br *Bridge) connect(ctx context.Context) (*conn, error) {
 	if br.version == packet.V5 && !c.CleanSession {
 		cp.Props.SessionExpiry = packet.Some[uint32](0xFFFFFFFF) // as a 3.1.1 persistent session
 	}
+	// The handshake has one keep alive period, and ends at once when the bridge stops.
 	_ = nc.SetDeadline(time.Now().Add(ka))
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Now()) })
 	if _, err := nc.Write(cp.AppendTo(nil, br.version)); err != nil {
+		stop()
 		nc.Close()
 		return nil, err
 	}
 	ack, err := cn.readConnack()
-	if err != nil {
+	if !stop() || err != nil {
 		nc.Close()
+		if err == nil {
+			err = ctx.Err()
+		}
 		return nil, err
 	}
 	_ = nc.SetDeadline(time.Time{})
@@ -125,6 +134,13 @@ func (cn *conn) readConnack() (*packet.Connack, error) {
 func (cn *conn) serve(ctx context.Context) error {
 	readErr := make(chan error, 1)
 	go func() { readErr <- cn.readLoop() }()
+	// A write blocked on a remote that stopped reading ends a second after the bridge
+	// stops, which is also the DISCONNECT's time to go out.
+	stop := context.AfterFunc(ctx, func() {
+		cn.closing.Store(true)
+		_ = cn.nc.SetWriteDeadline(time.Now().Add(time.Second))
+	})
+	defer stop()
 	err := cn.writeLoop(ctx, readErr)
 	if errors.Is(err, errClosing) {
 		// A normal DISCONNECT: the remote publishes no will of the bridge's.
@@ -242,14 +258,14 @@ func (cn *conn) drain() error {
 func (cn *conn) writePublish(m *msg) error {
 	br := cn.br
 	p := packet.Publish{Topic: m.topic(), Payload: m.payload(), QoS: m.qos, Retain: m.retain, Dup: m.dup, PacketID: m.id}
+	secs, has, alive := m.remaining(time.Now())
+	if !alive {
+		br.expired.Add(1)
+		br.q.forget(m)
+		return nil
+	}
 	if cn.v == packet.V5 {
 		p.RawProps = m.props()
-		secs, has, alive := m.remaining(time.Now())
-		if !alive {
-			br.expired.Add(1)
-			br.q.forget(m)
-			return nil
-		}
 		if has {
 			p.Props.MessageExpiry = packet.Some(secs)
 		}
@@ -269,9 +285,13 @@ func (cn *conn) writePublish(m *msg) error {
 	return nil
 }
 
-// flush writes what w holds. wmu is held.
+// flush writes what w holds, within a keep alive period: a remote that takes longer to
+// read is taken for gone. wmu is held.
 func (cn *conn) flush() error {
 	cn.lastWrite = time.Now()
+	if !cn.closing.Load() {
+		_ = cn.nc.SetWriteDeadline(cn.lastWrite.Add(cn.keepAlive))
+	}
 	return cn.w.Flush()
 }
 

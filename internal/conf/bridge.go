@@ -167,6 +167,8 @@ func (c *Config) validateBridges(errs *errorList) {
 			tat := fmt.Sprintf("%s.topics[%d]", at, j)
 			if msg := filterProblem(tp.Pattern); msg != "" {
 				errs.add(tat+".pattern", "%q %s", tp.Pattern, msg)
+			} else if strings.HasPrefix(tp.LocalPrefix+tp.Pattern, "$share/") || strings.HasPrefix(tp.RemotePrefix+tp.Pattern, "$share/") {
+				errs.add(tat+".pattern", "%q: a bridge cannot carry a shared subscription", tp.Pattern)
 			}
 			oneOf(errs, tat+".direction", tp.Direction, BridgeIn, BridgeOut, BridgeBoth)
 			if tp.QoS < 0 || tp.QoS > 1 {

@@ -63,6 +63,7 @@ func TestBridgeValidate(t *testing.T) {
 		{"pattern-empty", "bridges[0].topics[0].pattern", func(b *Bridge) { b.Topics[0].Pattern = "" }},
 		{"pattern-hash-middle", "bridges[0].topics[0].pattern", func(b *Bridge) { b.Topics[0].Pattern = "a/#/b" }},
 		{"pattern-plus-in-level", "bridges[0].topics[0].pattern", func(b *Bridge) { b.Topics[0].Pattern = "a+/b" }},
+		{"shared", "bridges[0].topics[0].pattern", func(b *Bridge) { b.Topics[0].Pattern = "$share/g/a" }},
 		{"direction", "bridges[0].topics[0].direction", func(b *Bridge) { b.Topics[0].Direction = "up" }},
 		{"qos2", "bridges[0].topics[0].qos", func(b *Bridge) { b.Topics[0].QoS = 2 }},
 		{"prefix-wildcard", "bridges[0].topics[0].local_prefix", func(b *Bridge) { b.Topics[0].LocalPrefix = "+/" }},
