@@ -24,6 +24,8 @@ type Bridge struct {
 	filters []string // the tap's subscriptions, for Close
 	q       queue
 	wake    chan struct{} // capacity 1: the writer has work (a push, an ack)
+	// noPrivate: the remote refused the 3.1.1 bridge marker; Run's goroutine only.
+	noPrivate bool
 
 	up                           atomic.Bool
 	in, out, dropped, expired    atomic.Uint64

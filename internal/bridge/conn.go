@@ -37,8 +37,7 @@ type conn struct {
 
 var errClosing = errors.New("bridge: closing")
 
-// connect dials the remote, sends CONNECT and waits for a CONNACK that accepts it, then
-// subscribes to the in routes' remote filters (the SUBACK is read by the reader).
+// connect dials the remote, sends CONNECT and waits for a CONNACK that accepts it.
 func (br *Bridge) connect(ctx context.Context) (*conn, error) {
 	c := &br.cfg
 	ka := time.Duration(c.KeepAlive)
@@ -49,7 +48,7 @@ func (br *Bridge) connect(ctx context.Context) (*conn, error) {
 	cn := &conn{br: br, nc: nc, v: br.version, keepAlive: ka, window: c.MaxInflight, w: bufio.NewWriterSize(nc, 32<<10)}
 	cp := packet.Connect{Version: br.version, CleanStart: c.CleanSession, KeepAlive: uint16(ka / time.Second),
 		ClientID: []byte(c.ClientID)}
-	cp.Bridge = br.version != packet.V5 && *c.TryPrivate
+	cp.Bridge = br.version != packet.V5 && *c.TryPrivate && !br.noPrivate
 	if c.Username != "" {
 		cp.UsernameFlag, cp.Username = true, []byte(c.Username)
 	}
@@ -78,6 +77,12 @@ func (br *Bridge) connect(ctx context.Context) (*conn, error) {
 	_ = nc.SetDeadline(time.Time{})
 	if ack.Code != packet.Success {
 		nc.Close()
+		if cp.Bridge && ack.Code == packet.UnsupportedProtocolVersion {
+			// As Mosquitto does: a remote that does not know the bridge marker gets a
+			// plain 3.1.1 CONNECT from now on, and may echo the bridge's messages.
+			br.noPrivate = true
+			br.log.Warn("bridge: the remote refuses the bridge marker (try_private); connecting without it")
+		}
 		return nil, fmt.Errorf("bridge: remote refused the connection: %s", ack.Code)
 	}
 	cn.present = ack.SessionPresent
@@ -162,7 +167,7 @@ func (cn *conn) serve(ctx context.Context) error {
 var errReader = errors.New("bridge: connection lost")
 
 // writeLoop subscribes, resends what was in flight, then sends queued messages as the
-// window allows, and a PINGREQ when nothing was written for a keep alive period.
+// window allows, and a PINGREQ when nothing was written for half a keep alive period.
 func (cn *conn) writeLoop(ctx context.Context, readErr <-chan error) error {
 	br := cn.br
 	cn.wmu.Lock()
