@@ -66,5 +66,12 @@ func (b *Broker) maskedConfig() any {
 	if c, ok := m["cluster"].(map[string]any); ok && c["secret"] != "" {
 		c["secret"] = "***"
 	}
+	if bs, ok := m["bridges"].([]any); ok {
+		for _, br := range bs {
+			if br, ok := br.(map[string]any); ok && br["remote_password"] != "" {
+				br["remote_password"] = "***"
+			}
+		}
+	}
 	return m
 }

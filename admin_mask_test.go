@@ -23,3 +23,19 @@ func TestMaskedConfig(t *testing.T) {
 		t.Errorf("config: %s", out)
 	}
 }
+
+// TestMaskedConfigBridges: nor a bridge's remote password.
+func TestMaskedConfigBridges(t *testing.T) {
+	cfg := conf.Default()
+	cfg.Bridges = []conf.Bridge{{Name: "up", Address: "127.0.0.1:1884", Username: "site",
+		Password: "a-very-secret-password", Topics: []conf.BridgeTopic{{Pattern: "a/#"}}}}
+	b := &Broker{cfg: cfg}
+	out, err := json.Marshal(b.maskedConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "a-very-secret") || !strings.Contains(string(out), `"remote_password":"***"`) ||
+		!strings.Contains(string(out), `"remote_username":"site"`) {
+		t.Errorf("config: %s", out)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/auth"
+	"github.com/bifrost-mqtt/bifrost/internal/bridge"
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
 	"github.com/bifrost-mqtt/bifrost/internal/clusterlink"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
@@ -48,6 +49,7 @@ type Broker struct {
 	closed  bool
 	http    *metrics.Server // nil before Start and when http.address is off
 	mqtt    *broker.Broker
+	bridges *bridge.Set                   // nil before Start and without bridges
 	cluster clusterlink.Node              // nil without a cluster block (cluster.go)
 	store   store.Store                   // nil before Start and when store.dir is off
 	memory  *memory.Policy                // nil before Start
@@ -113,7 +115,8 @@ func New(cfg *Config, opts ...Option) (*Broker, error) {
 
 // Start opens the store and restores what it holds (unless store.dir is off), starts the
 // cluster part (with a cluster block: membership, the rpc port and Raft; the cluster
-// forms in the background), then opens the MQTT listeners and the HTTP endpoint. It
+// forms in the background), then opens the MQTT listeners, starts the bridges (each
+// connects to its remote in the background) and opens the HTTP endpoint. It
 // returns once they accept connections (Addrs and HTTPAddr are then set) or with the
 // error that prevented it (a store that is corrupt, foreign or locked by another process
 // among them); after an error, Close the Broker. ctx bounds the start only: the broker
@@ -178,6 +181,16 @@ func (b *Broker) start(ctx context.Context) error {
 	if err := b.mqtt.Start(); err != nil {
 		return fmt.Errorf("bifrost: %w", err)
 	}
+	if len(b.cfg.Bridges) > 0 {
+		set, err := bridge.Start(b.cfg.Bridges, b.mqtt, b.log, b.routines.start)
+		if err != nil {
+			return fmt.Errorf("bifrost: %w", err)
+		}
+		b.bridges = set
+		if err := b.metrics.Register(set.Collector()); err != nil {
+			return fmt.Errorf("bifrost: %w", err)
+		}
+	}
 	b.log.Info("connection cap", "max_connections", connectionCap(b.cfg), "open_file_limit_room", broker.ConnectionCap(0))
 	b.advertiseMQTT()
 	srv, err := metrics.Listen(b.cfg.HTTP, b.metrics, b.log)
@@ -206,9 +219,9 @@ func (b *Broker) start(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the broker gracefully: the listeners stop accepting, every client is
-// disconnected (MQTT 5 clients are told the server is shutting down), a cluster node
-// leaves its cluster (up to about 5s while the leader takes it out), /healthz turns to
+// Close stops the broker gracefully: each bridge sends its remote DISCONNECT and stops,
+// the listeners stop accepting, every client is disconnected (MQTT 5 clients are told the
+// server is shutting down), a cluster node leaves its cluster (up to about 5s while the leader takes it out), /healthz turns to
 // 503, HTTP requests in flight get up to 5s to finish (long ones such as a CPU profile are
 // cut short), and Close returns once every goroutine the broker started has ended.
 // Close may be called more than once, and before Start; later calls return nil.
@@ -222,8 +235,13 @@ func (b *Broker) Close() error {
 	srv := b.http
 	pol := b.memory
 	st := b.store
+	bridges := b.bridges
 	b.mu.Unlock()
 
+	if bridges != nil {
+		// First: each bridge says DISCONNECT to its remote and stops taking local messages.
+		bridges.Close()
+	}
 	mqttErr := b.mqtt.Close()
 	if b.cluster != nil {
 		// After the broker, whose last wills may still cross to other nodes.

@@ -37,6 +37,12 @@ type (
 	// Cluster makes the broker one node of several acting as one (cluster); nil, the
 	// default, is a single node.
 	Cluster = conf.Cluster
+	// Bridge connects the broker to a remote MQTT broker (bridges[i]), as Mosquitto's
+	// bridges do (docs/bridges.md); BridgeTopic is one of its topic lines, BridgeTLS its
+	// TLS settings.
+	Bridge      = conf.Bridge
+	BridgeTopic = conf.BridgeTopic
+	BridgeTLS   = conf.BridgeTLS
 	// Duration is a time.Duration that YAML writes as "10s".
 	Duration = conf.Duration
 	// ByteSize is a size in bytes that YAML writes as 64MiB.
@@ -66,6 +72,12 @@ const (
 	ProfileEdge   = conf.ProfileEdge   // Memory.Profile: a small device, memory first
 
 	ByteSizeAuto = conf.ByteSizeAuto // Memory.Limit: from the cgroup or the host's memory
+
+	BridgeIn   = conf.BridgeIn   // BridgeTopic.Direction: from the remote to here
+	BridgeOut  = conf.BridgeOut  // BridgeTopic.Direction: from here to the remote (default)
+	BridgeBoth = conf.BridgeBoth // BridgeTopic.Direction: both ways
+	BridgeV5   = conf.BridgeV5   // Bridge.Protocol: MQTT 5.0 (default)
+	BridgeV311 = conf.BridgeV311 // Bridge.Protocol: MQTT 3.1.1
 )
 
 // DefaultConfig returns the server profile's defaults, the configuration New uses when

@@ -73,6 +73,21 @@ func TestCheckConfigCluster(t *testing.T) {
 	}
 }
 
+// TestCheckConfigBridges: the bridges block's problems are printed like the others',
+// each at its line under its own path.
+func TestCheckConfigBridges(t *testing.T) {
+	path := writeFile(t, "bridges.yaml", "bridges:\n  - name: up\n    address: 127.0.0.1\n    topics:\n"+
+		"      - pattern: \"a/#/b\"\n        direction: sideways\n")
+	code, _, stderr := runBinary(t, "check-config", "-c", path)
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	if code != 1 || len(lines) != 3 ||
+		!strings.HasPrefix(lines[0], path+":3: bridges[0].address: ") ||
+		!strings.HasPrefix(lines[1], path+":5: bridges[0].topics[0].pattern: ") ||
+		!strings.HasPrefix(lines[2], path+":6: bridges[0].topics[0].direction: ") {
+		t.Fatalf("exit %d; stderr does not name each bridge field on its own line:\n%s", code, stderr)
+	}
+}
+
 // TestClusterLinked: a valid cluster block is accepted by a build that links the cluster;
 // the edge build (-tags bifrost_nocluster) refuses it, in check-config and at start, and
 // says what to import.

@@ -120,10 +120,12 @@ type Broker struct {
 	byProto  [3]atomic.Int64 // the same by protocol: 3.1, 3.1.1, 5.0 (online)
 }
 
-// target is what a SubscriberID names: a session, or an in-process subscriber.
+// target is what a SubscriberID names: a session, or an in-process subscriber (local.go,
+// tap.go).
 type target struct {
 	s     *session.Session
 	local func(topic string, payload []byte)
+	tap   TapFunc
 }
 
 // New builds a broker from a validated config. It serves nothing until Start.

@@ -32,6 +32,9 @@ type client struct {
 	// DISCONNECT [MQTT-3.1.2-10]).
 	willOnClose bool
 	realm       uint8 // the auth configuration of the client's listener (Broker.realms)
+	// bridge: a 3.1/3.1.1 CONNECT carried Mosquitto's bridge marker (packet.Connect.Bridge):
+	// its subscriptions are No Local and Retain As Published (subscribe.go).
+	bridge bool
 	// For the admin API (admin.go): the keep alive in force, and when the CONNECT was
 	// accepted, in seconds since the broker started.
 	keepAlive uint16

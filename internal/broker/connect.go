@@ -39,6 +39,7 @@ func (b *Broker) onConnect(bt *batch, cl *client, h packet.Header, body []byte) 
 	}
 	v := c.Version
 	cl.r.Version = v
+	cl.bridge = c.Bridge
 	if b.cluster != nil && b.refuseUnserved(cl, v) {
 		return
 	}

@@ -321,6 +321,9 @@ func (b *Broker) deliverTo(bt *batch, id pubsub.SubscriberID, d session.Delivery
 	case t.local != nil:
 		t.local(string(d.Msg.Topic()), d.Msg.Payload())
 		return true, false
+	case t.tap != nil:
+		t.tap(d.Msg, d.QoS, d.Retain)
+		return true, false
 	case t.s == nil:
 		return false, false
 	case check && !b.allowSession(t.s, auth.Read, d.Msg.Topic()):
@@ -357,7 +360,7 @@ func (b *Broker) pickOnline(g pubsub.Group, skip uint32) (pubsub.Sub, bool) {
 		b.idMu.RLock()
 		t := b.lookup(s.Subscriber)
 		b.idMu.RUnlock()
-		return t.local != nil || (t.s != nil && t.s.Online())
+		return t.local != nil || t.tap != nil || (t.s != nil && t.s.Online())
 	})
 }
 

@@ -40,6 +40,14 @@ func (b *Broker) onSubscribe(bt *batch, cl *client, p *packet.Subscribe) error {
 	}
 	for i := range p.Subscriptions {
 		sub := &p.Subscriptions[i]
+		if cl.bridge {
+			// A Mosquitto bridge (3.1.1 with its marker) gets what a 5.0 bridge asks for:
+			// its own messages are not echoed back to it, which would loop them between
+			// the brokers, and the retain flag crosses as published.
+			_, _, shared := packet.SplitShared(sub.Filter)
+			sub.NoLocal = !shared
+			sub.RetainAsPublished = true
+		}
 		granted := min(sub.QoS, b.maxQoS)
 		if !b.limits.topicOK(sub.Filter) {
 			ack.Codes = append(ack.Codes, packet.TopicFilterInvalid)

@@ -22,6 +22,10 @@ func (c *Config) Clone() *Config {
 	n.SysInterval = clonePtr(c.SysInterval)
 	n.HTTP.Admin.Users = slices.Clone(c.HTTP.Admin.Users)
 	n.Cluster = c.Cluster.clone()
+	n.Bridges = slices.Clone(c.Bridges)
+	for i := range n.Bridges {
+		n.Bridges[i] = n.Bridges[i].clone()
+	}
 	return &n
 }
 

@@ -263,6 +263,8 @@ func TestExampleClusterBlock(t *testing.T) {
 	for _, line := range strings.Split(string(data), "\n") {
 		if strings.HasPrefix(line, "# cluster:") || len(block) > 0 && strings.HasPrefix(line, "#   ") {
 			block = append(block, strings.TrimPrefix(line, "# "))
+		} else if len(block) > 0 {
+			break // the block ends; other commented-out blocks follow
 		}
 	}
 	if len(block) == 0 {

@@ -8,7 +8,7 @@
 //
 // Files: conf.go the schema; defaults.go the profiles and EnsureDefaults; validate.go the
 // rules; load.go and index.go reading a file and locating its errors; errors.go the error
-// types; size.go and duration.go the value types; reload.go live reload; clone.go copies; cluster.go the cluster block.
+// types; size.go and duration.go the value types; reload.go live reload; clone.go copies; cluster.go the cluster block; bridge.go the bridges.
 package conf
 
 import "time"
@@ -27,6 +27,7 @@ type Config struct {
 	Limits      Limits     `yaml:"limits"`
 	SysInterval *Duration  `yaml:"sys_interval"` // $SYS publication interval; nil: 10s; 0 disables
 	Cluster     *Cluster   `yaml:"cluster"`      // nil: a single node (cluster.go)
+	Bridges     []Bridge   `yaml:"bridges"`      // connections to remote brokers (bridge.go)
 }
 
 // Listener types: the values of Listener.Type.

@@ -1,6 +1,9 @@
 package conf
 
-import "time"
+import (
+	"os"
+	"time"
+)
 
 // DefaultWSPath is where ws and wss listeners serve MQTT unless told otherwise.
 const DefaultWSPath = "/mqtt"
@@ -226,6 +229,12 @@ func (c *Config) EnsureDefaults() {
 
 	if c.Cluster != nil { // absent stays absent: no cluster
 		c.Cluster.ensureDefaults(c.Store.Dir)
+	}
+	if len(c.Bridges) > 0 {
+		host, _ := os.Hostname()
+		for i := range c.Bridges {
+			c.Bridges[i].ensureDefaults(host)
+		}
 	}
 }
 

@@ -96,6 +96,7 @@ func (c *Config) validate() errorList {
 	if c.Cluster != nil {
 		c.Cluster.validate(&errs, c.Store.Dir)
 	}
+	c.validateBridges(&errs)
 	return errs
 }
 

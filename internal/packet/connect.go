@@ -6,10 +6,15 @@ type Connect struct {
 	// version; decoding keeps what the client sent.
 	ProtocolName []byte
 	Version      Version
-	CleanStart   bool // "clean session" before 5.0
-	KeepAlive    uint16
-	Props        Properties
-	ClientID     []byte
+	// Bridge is the Mosquitto bridge marker: a 3.1 or 3.1.1 protocol level with its 0x80
+	// bit set (Mosquitto's try_private), telling the server the client is a bridge, whose
+	// subscriptions must not echo its own messages and must keep their retain flag. 5.0
+	// bridges use No Local and Retain As Published instead, and have no marker.
+	Bridge     bool
+	CleanStart bool // "clean session" before 5.0
+	KeepAlive  uint16
+	Props      Properties
+	ClientID   []byte
 
 	WillFlag    bool
 	WillQoS     byte
@@ -56,6 +61,9 @@ func (c *Connect) Decode(h Header, body []byte, _ Version) error {
 	level, err := r.u8()
 	if err != nil {
 		return err
+	}
+	if level&0x80 != 0 && level&^0x80 != byte(V5) {
+		c.Bridge, level = true, level&^0x80
 	}
 	c.Version = Version(level)
 	switch {
@@ -192,7 +200,11 @@ func (c *Connect) AppendTo(dst []byte, v Version) []byte {
 	v = c.version(v)
 	dst = appendHeader(dst, byte(CONNECT)<<4, c.bodySize(v))
 	dst = appendStr(dst, protocolName(v))
-	dst = append(dst, byte(v), c.flags())
+	level := byte(v)
+	if c.Bridge && v != V5 {
+		level |= 0x80
+	}
+	dst = append(dst, level, c.flags())
 	dst = appendU16(dst, c.KeepAlive)
 	if v == V5 {
 		dst = c.Props.appendTo(dst, CONNECT)

@@ -1,0 +1,49 @@
+// Package bridge connects the broker to remote MQTT brokers, as Mosquitto's bridges do:
+// each configured bridge (conf.Bridge) is one client connection to its remote, carrying
+// the messages of its topic lines out (local to remote), in (remote to local) or both,
+// with Mosquitto's local and remote prefixes.
+//
+// The client is written on bifrost's own codec (internal/packet), not on a client
+// library such as paho: a bridge is the hot path of all uplink traffic, and the codec
+// encodes a forwarded message from the bytes the broker already holds (its topic, payload
+// and pass-through properties, encoded once) into one buffered write, with no goroutine
+// or channel per message and no second copy of the message model; the broker speaks MQTT
+// already, so a library would only add a dependency and its allocations.
+//
+// # The path of a message
+//
+// Out: a broker.Tap subscribes to each out topic's local filter. The tap sees each
+// message once, on the publisher's goroutine, with its QoS, retain flag and properties;
+// it copies the message into the bridge's queue and returns (tap.go). The bridge's writer
+// sends what the queue holds, QoS 1 messages up to max_inflight awaiting the remote's
+// PUBACK (conn.go). In: the bridge subscribes on the remote to each in topic's remote
+// filter; what arrives is published locally through the tap, and acknowledged to the
+// remote once the local broker has routed it.
+//
+// # Guarantees
+//
+// The queue is in memory, bounded by queue_messages and queue_bytes; past either bound a
+// new message is dropped and counted (bifrost_bridge_dropped_total). A QoS 1 message the
+// local broker acknowledged to its publisher, and that found room in the queue, reaches
+// the remote at least once while the bifrost process lives: it stays queued, or in flight
+// until the remote's PUBACK, across any number of reconnects, and what was in flight when
+// a connection broke is sent again with DUP set (counted in resent). A bifrost restart
+// loses what the queue held: a persistent local session kept in the store would survive
+// it, at the price of a store write per message on the hot path; that is left for later.
+// QoS 0 messages are sent at most once.
+//
+// # Loops
+//
+// The tap's subscriptions are No Local: what the bridge publishes locally never goes back
+// out through the same bridge. On the remote, a 5.0 bridge subscribes with No Local and
+// Retain As Published; a 3.1.1 bridge marks its CONNECT as a bridge's (protocol level |
+// 0x80, Mosquitto's try_private), which Mosquitto, and bifrost (internal/broker), answer
+// the same way. Two brokers each with its own bridge to the other, both carrying the same
+// topics, still loop, as they do with Mosquitto: one bridge with direction both is the
+// way.
+//
+// Files: bridge.go the Bridge and its reconnect loop; conn.go one connection's reader and
+// writer; queue.go the bounded queue and the in-flight window; tap.go the local side;
+// topics.go prefixes and matching; backoff.go the reconnect waits; metrics.go the
+// collector; dial.go TCP and TLS.
+package bridge

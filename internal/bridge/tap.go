@@ -1,0 +1,42 @@
+package bridge
+
+import (
+	"github.com/bifrost-mqtt/bifrost/internal/packet"
+	"github.com/bifrost-mqtt/bifrost/internal/session"
+)
+
+// onLocal is the tap's function: a local message for an out topic is copied into the
+// queue under its remote name. It runs on the publisher's goroutine and never blocks; a
+// full queue drops the message and counts it.
+func (br *Bridge) onLocal(m *session.Message, qos uint8, retain bool) {
+	topic, ok := toRemote(br.routes, string(m.Topic()))
+	if !ok {
+		return // matched by a filter of another route's prefix only; not this bridge's
+	}
+	if !br.q.push(newMsg(topic, m.Payload(), m.Props(), m.Expiry, qos, retain)) {
+		br.dropped.Add(1)
+		return
+	}
+	select {
+	case br.wake <- struct{}{}:
+	default:
+	}
+}
+
+// onRemote publishes a message from the remote locally, under its local name, with the
+// tap as publisher: the tap's No Local subscriptions keep it from going back out.
+func (br *Bridge) onRemote(p *packet.Publish) {
+	topic, ok := toLocal(br.routes, string(p.Topic))
+	if !ok {
+		br.log.Debug("bridge: remote message on a topic no in route maps", "topic", string(p.Topic))
+		return
+	}
+	p.Topic = []byte(topic)
+	p.Props.TopicAlias = packet.Opt[uint16]{}
+	p.Props.SubscriptionIDs = p.Props.SubscriptionIDs[:0]
+	if _, err := br.tap.Publish(p); err != nil {
+		br.log.Warn("bridge: remote message not published locally", "topic", topic, "err", err)
+		return
+	}
+	br.in.Add(1)
+}

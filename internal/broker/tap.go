@@ -1,0 +1,97 @@
+package broker
+
+import (
+	"errors"
+	"time"
+
+	"github.com/bifrost-mqtt/bifrost/internal/packet"
+	"github.com/bifrost-mqtt/bifrost/internal/pubsub"
+	"github.com/bifrost-mqtt/bifrost/internal/session"
+)
+
+// A TapFunc receives the messages of a tap's subscriptions: the message, and the QoS and
+// retain flag of this delivery (the lower of the publisher's and the subscription's QoS;
+// the publisher's retain flag, as Retain As Published keeps it). It runs on the
+// publisher's goroutine, often a network event loop: it must not block, and m is valid
+// only during the call (it may point into the publisher's read buffer), so fn copies what
+// it keeps.
+type TapFunc func(m *session.Message, qos uint8, retain bool)
+
+// A Tap is an in-process subscriber that sees each message once with its QoS, retain flag
+// and properties, as a bridge needs: its subscriptions are No Local and Retain As
+// Published, so what the tap itself publishes (PublishFrom) never comes back to it. It
+// has no session: what it keeps when its fn returns is its own affair.
+type Tap struct {
+	b  *Broker
+	id uint32
+}
+
+// NewTap registers fn as a subscriber without subscriptions; Subscribe adds them.
+func (b *Broker) NewTap(fn TapFunc) (*Tap, error) {
+	if fn == nil {
+		return nil, errors.New("broker: tap without a function")
+	}
+	return &Tap{b: b, id: b.allocID(target{tap: fn})}, nil
+}
+
+// Subscribe adds filter at qos to the tap's subscriptions.
+func (t *Tap) Subscribe(filter string, qos uint8) error {
+	if err := packet.ValidTopicFilter([]byte(filter)); err != nil {
+		return err
+	}
+	if !packet.ValidUTF8([]byte(filter)) {
+		return errors.New("broker: topic filter is not valid UTF-8")
+	}
+	b := t.b
+	flags := uint8(pubsub.NoLocal | pubsub.RetainAsPublished)
+	if _, _, shared := packet.SplitShared([]byte(filter)); shared {
+		flags = pubsub.RetainAsPublished // No Local is not allowed on a shared subscription
+	}
+	if !b.index.Subscribe([]byte(filter), pubsub.Sub{Subscriber: pubsub.SubscriberID(t.id), QoS: min(qos, b.maxQoS), Flags: flags}) {
+		b.stats.subscriptions(1)
+		if b.cluster != nil {
+			b.addRoute(filter, nil)
+		}
+	}
+	return nil
+}
+
+// Close removes every subscription in filters (those the tap was given) and frees the
+// tap's id. The tap must not be used afterwards.
+func (t *Tap) Close(filters []string) {
+	b := t.b
+	for _, f := range filters {
+		if b.index.Unsubscribe([]byte(f), pubsub.SubscriberID(t.id)) {
+			b.stats.subscriptions(-1)
+			if b.cluster != nil {
+				b.removeRoute(f)
+			}
+		}
+	}
+	b.freeID(t.id)
+}
+
+// Publish publishes p as a client's PUBLISH would be (its pass-through properties and
+// message expiry kept) with the tap as publisher, so the tap's own No Local
+// subscriptions skip it. It returns the number of recipients. The message is copied.
+func (t *Tap) Publish(p *packet.Publish) (int, error) {
+	b := t.b
+	if err := validTopicName(string(p.Topic)); err != nil {
+		return 0, err
+	}
+	if p.QoS > 2 {
+		return 0, errors.New("broker: QoS above 2")
+	}
+	b.mu.Lock()
+	closed := b.closed
+	b.mu.Unlock()
+	if closed {
+		return 0, ErrClosed
+	}
+	m := session.NewMessage(p, p.Topic, t.id, time.Now())
+	m.QoS = min(m.QoS, b.maxQoS)
+	bt := b.getBatch()
+	n := b.routeOwned(bt, m)
+	b.endBatch(bt)
+	return n, nil
+}

@@ -1,0 +1,210 @@
+package conf
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Bridge directions: the values of BridgeTopic.Direction.
+const (
+	BridgeOut  = "out"  // local messages go to the remote broker
+	BridgeIn   = "in"   // the remote broker's messages come here
+	BridgeBoth = "both" // both ways
+)
+
+// Bridge protocols: the values of Bridge.Protocol.
+const (
+	BridgeV5   = "5.0"
+	BridgeV311 = "3.1.1"
+)
+
+// Bridge connects this broker to a remote MQTT broker as a client and carries messages
+// between them (internal/bridge), as Mosquitto's `connection` does; the Mosquitto option
+// each field stands for is named beside it. Every field needs a restart to change.
+type Bridge struct {
+	Name     string        `yaml:"name"`     // required, unique; names the bridge in logs, metrics and the notification topic
+	Address  string        `yaml:"address"`  // the remote broker, host:port (address)
+	Protocol string        `yaml:"protocol"` // "5.0" (default) or "3.1.1" (bridge_protocol_version)
+	Topics   []BridgeTopic `yaml:"topics"`   // at least one (topic)
+	// ClientID is the client id on the remote (remote_clientid); default
+	// "<host name>.<name>", as Mosquitto's.
+	ClientID string `yaml:"remote_clientid"`
+	Username string `yaml:"remote_username"` // remote_username
+	Password string `yaml:"remote_password"` // remote_password
+	// CleanSession makes the remote forget the bridge's subscriptions and queued messages
+	// when it disconnects (cleansession). Default false: a persistent session (5.0: one
+	// that never expires), so messages for "in" topics wait on the remote.
+	CleanSession bool `yaml:"cleansession"`
+	// KeepAlive is the keep alive sent to the remote (keepalive_interval); default 60s,
+	// at least 5s as Mosquitto requires.
+	KeepAlive Duration `yaml:"keepalive_interval"`
+	// RestartTimeout and RestartTimeoutMax bound the wait before each reconnect
+	// (restart_timeout base cap): decorrelated jitter between the two, as Mosquitto's;
+	// equal values give a constant wait. Default 5s and 30s.
+	RestartTimeout    Duration `yaml:"restart_timeout"`
+	RestartTimeoutMax Duration `yaml:"restart_timeout_max"`
+	// TryPrivate marks a 3.1.1 CONNECT as a bridge's (protocol level | 0x80), so that a
+	// Mosquitto or bifrost remote does not echo the bridge's messages back (try_private).
+	// nil: true. 5.0 bridges use No Local instead and ignore it.
+	TryPrivate *bool `yaml:"try_private"`
+	// Notifications publishes the bridge's state, retained, on the local broker: "1"
+	// when connected, "0" when not (notifications). nil: true.
+	Notifications     *bool  `yaml:"notifications"`
+	NotificationTopic string `yaml:"notification_topic"` // default $SYS/broker/connection/<remote_clientid>/state
+	// QueueMessages and QueueBytes bound the messages kept for the remote while it is
+	// down or slow (payload and topic bytes); past either, new messages are dropped and
+	// counted. Default 1000 and 16MiB.
+	QueueMessages int      `yaml:"queue_messages"`
+	QueueBytes    ByteSize `yaml:"queue_bytes"`
+	// MaxInflight is how many QoS 1 messages may await the remote's PUBACK
+	// (max_inflight_messages); the remote's Receive Maximum lowers it. Default 20.
+	MaxInflight int        `yaml:"max_inflight"`
+	TLS         *BridgeTLS `yaml:"tls"` // nil: plain TCP
+}
+
+// BridgeTopic is one topic line of a bridge, as Mosquitto's `topic pattern direction qos
+// local_prefix remote_prefix`: the local topic is local_prefix+pattern, the remote one
+// remote_prefix+pattern.
+type BridgeTopic struct {
+	Pattern      string `yaml:"pattern"`       // a topic filter; required
+	Direction    string `yaml:"direction"`     // in | out (default) | both
+	QoS          int    `yaml:"qos"`           // 0 (default) or 1
+	LocalPrefix  string `yaml:"local_prefix"`  // no wildcards
+	RemotePrefix string `yaml:"remote_prefix"` // no wildcards
+}
+
+// BridgeTLS makes the bridge connect with TLS (bridge_cafile, bridge_certfile,
+// bridge_keyfile, bridge_insecure). The files are PEM.
+type BridgeTLS struct {
+	CAFile     string `yaml:"ca_file"`     // the remote's certificate authority; "": the system's
+	CertFile   string `yaml:"cert_file"`   // a client certificate, with key_file
+	KeyFile    string `yaml:"key_file"`    // its private key
+	ServerName string `yaml:"server_name"` // the name checked in the remote's certificate; default address's host
+	// Insecure skips the check of the remote's certificate (bridge_insecure): for tests
+	// only. Default false.
+	Insecure bool `yaml:"insecure"`
+}
+
+// Bridge defaults, with Mosquitto's values where it has one.
+const (
+	defaultBridgeKeepAlive   = Duration(60 * time.Second)
+	minBridgeKeepAlive       = Duration(5 * time.Second)
+	defaultBridgeRestart     = Duration(5 * time.Second)
+	defaultBridgeRestartMax  = Duration(30 * time.Second)
+	defaultBridgeQueue       = 1000
+	defaultBridgeQueueBytes  = ByteSize(16 << 20)
+	defaultBridgeMaxInflight = 20
+)
+
+func (br *Bridge) ensureDefaults(host string) {
+	orDefault(&br.Protocol, BridgeV5)
+	orDefault(&br.ClientID, host+"."+br.Name)
+	orDefault(&br.KeepAlive, defaultBridgeKeepAlive)
+	orDefault(&br.RestartTimeout, defaultBridgeRestart)
+	orDefault(&br.RestartTimeoutMax, max(defaultBridgeRestartMax, br.RestartTimeout))
+	nilDefault(&br.TryPrivate, ptr(true))
+	nilDefault(&br.Notifications, ptr(true))
+	orDefault(&br.NotificationTopic, "$SYS/broker/connection/"+br.ClientID+"/state")
+	orDefault(&br.QueueMessages, defaultBridgeQueue)
+	orDefault(&br.QueueBytes, defaultBridgeQueueBytes)
+	orDefault(&br.MaxInflight, defaultBridgeMaxInflight)
+	for i := range br.Topics {
+		orDefault(&br.Topics[i].Direction, BridgeOut)
+	}
+}
+
+// validateBridges checks every bridge, naming each field as bridges[i].field.
+func (c *Config) validateBridges(errs *errorList) {
+	names := map[string]int{}
+	for i := range c.Bridges {
+		br := &c.Bridges[i]
+		at := fmt.Sprintf("bridges[%d]", i)
+		switch j, dup := names[br.Name]; {
+		case br.Name == "":
+			errs.add(at+".name", "required")
+		case dup:
+			errs.add(at+".name", "%q is also the name of bridges[%d]", br.Name, j)
+		case strings.ContainsAny(br.Name, "/+#"):
+			errs.add(at+".name", "%q must not contain /, + or #", br.Name)
+		default:
+			names[br.Name] = i
+		}
+		if host, port, err := splitAddress(br.Address); err != "" {
+			errs.add(at+".address", "%q is not host:port: %s", br.Address, err)
+		} else if host == "" || port == "0" {
+			errs.add(at+".address", "%q needs a host and a port", br.Address)
+		}
+		oneOf(errs, at+".protocol", br.Protocol, BridgeV5, BridgeV311)
+		if br.ClientID == "" {
+			errs.add(at+".remote_clientid", "required")
+		}
+		if br.Password != "" && br.Username == "" && br.Protocol == BridgeV311 {
+			errs.add(at+".remote_password", "set without remote_username, which 3.1.1 does not allow")
+		}
+		if br.KeepAlive < minBridgeKeepAlive || br.KeepAlive > Duration(math.MaxUint16*time.Second) {
+			errs.add(at+".keepalive_interval", "%s is out of range 5s..65535s", br.KeepAlive)
+		}
+		positive(errs, at+".restart_timeout", br.RestartTimeout)
+		if br.RestartTimeoutMax < br.RestartTimeout {
+			errs.add(at+".restart_timeout_max", "%s is below restart_timeout (%s)", br.RestartTimeoutMax, br.RestartTimeout)
+		}
+		if t := br.NotificationTopic; *br.Notifications && (t == "" || strings.ContainsAny(t, "+#")) {
+			errs.add(at+".notification_topic", "%q is not a topic name", t)
+		}
+		between(errs, at+".queue_messages", br.QueueMessages, 1, math.MaxInt32)
+		size(errs, at+".queue_bytes", br.QueueBytes, 1, math.MaxInt64)
+		between(errs, at+".max_inflight", br.MaxInflight, 1, math.MaxUint16)
+		if t := br.TLS; t != nil && (t.CertFile == "") != (t.KeyFile == "") {
+			errs.add(at+".tls", "cert_file and key_file go together")
+		}
+		if len(br.Topics) == 0 {
+			errs.add(at+".topics", "at least one topic is required")
+		}
+		for j, tp := range br.Topics {
+			tat := fmt.Sprintf("%s.topics[%d]", at, j)
+			if msg := filterProblem(tp.Pattern); msg != "" {
+				errs.add(tat+".pattern", "%q %s", tp.Pattern, msg)
+			} else if strings.HasPrefix(tp.LocalPrefix+tp.Pattern, "$share/") || strings.HasPrefix(tp.RemotePrefix+tp.Pattern, "$share/") {
+				errs.add(tat+".pattern", "%q: a bridge cannot carry a shared subscription", tp.Pattern)
+			}
+			oneOf(errs, tat+".direction", tp.Direction, BridgeIn, BridgeOut, BridgeBoth)
+			if tp.QoS < 0 || tp.QoS > 1 {
+				errs.add(tat+".qos", "%d is out of range 0..1: a bridge carries QoS 2 messages at QoS 1", tp.QoS)
+			}
+			for _, p := range []struct{ field, v string }{{"local_prefix", tp.LocalPrefix}, {"remote_prefix", tp.RemotePrefix}} {
+				if strings.ContainsAny(p.v, "+#") {
+					errs.add(tat+"."+p.field, "%q must not contain a wildcard", p.v)
+				}
+			}
+		}
+	}
+}
+
+// filterProblem says what is wrong with an MQTT topic filter, or "" when nothing is: it
+// must not be empty, and + and # must each fill a level, # only the last (spec 4.7.1).
+func filterProblem(f string) string {
+	if f == "" {
+		return "is empty"
+	}
+	levels := strings.Split(f, "/")
+	for i, l := range levels {
+		switch {
+		case l == "#" && i != len(levels)-1:
+			return "has # before its last level"
+		case l != "#" && l != "+" && strings.ContainsAny(l, "+#"):
+			return "has a wildcard that does not fill its level"
+		}
+	}
+	return ""
+}
+
+func (br Bridge) clone() Bridge {
+	br.Topics = slices.Clone(br.Topics)
+	br.TryPrivate = clonePtr(br.TryPrivate)
+	br.Notifications = clonePtr(br.Notifications)
+	br.TLS = clonePtr(br.TLS)
+	return br
+}
