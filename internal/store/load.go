@@ -30,6 +30,9 @@ func (s *store) Load(v Visitor) error {
 	if err := l.load(); err != nil {
 		return err
 	}
+	if w, ok := s.eng.(loadWatcher); ok {
+		w.loaded()
+	}
 	if l.swept > 0 {
 		s.log.Info("store: swept unreferenced and expired records at load",
 			slog.Int("messages", l.sweptMessages), slog.Int("records", l.swept-l.sweptMessages))

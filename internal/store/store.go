@@ -280,6 +280,9 @@ var (
 	ErrVersion = errors.New("store: unsupported format version")
 	ErrInUse   = errors.New("store: directory in use") // by another open store, of this process or another
 	ErrCorrupt = errors.New("store: corrupt record")
+	// ErrOtherEngine: the directory holds a store of the engine that store.engine does
+	// not name.
+	ErrOtherEngine = errors.New("store: written by another engine")
 )
 
 // A writeError is a failed commit. It matches ErrWrite, ErrNoSpace when the cause is a
@@ -297,7 +300,7 @@ func (e *writeError) Is(target error) bool {
 // Zero fields of cfg other than Dir take conf's defaults. log receives Pebble's
 // messages and the store's own.
 func Open(cfg conf.Store, log *slog.Logger) (Store, error) {
-	s, err := openPebble(cfg, log, nil)
+	s, err := openEngine(cfg, log)
 	if err != nil {
 		return nil, err // not a nil *store in a non-nil Store
 	}
