@@ -55,7 +55,7 @@ func (e *logEngine) maintain() {
 	if err := e.compact(); err != nil {
 		e.log.Error("store: log compaction failed; the old log stays in use",
 			slog.String("file", e.path), slog.Any("err", err))
-		e.compactAt = e.size + compactSlack
+		e.compactAt = e.size + e.slack
 		return
 	}
 	e.log.Debug("store: log compacted", slog.String("file", e.path), slog.Int64("from", before),
@@ -69,28 +69,20 @@ func (e *logEngine) compact() error {
 		return err
 	}
 	tmpPath := filepath.Join(e.dir, logTmpName)
-	tmp, err := e.openFile(tmpPath, os.O_RDWR|os.O_CREATE|os.O_TRUNC)
+	var tmp logFile
+	var size int64
+	err := e.do("create", func() (err error) {
+		tmp, err = e.openFile(tmpPath, os.O_RDWR|os.O_CREATE|os.O_TRUNC)
+		return err
+	})
 	if err == nil {
-		err = e.stepDone("create")
-	}
-	if err != nil {
-		return e.abandon(tmp, tmpPath, err)
-	}
-	size, err := e.writeLive(tmp, idx)
-	if err == nil {
-		err = e.stepDone("write")
+		err = e.do("write", func() (err error) { size, err = e.writeLive(tmp, idx); return err })
 	}
 	if err == nil {
-		err = tmp.Sync()
+		err = e.do("sync", tmp.Sync)
 	}
 	if err == nil {
-		err = e.stepDone("sync")
-	}
-	if err == nil {
-		err = os.Rename(tmpPath, e.path)
-	}
-	if err == nil {
-		err = e.stepDone("rename")
+		err = e.do("rename", func() error { return os.Rename(tmpPath, e.path) })
 	}
 	if err != nil {
 		return e.abandon(tmp, tmpPath, err)
@@ -98,17 +90,13 @@ func (e *logEngine) compact() error {
 	// Renamed: store.log is the new file, whatever happens now.
 	_ = e.f.Close()
 	e.f, e.size, e.synced = tmp, size, size
-	e.compactAt = 2*(size-int64(logHeaderSize)) + compactSlack
-	err = syncDir(e.dir)
-	if err == nil {
-		err = e.stepDone("syncdir")
-	}
-	if err != nil {
+	e.compactAt = 2*(size-int64(logHeaderSize)) + e.slack
+	if err := e.do("syncdir", func() error { return syncDir(e.dir) }); err != nil {
 		e.dirSync = true // repair fsyncs it before the next write
 		e.retryAt = time.Now().Add(e.backoff)
 		return fmt.Errorf("compacted, but the directory was not fsynced: %w", err)
 	}
-	return nil
+	return e.do("done", func() error { return nil })
 }
 
 // writeLive writes the header and idx's records, their values read from the current
@@ -175,9 +163,12 @@ func (e *logEngine) abandon(tmp logFile, path string, cause error) error {
 	return cause
 }
 
-func (e *logEngine) stepDone(step string) error {
-	if e.step == nil {
-		return nil
+// do runs the step of a compaction called step, unless the test hook fails it first.
+func (e *logEngine) do(step string, f func() error) error {
+	if e.step != nil {
+		if err := e.step(step); err != nil {
+			return err
+		}
 	}
-	return e.step(step)
+	return f()
 }

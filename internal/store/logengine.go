@@ -58,12 +58,13 @@ type logEngine struct {
 	retryAt   time.Time
 	dirSync   bool  // the directory must be fsynced before the next write (compact.go)
 	compactAt int64 // the size past which the committer compacts
+	slack     int64 // compactSlack; smaller in tests
 	written   int64 // bytes written to disk in all, compactions included; under mu
 
 	mu  sync.Mutex // guards idx and written
 	idx *logIndex  // from open until Load ends; kept up to date by write
-	// step, if set, is called after each step of a compaction, which fails if it
-	// returns an error (tests).
+	// step, if set, is called before each step of a compaction, which fails at that
+	// step if it returns an error (tests).
 	step func(string) error
 }
 
@@ -109,7 +110,7 @@ func openLog(cfg conf.Store, log *slog.Logger, wrap func(logFile) logFile) (*sto
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
 	e := &logEngine{dir: dir, path: filepath.Join(dir, logName), log: log, wrap: wrap, backoff: reopenBackoff,
-		release: func() { unlock(); release() }}
+		slack: compactSlack, release: func() { unlock(); release() }}
 	if err := e.open(); err != nil {
 		if e.f != nil {
 			_ = e.f.Close()
@@ -199,7 +200,7 @@ func (e *logEngine) open() error {
 		return fmt.Errorf("store: open %s: %w", e.path, err)
 	}
 	e.size, e.synced, e.idx = end, end, idx
-	e.compactAt = 2*max(end-int64(logHeaderSize), idx.live) + compactSlack
+	e.compactAt = 2*idx.live + e.slack
 	return e.checkMeta()
 }
 
