@@ -394,7 +394,7 @@ func (e *logEngine) iter(lower, upper []byte) (iterator, error) {
 		}
 		e.idx = idx
 	}
-	return &logIter{f: e.f, kls: e.idx.sorted(lower, upper), i: -1}, nil
+	return &logIter{f: e.f, size: e.size, kls: e.idx.sorted(lower, upper), i: -1}, nil
 }
 
 func (e *logEngine) stats() (engineStats, bool) {
@@ -416,13 +416,16 @@ func (e *logEngine) close() error {
 }
 
 // logIter iterates the keys of a range of the index in order, reading each value from
-// the file when it is asked for.
+// the file when it is asked for, through a window of logChunk bytes: the values of
+// neighbouring keys were mostly written together, so one read serves many.
 type logIter struct {
-	f   io.ReaderAt
-	kls []keyLoc
-	i   int
-	v   []byte
-	err error
+	f      io.ReaderAt
+	size   int64 // of the file
+	kls    []keyLoc
+	i      int
+	win    []byte // the file's bytes from winOff
+	winOff int64
+	err    error
 }
 
 func (it *logIter) First() bool  { it.i = 0; return it.Valid() }
@@ -437,12 +440,21 @@ func (it *logIter) SeekGE(key []byte) bool {
 	return it.Valid()
 }
 
+// ValueAndErr returns the value, valid until the next call.
 func (it *logIter) ValueAndErr() ([]byte, error) {
 	loc := it.kls[it.i].loc
-	it.v = grow(it.v, int(loc.n))
-	if _, err := it.f.ReadAt(it.v, loc.off); err != nil {
-		it.err = err
-		return nil, err
+	end := loc.off + int64(loc.n)
+	if loc.off < it.winOff || end > it.winOff+int64(len(it.win)) {
+		n := max(int64(loc.n), min(logChunk, it.size-loc.off))
+		if cap(it.win) < int(n) || cap(it.win) > logChunk && n <= logChunk {
+			it.win = make([]byte, max(n, logChunk))
+		}
+		it.win = it.win[:n]
+		if _, err := it.f.ReadAt(it.win, loc.off); err != nil {
+			it.win, it.err = it.win[:0], err
+			return nil, err
+		}
+		it.winOff = loc.off
 	}
-	return it.v, nil
+	return it.win[loc.off-it.winOff : end-it.winOff], nil
 }
