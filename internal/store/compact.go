@@ -90,6 +90,7 @@ func (e *logEngine) compact() error {
 	// Renamed: store.log is the new file, whatever happens now.
 	_ = e.f.Close()
 	e.f, e.size, e.synced = tmp, size, size
+	e.shown.Store(size)
 	e.compactAt = 2*(size-int64(logHeaderSize)) + e.slack
 	if err := e.do("syncdir", func() error { return syncDir(e.dir) }); err != nil {
 		e.dirSync = true // repair fsyncs it before the next write
