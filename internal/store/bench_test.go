@@ -14,7 +14,7 @@ import (
 // committers that each wait for their done before committing again, as a publisher
 // waits for its PUBACK. A commit is what a QoS 1 PUBLISH to one persistent session
 // writes: a 128-byte message and a queue entry. The store has the server profile's
-// sizes.
+// sizes, and is loaded first, as the broker loads it.
 //
 //	go test -run '^$' -bench Commit -benchmem ./internal/store/
 func BenchmarkCommit(b *testing.B) {
@@ -36,6 +36,7 @@ func benchmarkCommit(b *testing.B, engine, policy string, committers int) {
 			b.Fatal(err)
 		}
 		defer s.Close()
+		load(b, s) // as the broker does at start
 		payload := make([]byte, 128)
 		groups := s.groups.Load()
 		var next atomic.Int64

@@ -139,9 +139,12 @@ type engine interface {
 // compaction): the committer calls maintain after each group's dones.
 type maintainer interface{ maintain() }
 
-// A loadWatcher is an engine that wants to know when Load is over (the log engine drops
-// the index it replayed for Load).
-type loadWatcher interface{ loaded() }
+// A loadWatcher is an engine that wants to know when Load runs (the log engine keeps the
+// index it replayed at open for Load, and only for Load).
+type loadWatcher interface {
+	loading()
+	loaded()
+}
 
 // An iterator walks keys in order; pebble.Iterator is one.
 type iterator interface {

@@ -36,7 +36,7 @@ import (
 // sizes the log engine is for (an edge device's state, a few MiB) a rewrite takes
 // milliseconds. Commits wait meanwhile, as they would for a slow fsync. Its memory is
 // the index, about 80 bytes plus the key per live record (no values), and one 64 KiB
-// buffer. It does not run while Load holds the index (offsets into the old file).
+// buffer. It does not run during Load, whose index holds offsets into the old file.
 
 // maintain is called by the committer after each group's dones: it compacts the log if
 // it has grown past its threshold.
@@ -45,7 +45,7 @@ func (e *logEngine) maintain() {
 		return
 	}
 	e.mu.Lock()
-	loading := e.idx != nil
+	loading := e.inLoad
 	e.mu.Unlock()
 	if loading {
 		return

@@ -22,7 +22,7 @@ import (
 // reads the store only in Load, so the engine keeps no index of values while it runs:
 // open replays the file into a logIndex (keys and where their values lie), Load's
 // iterators read the values from the file through it, and the index is dropped when Load
-// ends. Writes are appends: each group is written with one write of up to 64 KiB (a
+// ends (or at the first write outside a Load: it is never kept up to date for long). Writes are appends: each group is written with one write of up to 64 KiB (a
 // larger group in 64 KiB pieces), and fdatasynced before its done under sync: always.
 // When the file has grown past twice its live records plus compactSlack, the committer
 // rewrites it with only those (compact.go).
@@ -63,8 +63,9 @@ type logEngine struct {
 	written   int64        // bytes written to disk in all, compactions included; under mu
 	shown     atomic.Int64 // size as of the last write, for stats
 
-	mu  sync.Mutex // guards idx and written
-	idx *logIndex  // from open until Load ends; kept up to date by write
+	mu     sync.Mutex // guards idx, inLoad and written
+	idx    *logIndex  // from open until Load ends or a write outside Load; kept up to date by Load's writes
+	inLoad bool
 	// step, if set, is called before each step of a compaction, which fails at that
 	// step if it returns an error (tests).
 	step func(string) error
@@ -283,6 +284,9 @@ func (e *logEngine) write(group []*Batch, sync bool) error {
 	e.shown.Store(e.size)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.idx != nil && !e.inLoad {
+		e.idx = nil // nothing but Load reads the store; iter replays the log if asked
+	}
 	if e.idx != nil {
 		off := start
 		for _, b := range group {
@@ -297,15 +301,15 @@ func (e *logEngine) write(group []*Batch, sync bool) error {
 
 // flushBuf writes the buffered records, in logChunk pieces.
 func (e *logEngine) flushBuf() error {
-	for len(e.buf) > 0 {
-		n := min(len(e.buf), logChunk)
-		w, err := e.f.WriteAt(e.buf[:n], e.size)
+	for p := e.buf; len(p) > 0; {
+		n := min(len(p), logChunk)
+		w, err := e.f.WriteAt(p[:n], e.size)
 		e.size += int64(w)
 		e.addWritten(w)
 		if err != nil {
 			return err
 		}
-		e.buf = e.buf[n:]
+		p = p[n:]
 	}
 	if cap(e.buf) > 4*logChunk { // a spike's buffer goes back
 		e.buf = nil
@@ -382,10 +386,17 @@ func (e *logEngine) flush() error {
 	return nil
 }
 
+// loading keeps the index up to date through Load's sweeps.
+func (e *logEngine) loading() {
+	e.mu.Lock()
+	e.inLoad = true
+	e.mu.Unlock()
+}
+
 // loaded drops the index: Load is over, and nothing else reads the store.
 func (e *logEngine) loaded() {
 	e.mu.Lock()
-	e.idx = nil
+	e.idx, e.inLoad = nil, false
 	e.mu.Unlock()
 }
 
