@@ -16,8 +16,8 @@ import (
 // last open or compaction, plus compactSlack), the committer rewrites it:
 //
 //  1. replay the file into a logIndex: keys and the places of their values;
-//  2. create store.log.tmp and write the header and the live records into it, as sets
-//     of up to 64 KiB per record, each value read from the old file;
+//  2. create store.log.tmp and write the header and the live records into it in key
+//     order, as sets of up to 64 KiB per record, each value read from the old file;
 //  3. fsync store.log.tmp;
 //  4. rename it over store.log;
 //  5. fsync the directory, and go on appending to the new file.
@@ -35,8 +35,8 @@ import (
 // the records appended meanwhile would have to be copied over under a lock), and at the
 // sizes the log engine is for (an edge device's state, a few MiB) a rewrite takes
 // milliseconds. Commits wait meanwhile, as they would for a slow fsync. Its memory is
-// the index, about 80 bytes plus the key per live record (no values), and one 64 KiB
-// buffer. It does not run during Load, whose index holds offsets into the old file.
+// the index and its sorted keys, about 120 bytes plus the key per live record (no
+// values), and one 64 KiB buffer. It does not run during Load, whose index holds offsets into the old file.
 
 // maintain is called by the committer after each group's dones: it compacts the log if
 // it has grown past its threshold.
@@ -125,21 +125,21 @@ func (e *logEngine) writeLive(f logFile, idx *logIndex) (int64, error) {
 			payload = payload[:0]
 		}
 	}
-	err := idx.each(func(k string, loc valueLoc) error {
-		v = grow(v, int(loc.n))
-		if _, err := e.f.ReadAt(v, loc.off); err != nil {
-			return err
+	// In key order, the order Load reads them in: its 64 KiB reads then serve many
+	// values each.
+	for _, kl := range idx.sorted(nil, allKeysUpper) {
+		v = grow(v, int(kl.loc.n))
+		if _, err := e.f.ReadAt(v, kl.loc.off); err != nil {
+			return off, err
 		}
 		b := Batch{data: payload}
-		rawSetTo(&b, k, v)
+		rawSetTo(&b, kl.k, v)
 		if payload = b.data; len(payload) >= logChunk-recHeaderSize {
 			seal()
-			return out(false)
+			if err := out(false); err != nil {
+				return off, err
+			}
 		}
-		return nil
-	})
-	if err != nil {
-		return off, err
 	}
 	seal()
 	return off, out(true)

@@ -63,9 +63,10 @@ type logEngine struct {
 	written   int64        // bytes written to disk in all, compactions included; under mu
 	shown     atomic.Int64 // size as of the last write, for stats
 
-	mu     sync.Mutex // guards idx, inLoad and written
-	idx    *logIndex  // from open until Load ends or a write outside Load; kept up to date by Load's writes
-	inLoad bool
+	mu     sync.Mutex  // guards idx, inLoad, sorted and written
+	idx    *logIndex   // from open until Load ends or a write outside Load; kept up to date by Load's writes
+	inLoad bool        // Load runs
+	sorted sortedRange // the last range iter sorted, while idx is held
 	// step, if set, is called before each step of a compaction, which fails at that
 	// step if it returns an error (tests).
 	step func(string) error
@@ -285,7 +286,7 @@ func (e *logEngine) write(group []*Batch, sync bool) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.idx != nil && !e.inLoad {
-		e.idx = nil // nothing but Load reads the store; iter replays the log if asked
+		e.idx, e.sorted = nil, sortedRange{} // nothing but Load reads the store; iter replays the log if asked
 	}
 	if e.idx != nil {
 		off := start
@@ -396,7 +397,7 @@ func (e *logEngine) loading() {
 // loaded drops the index: Load is over, and nothing else reads the store.
 func (e *logEngine) loaded() {
 	e.mu.Lock()
-	e.idx, e.inLoad = nil, false
+	e.idx, e.inLoad, e.sorted = nil, false, sortedRange{}
 	e.mu.Unlock()
 }
 
@@ -411,7 +412,21 @@ func (e *logEngine) iter(lower, upper []byte) (iterator, error) {
 		}
 		e.idx = idx
 	}
-	return &logIter{f: e.f, size: e.size, kls: e.idx.sorted(lower, upper), i: -1}, nil
+	r := sortedRange{string(lower), string(upper), e.idx.version, nil}
+	if e.sorted.kls != nil && e.sorted.lower == r.lower && e.sorted.upper == r.upper && e.sorted.version == r.version {
+		r.kls = e.sorted.kls // Load walks the clients twice
+	} else {
+		r.kls = e.idx.sorted(lower, upper)
+	}
+	e.sorted = r
+	return &logIter{f: e.f, size: e.size, kls: r.kls, i: -1}, nil
+}
+
+// A sortedRange is the keys of [lower, upper) of the index at version, in order.
+type sortedRange struct {
+	lower, upper string
+	version      uint64
+	kls          []keyLoc
 }
 
 func (e *logEngine) stats() (engineStats, bool) {

@@ -16,7 +16,11 @@ type logIndex struct {
 	keys    map[string]valueLoc            // keys outside every client's range
 	clients map[string]map[string]valueLoc // by client prefix: the client's keys
 	live    int64                          // bytes the live records take as sets
+	version uint64                         // counts the changes, for the sorted cache
 }
+
+// allKeysUpper is above every key of the store.
+var allKeysUpper = []byte{0xff}
 
 // A valueLoc is where a value lies in the log file.
 type valueLoc struct {
@@ -44,6 +48,7 @@ func clientOf(k []byte) string {
 }
 
 func (x *logIndex) set(k []byte, loc valueLoc) {
+	x.version++
 	m := x.keys
 	if c := clientOf(k); c != "" {
 		if m = x.clients[c]; m == nil {
@@ -60,6 +65,7 @@ func (x *logIndex) set(k []byte, loc valueLoc) {
 }
 
 func (x *logIndex) delete(k []byte) {
+	x.version++
 	m := x.keys
 	c := clientOf(k)
 	if c != "" {
@@ -77,6 +83,7 @@ func (x *logIndex) delete(k []byte) {
 // deleteRange deletes the keys in [lo, hi): at once when it is one client's range (what
 // DeleteSession and the sweep delete), key by key otherwise.
 func (x *logIndex) deleteRange(lo, hi []byte) {
+	x.version++
 	if c := string(lo); len(hi) == len(lo)+1 && hi[len(lo)] == kindEnd && clientOf(hi) == c &&
 		string(hi[:len(lo)]) == c {
 		for k, loc := range x.clients[c] {
@@ -127,23 +134,6 @@ func (x *logIndex) sorted(lower, upper []byte) []keyLoc {
 	}
 	slices.SortFunc(out, func(a, b keyLoc) int { return strings.Compare(a.k, b.k) })
 	return out
-}
-
-// each calls fn for every live key, in no order.
-func (x *logIndex) each(fn func(k string, loc valueLoc) error) error {
-	for k, loc := range x.keys {
-		if err := fn(k, loc); err != nil {
-			return err
-		}
-	}
-	for _, m := range x.clients {
-		for k, loc := range m {
-			if err := fn(k, loc); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 var errBadOp = errors.New("malformed operation")
