@@ -202,7 +202,8 @@ func (e *logEngine) open() error {
 		}
 	}
 	// Durable from here on, whatever the policy was: a later record's claim proves it.
-	if err := datasync(f); err != nil {
+	// A full fsync, so that a cut's new size is durable too.
+	if err := f.Sync(); err != nil {
 		return fmt.Errorf("store: open %s: %w", e.path, err)
 	}
 	e.size, e.synced, e.idx = end, end, idx
@@ -363,7 +364,8 @@ func (e *logEngine) repair() error {
 		e.retryAt = time.Now().Add(e.backoff)
 		return err
 	}
-	if err := datasync(e.f); err != nil {
+	if err := e.f.Sync(); err != nil { // the new size with the data
+
 		e.retryAt = time.Now().Add(e.backoff)
 		return err
 	}
