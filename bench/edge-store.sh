@@ -16,11 +16,10 @@
 # bifrost_nopebble for a build without Pebble, with ENGINE=log); ENGINE (store.engine:
 # pebble or log; the edge profile's unless set); STRACE (1: count the store's write and
 # sync calls during the traffic with strace, which slows the broker: not for RSS
-# figures); EXTRA_YAML, more config appended to the broker's file. The
-# store's disk traffic during the traffic phase is read from /proc/PID/io (write_bytes:
-# bytes sent to the storage layer; syscw: write calls of every kind, sockets included).
-# The
-# samples and reports are kept in bench/results/ (gitignored). Every process this script
+# figures); EXTRA_YAML, more config appended to the broker's file. The disk traffic
+# over the traffic phase is read from /proc/PID/io (write_bytes: bytes sent to the
+# storage layer; syscw: write calls of every kind, sockets included). The samples and
+# reports are kept in bench/results/ (gitignored). Every process this script
 # starts is stopped by pid on the way out, whatever happens.
 set -euo pipefail
 cd "$(dirname "$0")/.."
