@@ -133,7 +133,7 @@ func edge() *Config {
 	c.Memory.Profile = ProfileEdge
 	// The append-only log writes each commit group once, in one write of up to 64 KiB,
 	// and holds no memtable or cache; built with -tags bifrost_nopebble the broker links
-	// none of Pebble's code. Under the edge load: 7.0-8.1 MiB of VmRSS instead of 12.7
+	// none of Pebble's code. Under the edge load: 5.9-8.1 MiB of VmRSS instead of 12.5-12.7
 	// (docs/edge.md). A device's state is small enough to replay at start.
 	c.Store.Engine = EngineLog
 	// Flash wears with every fsync: if the operator trades durability for fewer writes
