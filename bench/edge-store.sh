@@ -12,9 +12,14 @@
 # publisher); CONNS (1000, idle connections); SYNC (always); STORE (on; off runs the
 # broker without a store, for comparison); MEMTABLE_SIZE and CACHE_SIZE (the edge
 # profile's unless set); GO_BUILD_ENV (CGO_ENABLED=0, as a release build); TAGS (the
-# build tags: bifrost_nocluster, the edge build; TAGS= for the default build); EXTRA_YAML,
-# more config appended to the broker's file. The
-# samples and reports are kept in bench/results/ (gitignored). Every process this script
+# build tags: bifrost_nocluster, the edge build; TAGS= for the default build; add
+# bifrost_nopebble for a build without Pebble, with ENGINE=log); ENGINE (store.engine:
+# pebble or log; the edge profile's unless set); STRACE (1: count the store's write and
+# sync calls during the traffic with strace, which slows the broker: not for RSS
+# figures); EXTRA_YAML, more config appended to the broker's file. The disk traffic
+# over the traffic phase is read from /proc/PID/io (write_bytes: bytes sent to the
+# storage layer; syscw: write calls of every kind, sockets included). The samples and
+# reports are kept in bench/results/ (gitignored). Every process this script
 # starts is stopped by pid on the way out, whatever happens.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,9 +43,10 @@ mkdir -p "$results"
 broker_pid=""
 sampler_pid=""
 conns_pid=""
+strace_pid=""
 
 cleanup() {
-	for pid in "$conns_pid" "$sampler_pid"; do
+	for pid in "$strace_pid" "$conns_pid" "$sampler_pid"; do
 		if [ -n "$pid" ]; then
 			kill -TERM "$pid" 2>/dev/null || true
 			wait "$pid" 2>/dev/null || true
@@ -78,6 +84,7 @@ http:
 store:
   dir: $store_dir
   sync: $sync
+${ENGINE:+  engine: $ENGINE}
 ${MEMTABLE_SIZE:+  memtable_size: $MEMTABLE_SIZE}
 ${CACHE_SIZE:+  cache_size: $CACHE_SIZE}
 log:
@@ -117,9 +124,21 @@ hold=$((duration + 30))
 conns_pid=$!
 sleep 15 # connected and settled
 traffic_start=$(($(date +%s) - start))
+cp "/proc/$broker_pid/io" "$results/io-start.txt"
+if [ -n "${STRACE:-}" ]; then
+	strace -f -y -qq -e trace=write,pwrite64,writev,pwritev,pwritev2,fsync,fdatasync,sync_file_range \
+		-p "$broker_pid" -o "$results/strace.txt" &
+	strace_pid=$!
+fi
 "$work/bifrost-bench" pair -addr "127.0.0.1:$port" -pairs "$pairs" -rate "$rate" -qos 1 \
 	-duration "${duration}s" -session-expiry 3600 -pid "$broker_pid" -json-only >"$results/pair.json"
 traffic_end=$(($(date +%s) - start))
+cp "/proc/$broker_pid/io" "$results/io-end.txt"
+if [ -n "$strace_pid" ]; then
+	kill -INT "$strace_pid" 2>/dev/null || true
+	wait "$strace_pid" 2>/dev/null || true
+	strace_pid=""
+fi
 curl -s "http://127.0.0.1:$http_port/metrics" >"$results/metrics.txt" || true
 wait "$conns_pid"
 conns_pid=""
@@ -142,5 +161,14 @@ stats() { # from to: VmRSS, RssAnon and RssFile over the samples in [from, to)
 	echo "traffic (after 10s):  $(stats $((traffic_start + 10)) "$traffic_end")"
 	echo "traffic:              $(jq -r '.traffic | "\(.sent) sent, \(.received) received, \(.lost) lost, \(.acked) acked, latency p50 \(.latency_us.p50) µs p99 \(.latency_us.p99) µs"' "$results/pair.json" 2>/dev/null || echo see pair.json)"
 	echo "store:                $(grep -E '^bifrost_store_(disk_bytes|memtable_bytes|block_cache_bytes|commits_total|messages) ' "$results/metrics.txt" | tr '\n' ' ')"
+	io() { awk -v k="$1:" '$1 == k {print $2}' "$results/$2"; }
+	sent=$(jq -r '.traffic.sent' "$results/pair.json" 2>/dev/null || echo 0)
+	wb=$(($(io write_bytes io-end.txt) - $(io write_bytes io-start.txt)))
+	sw=$(($(io syscw io-end.txt) - $(io syscw io-start.txt)))
+	echo "disk:                 write_bytes $wb ($(awk -v a="$wb" -v n="$sent" 'BEGIN {printf "%.0f", n ? a / n : 0}') per message), syscw $sw (all writes, sockets included) over $sent messages"
+	if [ -f "$results/strace.txt" ]; then
+		echo "store calls (strace): $(grep -F "<${work}/data/" "$results/strace.txt" | sed -E 's/^[0-9]+ +//; s/\(.*//' | sort | uniq -c |
+			awk -v n="$sent" '{printf "%s %d (%.2f per message) ", $2, $1, n ? $1 / n : 0}')"
+	fi
 	echo "go heap:              $(grep -E '^go_memstats_(heap_inuse_bytes|sys_bytes) ' "$results/metrics.txt" | tr '\n' ' ')"
 } | tee "$results/summary.txt"

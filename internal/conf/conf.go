@@ -97,6 +97,13 @@ const (
 	SyncNone     = "none"     // leave flushing to the OS; a crash may lose acknowledged messages
 )
 
+// Store engines: the values of Store.Engine, what keeps the records on disk
+// (internal/store, docs/durability.md).
+const (
+	EnginePebble = "pebble" // an LSM tree (Pebble): reads and compacts large states in the background
+	EngineLog    = "log"    // an append-only log replayed at start: no dependency, the least memory
+)
+
 // StoreOff is the store.dir that runs the broker without a store: nothing survives a
 // restart, and acknowledgements wait for no disk.
 const StoreOff = "off"
@@ -104,6 +111,7 @@ const StoreOff = "off"
 // Store configures the embedded durable store.
 type Store struct {
 	Dir          string   `yaml:"dir"`           // default ./data; "off" keeps everything in memory
+	Engine       string   `yaml:"engine"`        // pebble | log; default pebble (edge log)
 	Sync         string   `yaml:"sync"`          // always | interval | none; default always
 	SyncInterval Duration `yaml:"sync_interval"` // with sync: interval; default 100ms (edge 1s)
 	CacheSize    ByteSize `yaml:"cache_size"`    // block cache for reads; default 64MiB (edge 256KiB)

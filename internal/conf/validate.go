@@ -53,6 +53,7 @@ func (c *Config) validate() errorList {
 	if c.Store.Dir == "" {
 		errs.add("store.dir", "required")
 	}
+	oneOf(&errs, "store.engine", c.Store.Engine, EnginePebble, EngineLog)
 	oneOf(&errs, "store.sync", c.Store.Sync, SyncAlways, SyncInterval, SyncNone)
 	positive(&errs, "store.sync_interval", c.Store.SyncInterval)
 	size(&errs, "store.cache_size", c.Store.CacheSize, 1, math.MaxInt64)

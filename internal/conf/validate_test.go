@@ -93,6 +93,8 @@ func TestValidate(t *testing.T) {
 			`http.address: "OFF" is neither host:port nor "off"`},
 		// store
 		{"store.dir=empty", func(c *Config) { c.Store.Dir = "" }, `store.dir: required`},
+		{"store.engine=rocksdb", func(c *Config) { c.Store.Engine = "rocksdb" },
+			`store.engine: "rocksdb" is not one of pebble, log`},
 		{"store.sync=sometimes", func(c *Config) { c.Store.Sync = "sometimes" },
 			`store.sync: "sometimes" is not one of always, interval, none`},
 		{"store.sync_interval=0", func(c *Config) { c.Store.SyncInterval = 0 },

@@ -135,6 +135,17 @@ type engine interface {
 	close() error
 }
 
+// A maintainer is an engine with work to do between groups (the log engine's
+// compaction): the committer calls maintain after each group's dones.
+type maintainer interface{ maintain() }
+
+// A loadWatcher is an engine that wants to know when Load runs (the log engine keeps the
+// index it replayed at open for Load, and only for Load).
+type loadWatcher interface {
+	loading()
+	loaded()
+}
+
 // An iterator walks keys in order; pebble.Iterator is one.
 type iterator interface {
 	First() bool
@@ -287,6 +298,9 @@ func (s *store) commitLoop() {
 		}
 		clear(batches)
 		batches = batches[:0]
+		if m, ok := s.eng.(maintainer); ok {
+			m.maintain()
+		}
 		if cap(group) > maxKeptGroup { // hand a spike's arrays back
 			group, batches = nil, nil
 		}

@@ -3,62 +3,26 @@ package store
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
-
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
-// syncCountFS counts the syncs of WAL files.
-type syncCountFS struct {
-	vfs.FS
-	syncs atomic.Int64
-}
-
-func (fs *syncCountFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
-	return fs.wrap(name)(fs.FS.Create(name, c))
-}
-
-func (fs *syncCountFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
-	return fs.wrap(newname)(fs.FS.ReuseForWrite(oldname, newname, c))
-}
-
-func (fs *syncCountFS) wrap(name string) func(vfs.File, error) (vfs.File, error) {
-	return func(f vfs.File, err error) (vfs.File, error) {
-		if err != nil || !strings.HasSuffix(name, ".log") {
-			return f, err
-		}
-		return &syncCountFile{f, &fs.syncs}, nil
-	}
-}
-
-type syncCountFile struct {
-	vfs.File
-	n *atomic.Int64
-}
-
-func (f *syncCountFile) Sync() error     { f.n.Add(1); return f.File.Sync() }
-func (f *syncCountFile) SyncData() error { f.n.Add(1); return f.File.SyncData() }
-func (f *syncCountFile) SyncTo(length int64) (bool, error) {
-	f.n.Add(1)
-	return f.File.SyncTo(length)
-}
-
 // TestGroupCommit commits from many goroutines at once under always: every done is
 // called with nil, everything is there after a reopen, and one fsync covers many
 // commits.
-func TestGroupCommit(t *testing.T) {
+func TestGroupCommit(t *testing.T) { forEngines(t, testGroupCommit) }
+
+func testGroupCommit(t *testing.T, engine string) {
 	const goroutines, each = 32, 50
 	dir := t.TempDir()
-	fs := &syncCountFS{FS: vfs.Default}
-	s := openTest(t, dir, conf.SyncAlways, fs)
-	before := fs.syncs.Load()
+	h := new(hooks)
+	s := openTest(t, engine, dir, conf.SyncAlways, h)
+	before := h.syncs.Load()
 
 	var wg sync.WaitGroup
 	var failed atomic.Int64
@@ -79,7 +43,7 @@ func TestGroupCommit(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	syncs := fs.syncs.Load() - before
+	syncs := h.syncs.Load() - before
 	commits, groups := s.commits.Load(), s.groups.Load()
 	t.Logf("%d commits in %d groups (%.1f per group), %d WAL fsyncs", commits, groups,
 		float64(commits)/float64(groups), syncs)
@@ -99,7 +63,7 @@ func TestGroupCommit(t *testing.T) {
 	}
 	commit(t, s, &b)
 	s.Close()
-	got := load(t, openTest(t, dir, conf.SyncAlways, nil))
+	got := load(t, openTest(t, engine, dir, conf.SyncAlways, nil))
 	if len(got.messages) != goroutines*each || len(got.queued) != goroutines*each {
 		t.Errorf("after reopen: %d messages, %d queue entries; want %d each",
 			len(got.messages), len(got.queued), goroutines*each)
@@ -107,12 +71,14 @@ func TestGroupCommit(t *testing.T) {
 }
 
 // TestSyncPolicies checks who fsyncs the WAL under each policy, before Close.
-func TestSyncPolicies(t *testing.T) {
+func TestSyncPolicies(t *testing.T) { forEngines(t, testSyncPolicies) }
+
+func testSyncPolicies(t *testing.T, engine string) {
 	for _, sync := range []string{conf.SyncAlways, conf.SyncInterval, conf.SyncNone} {
 		t.Run("Sync="+sync, func(t *testing.T) {
-			fs := &syncCountFS{FS: vfs.Default}
-			s := openTest(t, t.TempDir(), sync, fs)
-			before := fs.syncs.Load()
+			h := new(hooks)
+			s := openTest(t, engine, t.TempDir(), sync, h)
+			before := h.syncs.Load()
 			var b Batch
 			for i := range 10 {
 				b.Reset()
@@ -121,12 +87,12 @@ func TestSyncPolicies(t *testing.T) {
 			}
 			switch sync {
 			case conf.SyncAlways:
-				if n := fs.syncs.Load() - before; n != 10 {
+				if n := h.syncs.Load() - before; n != 10 {
 					t.Errorf("%d fsyncs for 10 sequential commits, want 10", n)
 				}
 			case conf.SyncInterval:
 				// The syncer fsyncs within the interval (10ms here).
-				testenv.WaitFor(t, "the syncer to fsync", func() bool { return s.flushes.Load() > 0 && fs.syncs.Load() > before })
+				testenv.WaitFor(t, "the syncer to fsync", func() bool { return s.flushes.Load() > 0 && h.syncs.Load() > before })
 				// And not again while nothing is written.
 				n := s.flushes.Load()
 				time.Sleep(50 * time.Millisecond)
@@ -134,7 +100,7 @@ func TestSyncPolicies(t *testing.T) {
 					t.Errorf("%d fsyncs while idle, want none", m-n)
 				}
 			case conf.SyncNone:
-				if n := fs.syncs.Load() - before; n != 0 {
+				if n := h.syncs.Load() - before; n != 0 {
 					t.Errorf("%d fsyncs under none", n)
 				}
 			}
@@ -143,8 +109,10 @@ func TestSyncPolicies(t *testing.T) {
 }
 
 // TestCommitOrder calls done in Commit order.
-func TestCommitOrder(t *testing.T) {
-	s := openTest(t, t.TempDir(), conf.SyncNone, nil)
+func TestCommitOrder(t *testing.T) { forEngines(t, testCommitOrder) }
+
+func testCommitOrder(t *testing.T, engine string) {
+	s := openTest(t, engine, t.TempDir(), conf.SyncNone, nil)
 	const n = 1000
 	batches := make([]Batch, n)
 	var got []int
@@ -257,13 +225,15 @@ func TestDonePanic(t *testing.T) {
 	commit(t, s, &b2)
 }
 
-// TestLargeGroups commits groups larger than a chunk, and a batch larger than Pebble's
-// large-batch threshold, with the edge profile's 256 KiB memtable: all of it is there
-// after a reopen.
-func TestLargeGroups(t *testing.T) {
+// TestLargeGroups commits groups larger than a chunk (Pebble's, a quarter of the edge
+// profile's 256 KiB memtable, and the log engine's write), and a batch larger than
+// Pebble's large-batch threshold: all of it is there after a reopen.
+func TestLargeGroups(t *testing.T) { forEngines(t, testLargeGroups) }
+
+func testLargeGroups(t *testing.T, engine string) {
+	const chunkBytes = 64 << 10
 	dir := t.TempDir()
-	s := openTest(t, dir, conf.SyncAlways, nil)
-	e := s.eng.(*pebbleEngine)
+	s := openTest(t, engine, dir, conf.SyncAlways, nil)
 	var wg sync.WaitGroup
 	for g := range 32 {
 		wg.Go(func() {
@@ -278,17 +248,17 @@ func TestLargeGroups(t *testing.T) {
 		})
 	}
 	var huge Batch
-	huge.PutMessage(1000, MessageRecord{Topic: []byte("huge"), Payload: make([]byte, 2*e.chunkBytes+1)})
+	huge.PutMessage(1000, MessageRecord{Topic: []byte("huge"), Payload: make([]byte, 2*chunkBytes+1)})
 	huge.PutRetained("huge", 1000)
 	commit(t, s, &huge)
 	wg.Wait()
-	t.Logf("%d commits in %d groups; chunk %d bytes", s.commits.Load(), s.groups.Load(), e.chunkBytes)
+	t.Logf("%d commits in %d groups; chunk %d bytes", s.commits.Load(), s.groups.Load(), chunkBytes)
 	s.Close()
-	got := load(t, openTest(t, dir, conf.SyncAlways, nil))
+	got := load(t, openTest(t, engine, dir, conf.SyncAlways, nil))
 	if len(got.messages) != 32*8+1 || len(got.retained) != 32*8+1 {
 		t.Errorf("after reopen: %d messages, %d retained; want %d", len(got.messages), len(got.retained), 32*8+1)
 	}
-	if m := got.messages[1000]; len(m.Payload) != 2*e.chunkBytes+1 {
+	if m := got.messages[1000]; len(m.Payload) != 2*chunkBytes+1 {
 		t.Errorf("huge message: %d bytes", len(m.Payload))
 	}
 }

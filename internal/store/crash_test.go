@@ -20,21 +20,27 @@ import (
 const (
 	crashDirEnv  = "BIFROST_STORE_CRASH_DIR"
 	crashBaseEnv = "BIFROST_STORE_CRASH_BASE"
+	crashEngEnv  = "BIFROST_STORE_CRASH_ENGINE"
 )
 
 // TestCrash kills a committing process at a random moment, 20 times over the same
 // directory, and checks after each kill that every commit the child reported done is
 // there: under always, an acknowledged message survives kill -9.
-func TestCrash(t *testing.T) {
+func TestCrash(t *testing.T) { forEngines(t, testCrash) }
+
+func testCrash(t *testing.T, engine string) {
 	if testing.Short() {
 		t.Skip("starts 20 processes")
 	}
+	cfg := testConfig("", conf.SyncAlways)
+	cfg.Engine = engine
 	dir := t.TempDir()
 	acked := map[uint64]bool{}
 	for cycle := range 20 {
 		base := uint64(cycle+1) << 32
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), crashDirEnv+"="+dir, crashBaseEnv+"="+strconv.FormatUint(base, 10))
+		cmd.Env = append(os.Environ(), crashDirEnv+"="+dir, crashBaseEnv+"="+strconv.FormatUint(base, 10),
+			crashEngEnv+"="+engine)
 		cmd.Stderr = os.Stderr
 		out, err := cmd.StdoutPipe()
 		if err != nil {
@@ -66,7 +72,8 @@ func TestCrash(t *testing.T) {
 			t.Fatalf("cycle %d: the child exited after %d acknowledgements, before the kill", cycle, n)
 		}
 
-		s, err := openPebble(testConfig(dir, conf.SyncAlways), testLogger(t), nil)
+		cfg.Dir = dir
+		s, err := openHooked(cfg, testLogger(t), nil)
 		if err != nil {
 			t.Fatalf("cycle %d: reopen after kill: %v", cycle, err)
 		}
@@ -101,7 +108,9 @@ func TestCrashChild(t *testing.T) {
 		t.Skip("run by TestCrash")
 	}
 	base, _ := strconv.ParseUint(os.Getenv(crashBaseEnv), 10, 64)
-	s, err := openPebble(testConfig(dir, conf.SyncAlways), slog.New(slog.DiscardHandler), nil)
+	cfg := testConfig(dir, conf.SyncAlways)
+	cfg.Engine = os.Getenv(crashEngEnv)
+	s, err := openHooked(cfg, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,6 @@ package store
 import (
 	"encoding/binary"
 	"fmt"
-
-	"github.com/bifrost-mqtt/bifrost/internal/pebbledb"
 )
 
 // The on-disk format is drawn in the package doc; this file is its only encoder and
@@ -43,10 +41,6 @@ const (
 
 // metaKey is the key of the format-version record.
 var metaKey = []byte{prefixMeta, 'f', 'o', 'r', 'm', 'a', 't'}
-
-// format is the format-version record, checked by every open.
-var format = pebbledb.Format{Key: metaKey, Magic: formatMagic, Version: formatVersion, What: "store",
-	Foreign: ErrForeign, Newer: ErrVersion}
 
 // Key bounds of the kinds, for iterators.
 var (

@@ -6,10 +6,10 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
-
-	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 )
@@ -26,16 +26,103 @@ func testConfig(dir, sync string) conf.Store {
 	}
 }
 
-// openTest opens a store on disk in dir, on fs if not nil, closing it at the end of the
-// test if the test has not.
-func openTest(t testing.TB, dir, sync string, fs vfs.FS) *store {
+// testConfigEngine is testConfig for engine.
+func testConfigEngine(engine, dir, sync string) conf.Store {
+	c := testConfig(dir, sync)
+	c.Engine = engine
+	return c
+}
+
+// testEngines are the engines on disk of this build: log, and pebble unless built with
+// -tags bifrost_nopebble.
+func testEngines() []string {
+	if pebbleBuilt {
+		return []string{conf.EnginePebble, conf.EngineLog}
+	}
+	return []string{conf.EngineLog}
+}
+
+// forEngines runs f as a subtest for each engine on disk.
+func forEngines(t *testing.T, f func(t *testing.T, engine string)) {
+	for _, engine := range testEngines() {
+		t.Run("Engine="+engine, func(t *testing.T) { f(t, engine) })
+	}
+}
+
+// openTest opens a store of engine on disk in dir, its log files watched by h if not
+// nil, closing it at the end of the test if the test has not.
+func openTest(t testing.TB, engine, dir, sync string, h *hooks) *store {
 	t.Helper()
-	s, err := openPebble(testConfig(dir, sync), testLogger(t), fs)
+	cfg := testConfig(dir, sync)
+	cfg.Engine = engine
+	s, err := openHooked(cfg, testLogger(t), h)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+// openHooked opens the store of cfg.Engine, its log files watched by h if not nil.
+func openHooked(cfg conf.Store, log *slog.Logger, h *hooks) (*store, error) {
+	if cfg.Engine != conf.EngineLog {
+		return openPebbleHooked(cfg, log, h)
+	}
+	var wrap func(logFile) logFile
+	if h != nil {
+		wrap = func(f logFile) logFile { return &hookFile{f, h} }
+	}
+	return openLog(cfg, log, wrap)
+}
+
+// hooks watch the files an engine logs commits to (Pebble's WAL, the log engine's
+// store.log): they count fsyncs, and fail writes and fsyncs while full is set, as a
+// full disk does.
+type hooks struct {
+	syncs atomic.Int64
+	full  atomic.Bool
+}
+
+func (h *hooks) sync() error {
+	h.syncs.Add(1)
+	return h.check()
+}
+
+func (h *hooks) check() error {
+	if h.full.Load() {
+		return syscall.ENOSPC
+	}
+	return nil
+}
+
+// hookFile is a log engine's file under hooks.
+type hookFile struct {
+	logFile
+	h *hooks
+}
+
+func (f *hookFile) WriteAt(p []byte, off int64) (int, error) {
+	if err := f.h.check(); err != nil {
+		return 0, err
+	}
+	return f.logFile.WriteAt(p, off)
+}
+
+func (f *hookFile) Sync() error {
+	if err := f.h.sync(); err != nil {
+		return err
+	}
+	return f.logFile.Sync()
+}
+
+// setBackoff sets the least time between repairs of a broken engine.
+func setBackoff(s *store, d time.Duration) {
+	switch e := s.eng.(type) {
+	case *logEngine:
+		e.backoff = d
+	default:
+		setPebbleBackoff(s.eng, d)
+	}
 }
 
 // commit commits b and waits for its done.

@@ -27,6 +27,10 @@ import (
 // commit closes and reopens the database.
 func (s *store) Load(v Visitor) error {
 	l := loader{s: s, v: v, now: time.Now().UnixNano()}
+	if w, ok := s.eng.(loadWatcher); ok {
+		w.loading()
+		defer w.loaded()
+	}
 	if err := l.load(); err != nil {
 		return err
 	}

@@ -16,20 +16,25 @@ import (
 )
 
 // holdDirEnv tells TestHoldChild which directory to hold.
-const holdDirEnv = "BIFROST_STORE_HOLD_DIR"
+const (
+	holdDirEnv    = "BIFROST_STORE_HOLD_DIR"
+	holdEngineEnv = "BIFROST_STORE_HOLD_ENGINE"
+)
 
 // TestOpenInUseByThisProcess: a directory an open store holds is refused to a second Open
 // in the same process, however its path is spelled, with ErrInUse; once the first store
 // is closed it opens.
-func TestOpenInUseByThisProcess(t *testing.T) {
+func TestOpenInUseByThisProcess(t *testing.T) { forEngines(t, testOpenInUseByThisProcess) }
+
+func testOpenInUseByThisProcess(t *testing.T, engine string) {
 	dir := t.TempDir()
 	link := filepath.Join(t.TempDir(), "link")
 	if err := os.Symlink(dir, link); err != nil {
 		t.Fatal(err)
 	}
-	first := openTest(t, dir, conf.SyncAlways, nil)
+	first := openTest(t, engine, dir, conf.SyncAlways, nil)
 	for _, spelling := range []string{dir, dir + "/.", filepath.Join(dir, "..", filepath.Base(dir)), link} {
-		s, err := openPebble(testConfig(spelling, conf.SyncAlways), testLogger(t), nil)
+		s, err := openHooked(testConfigEngine(engine, spelling, conf.SyncAlways), testLogger(t), nil)
 		if err == nil {
 			_ = s.Close()
 			t.Fatalf("open %s while %s is open: no error", spelling, dir)
@@ -41,7 +46,7 @@ func TestOpenInUseByThisProcess(t *testing.T) {
 	if err := first.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err := openPebble(testConfig(link, conf.SyncAlways), testLogger(t), nil)
+	s, err := openHooked(testConfigEngine(engine, link, conf.SyncAlways), testLogger(t), nil)
 	if err != nil {
 		t.Fatalf("open after the first store closed: %v", err)
 	}
@@ -53,7 +58,9 @@ func TestOpenInUseByThisProcess(t *testing.T) {
 // TestOpenInUseByAnotherProcess: a directory another process holds is refused with
 // ErrInUse naming that process's pid (and, on Linux, its command name), not with Pebble's
 // "resource temporarily unavailable"; once that process lets go, it opens.
-func TestOpenInUseByAnotherProcess(t *testing.T) {
+func TestOpenInUseByAnotherProcess(t *testing.T) { forEngines(t, testOpenInUseByAnotherProcess) }
+
+func testOpenInUseByAnotherProcess(t *testing.T, engine string) {
 	switch runtime.GOOS {
 	case "linux", "darwin", "dragonfly", "freebsd", "netbsd", "openbsd":
 	default:
@@ -61,7 +68,7 @@ func TestOpenInUseByAnotherProcess(t *testing.T) {
 	}
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHoldChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), holdDirEnv+"="+dir)
+	cmd.Env = append(os.Environ(), holdDirEnv+"="+dir, holdEngineEnv+"="+engine)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -85,7 +92,7 @@ func TestOpenInUseByAnotherProcess(t *testing.T) {
 		t.Fatalf("the child did not open the store: %v", sc.Err())
 	}
 
-	_, err = openPebble(testConfig(dir, conf.SyncAlways), testLogger(t), nil)
+	_, err = openHooked(testConfigEngine(engine, dir, conf.SyncAlways), testLogger(t), nil)
 	if !errors.Is(err, ErrInUse) {
 		t.Fatalf("open while another process holds the store: %v, want ErrInUse", err)
 	}
@@ -105,7 +112,7 @@ func TestOpenInUseByAnotherProcess(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("child: %v", err)
 	}
-	s, err := openPebble(testConfig(dir, conf.SyncAlways), testLogger(t), nil)
+	s, err := openHooked(testConfigEngine(engine, dir, conf.SyncAlways), testLogger(t), nil)
 	if err != nil {
 		t.Fatalf("open after the other process exited: %v", err)
 	}
@@ -121,7 +128,7 @@ func TestHoldChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("run by TestOpenInUseByAnotherProcess")
 	}
-	s, err := openPebble(testConfig(dir, conf.SyncAlways), slog.New(slog.DiscardHandler), nil)
+	s, err := openHooked(testConfigEngine(os.Getenv(holdEngineEnv), dir, conf.SyncAlways), slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

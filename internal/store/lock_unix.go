@@ -26,3 +26,19 @@ func lockHolder(path string) (pid int, held bool) {
 	}
 	return int(lk.Pid), true
 }
+
+// lockFile takes the POSIX record lock that Pebble takes on its LOCK file, on path,
+// creating it, so that lockHolder names the holder of a log engine's directory as it
+// names a Pebble database's. release closes the file, which drops the lock.
+func lockFile(path string) (release func(), err error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	lk := syscall.Flock_t{Type: syscall.F_WRLCK, Whence: io.SeekStart}
+	if err := syscall.FcntlFlock(f.Fd(), syscall.F_SETLK, &lk); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() { _ = f.Close() }, nil
+}

@@ -16,11 +16,17 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
-const floorEnv = "BIFROST_STORE_FLOOR_DIR"
+const (
+	floorEnv       = "BIFROST_STORE_FLOOR_DIR"
+	floorEngineEnv = "BIFROST_STORE_FLOOR_ENGINE"
+)
 
 // TestMemoryFloor measures, in a fresh process, what opening a store with the edge
-// profile's settings adds: RSS and goroutines, with a few records committed and loaded.
-func TestMemoryFloor(t *testing.T) {
+// profile's settings adds, with each engine: RSS and goroutines, with a few records
+// committed and loaded.
+func TestMemoryFloor(t *testing.T) { forEngines(t, testMemoryFloor) }
+
+func testMemoryFloor(t *testing.T, engine string) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc/self/status")
 	}
@@ -28,7 +34,7 @@ func TestMemoryFloor(t *testing.T) {
 		t.Skip("measures RSS: the race detector's shadow memory makes the figures meaningless")
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestMemoryFloorChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), floorEnv+"="+t.TempDir())
+	cmd.Env = append(os.Environ(), floorEnv+"="+t.TempDir(), floorEngineEnv+"="+engine)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("child: %v\n%s", err, out)
@@ -74,7 +80,7 @@ func TestMemoryFloorChild(t *testing.T) {
 	}
 	before, gBefore := settle(), runtime.NumGoroutine()
 	cfg := conf.DefaultEdge().Store
-	cfg.Dir = dir
+	cfg.Dir, cfg.Engine = dir, os.Getenv(floorEngineEnv)
 	s, err := Open(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

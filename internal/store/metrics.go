@@ -1,7 +1,6 @@
 package store
 
 import (
-	"github.com/cockroachdb/pebble/v2"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -56,25 +55,6 @@ type engineStats struct {
 	diskWrittenBytes uint64 // WAL, flushes, compactions
 	memtableBytes    uint64
 	cacheBytes       int64
-}
-
-func (e *pebbleEngine) stats() (engineStats, bool) {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	if e.db == nil {
-		return engineStats{}, false
-	}
-	return pebbleStats(e.db.Metrics()), true
-}
-
-func pebbleStats(m *pebble.Metrics) engineStats {
-	total := m.Total()
-	return engineStats{
-		diskBytes:        m.DiskSpaceUsage(),
-		diskWrittenBytes: m.WAL.BytesWritten + total.TableBytesFlushed + total.TableBytesCompacted + total.BlobBytesFlushed + total.BlobBytesCompacted,
-		memtableBytes:    m.MemTable.Size,
-		cacheBytes:       m.BlockCache.Size,
-	}
 }
 
 func (e *memEngine) stats() (engineStats, bool) { return engineStats{}, false }

@@ -1,3 +1,5 @@
+//go:build !bifrost_nopebble
+
 package store
 
 import (
@@ -16,14 +18,22 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/pebbledb"
 )
 
+// pebbleBuilt: this build has the pebble engine.
+const pebbleBuilt = true
+
+// format is the format-version record, checked by every open.
+var format = pebbledb.Format{Key: metaKey, Magic: formatMagic, Version: formatVersion, What: "store",
+	Foreign: ErrForeign, Newer: ErrVersion}
+
+// openPebbleEngine opens the pebble engine's store in cfg.Dir (store.engine: pebble).
+func openPebbleEngine(cfg conf.Store, log *slog.Logger) (*store, error) {
+	return openPebble(cfg, log, nil)
+}
+
 // pebbleFormat is the Pebble format a new store is created with and an older one raised
 // to: FormatNewest of Pebble v2.1.7, named so that upgrading Pebble never changes the
 // files silently. It includes the WAL sync chunks that tell a torn tail from corruption.
 const pebbleFormat = pebble.FormatValueSeparation
-
-// reopenBackoff is the least time between two attempts to reopen the database after a
-// failed write, so that a full disk is not hammered with recoveries.
-const reopenBackoff = time.Second
 
 // openPebble opens the store in cfg.Dir on fs (vfs.Default if nil).
 func openPebble(cfg conf.Store, log *slog.Logger, fs vfs.FS) (*store, error) {
@@ -116,6 +126,10 @@ func checkDir(fs vfs.FS, dir string) (existing bool, err error) {
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return false, fmt.Errorf("store: create %s: %w", dir, err)
 	}
+	if _, err := fs.Stat(fs.PathJoin(dir, logName)); err == nil {
+		return false, fmt.Errorf("%w: %s holds a store written by the log engine (%s) and this configuration has store.engine: %s; set store.engine: %s to open it, or point store.dir at an empty or new directory",
+			ErrOtherEngine, dir, logName, conf.EnginePebble, conf.EngineLog)
+	}
 	desc, err := pebble.Peek(dir, fs)
 	if err != nil {
 		return false, fmt.Errorf("store: open %s: %w", dir, err)
@@ -134,34 +148,6 @@ func checkDir(fs vfs.FS, dir string) (existing bool, err error) {
 		}
 	}
 	return false, nil
-}
-
-// leftover reports whether a file may be in a directory that holds no database yet: a
-// file system's lost+found (the directory is a mount point), or what a first Open that
-// was interrupted leaves before the database exists, named as Pebble names its files.
-func leftover(name string) bool {
-	switch {
-	case name == "lost+found", name == "LOCK", strings.HasPrefix(name, "marker."):
-		return true
-	}
-	for _, prefix := range []string{"OPTIONS-", "MANIFEST-"} {
-		if rest, ok := strings.CutPrefix(name, prefix); ok {
-			return digits(rest)
-		}
-	}
-	if rest, ok := strings.CutSuffix(name, ".log"); ok { // a WAL: 000002.log, 000002-001.log
-		return digits(strings.Replace(rest, "-", "", 1))
-	}
-	return false
-}
-
-func digits(s string) bool {
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return s != ""
 }
 
 // pebbleEngine is the engine on disk. The committer calls write and flush; Load calls
@@ -434,4 +420,23 @@ func (f *walFile) SyncData() error { return f.check(f.File.SyncData()) }
 func (f *walFile) SyncTo(length int64) (bool, error) {
 	full, err := f.File.SyncTo(length)
 	return full, f.check(err)
+}
+
+func (e *pebbleEngine) stats() (engineStats, bool) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.db == nil {
+		return engineStats{}, false
+	}
+	return pebbleStats(e.db.Metrics()), true
+}
+
+func pebbleStats(m *pebble.Metrics) engineStats {
+	total := m.Total()
+	return engineStats{
+		diskBytes:        m.DiskSpaceUsage(),
+		diskWrittenBytes: m.WAL.BytesWritten + total.TableBytesFlushed + total.TableBytesCompacted + total.BlobBytesFlushed + total.BlobBytesCompacted,
+		memtableBytes:    m.MemTable.Size,
+		cacheBytes:       m.BlockCache.Size,
+	}
 }

@@ -10,12 +10,21 @@
 // half done (see Load and the sweep below).
 //
 // Files: store.go the API and this description; batch.go the Batch; format.go the
-// records; commit.go the committer (group commit); load.go Load and its sweep; pebble.go
-// the engine on disk; memory.go the engine in memory; metrics.go the Prometheus series.
+// records; commit.go the committer (group commit); load.go Load and its sweep; engine.go
+// the choice of engine; pebble.go the engine on Pebble; logengine.go, logfile.go,
+// logindex.go and compact.go the log engine; memory.go the engine in memory; metrics.go
+// the Prometheus series.
 //
 // # Engine
 //
-// Open keeps the records in Pebble, an LSM key-value store with a write-ahead log (WAL).
+// conf.Store.Engine chooses the engine on disk: pebble (the default; pebble.go, absent
+// from a build with -tags bifrost_nopebble) or log (the edge profile's default;
+// logengine.go, where it is described). Each refuses a directory the other wrote, with
+// ErrOtherEngine naming it. The rest of this description is the pebble engine's, except
+// for the records, which both keep alike.
+//
+// The pebble engine keeps the records in Pebble, an LSM key-value store with a
+// write-ahead log (WAL).
 // A commit appends to the WAL; Pebble writes it in 32 KiB blocks and turns a full
 // memtable into a sorted table in the background, so the disk sees few, large, mostly
 // sequential writes: what flash wants. Tables are compressed with Snappy; zstd is never
@@ -280,6 +289,9 @@ var (
 	ErrVersion = errors.New("store: unsupported format version")
 	ErrInUse   = errors.New("store: directory in use") // by another open store, of this process or another
 	ErrCorrupt = errors.New("store: corrupt record")
+	// ErrOtherEngine: the directory holds a store of the engine that store.engine does
+	// not name.
+	ErrOtherEngine = errors.New("store: written by another engine")
 )
 
 // A writeError is a failed commit. It matches ErrWrite, ErrNoSpace when the cause is a
@@ -297,7 +309,7 @@ func (e *writeError) Is(target error) bool {
 // Zero fields of cfg other than Dir take conf's defaults. log receives Pebble's
 // messages and the store's own.
 func Open(cfg conf.Store, log *slog.Logger) (Store, error) {
-	s, err := openPebble(cfg, log, nil)
+	s, err := openEngine(cfg, log)
 	if err != nil {
 		return nil, err // not a nil *store in a non-nil Store
 	}

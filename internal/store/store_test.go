@@ -12,10 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
-
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
-	"github.com/bifrost-mqtt/bifrost/internal/pebbledb"
 )
 
 // fullState writes one of every record kind, with every field set, and returns what
@@ -109,18 +106,20 @@ func normalize(c *collector) *collector {
 	return c
 }
 
-func TestRoundTrip(t *testing.T) {
+func TestRoundTrip(t *testing.T) { forEngines(t, testRoundTrip) }
+
+func testRoundTrip(t *testing.T, engine string) {
 	for _, sync := range []string{conf.SyncAlways, conf.SyncInterval, conf.SyncNone} {
 		t.Run("Sync="+sync, func(t *testing.T) {
 			dir := t.TempDir()
-			s := openTest(t, dir, sync, nil)
+			s := openTest(t, engine, dir, sync, nil)
 			var b Batch
 			want := normalize(fullState(&b))
 			commit(t, s, &b)
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
-			s = openTest(t, dir, sync, nil)
+			s = openTest(t, engine, dir, sync, nil)
 			got := load(t, s)
 			checkState(t, got, want)
 			// The visit order is the promised one, in full.
@@ -147,9 +146,11 @@ func TestMemoryRoundTrip(t *testing.T) {
 	checkState(t, load(t, s), want)
 }
 
-func TestOverwriteAndDelete(t *testing.T) {
+func TestOverwriteAndDelete(t *testing.T) { forEngines(t, testOverwriteAndDelete) }
+
+func testOverwriteAndDelete(t *testing.T, engine string) {
 	dir := t.TempDir()
-	s := openTest(t, dir, conf.SyncAlways, nil)
+	s := openTest(t, engine, dir, conf.SyncAlways, nil)
 	var b Batch
 	fullState(&b)
 	commit(t, s, &b)
@@ -165,7 +166,7 @@ func TestOverwriteAndDelete(t *testing.T) {
 	commit(t, s, &b)
 	s.Close()
 
-	got := load(t, openTest(t, dir, conf.SyncAlways, nil))
+	got := load(t, openTest(t, engine, dir, conf.SyncAlways, nil))
 	if got.sessions["c2"].Expiry != 99 {
 		t.Errorf("session c2 not replaced: %+v", got.sessions["c2"])
 	}
@@ -191,11 +192,11 @@ func TestOverwriteAndDelete(t *testing.T) {
 // TestDeleteSession deletes a whole client with one range deletion, and only that
 // client, whatever ids sort next to it.
 func TestDeleteSession(t *testing.T) {
-	for _, name := range []string{"disk", "memory"} {
+	for _, name := range append(testEngines(), "memory") {
 		t.Run(name, func(t *testing.T) {
 			var s Store
-			if name == "disk" {
-				s = openTest(t, t.TempDir(), conf.SyncAlways, nil)
+			if name != "memory" {
+				s = openTest(t, name, t.TempDir(), conf.SyncAlways, nil)
 			} else {
 				s = NewMemory()
 				defer s.Close()
@@ -236,9 +237,11 @@ func TestDeleteSession(t *testing.T) {
 }
 
 // TestSweep checks what Load deletes: orphans a crash can leave, and expired messages.
-func TestSweep(t *testing.T) {
+func TestSweep(t *testing.T) { forEngines(t, testSweep) }
+
+func testSweep(t *testing.T, engine string) {
 	dir := t.TempDir()
-	s := openTest(t, dir, conf.SyncAlways, nil)
+	s := openTest(t, engine, dir, conf.SyncAlways, nil)
 	past := time.Now().Add(-time.Minute).UnixNano()
 	future := time.Now().Add(time.Hour).UnixNano()
 	var b Batch
@@ -309,7 +312,7 @@ func TestSweep(t *testing.T) {
 	s.Close()
 
 	// The sweep is on disk: a raw look finds none of the swept keys.
-	s = openTest(t, dir, conf.SyncAlways, nil)
+	s = openTest(t, engine, dir, conf.SyncAlways, nil)
 	it, err := s.eng.iter(messageLower, keysUpper)
 	if err != nil {
 		t.Fatal(err)
@@ -331,13 +334,20 @@ func sorted[T cmp.Ordered](s []T) []T {
 	return s
 }
 
-func TestOpenErrors(t *testing.T) {
+func TestOpenErrors(t *testing.T) { forEngines(t, testOpenErrors) }
+
+func testOpenErrors(t *testing.T, engine string) {
+	cfg := func(dir, sync string) conf.Store {
+		c := testConfig(dir, sync)
+		c.Engine = engine
+		return c
+	}
 	t.Run("ForeignFiles", func(t *testing.T) {
 		dir := t.TempDir()
 		if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, err := Open(testConfig(dir, ""), testLogger(t))
+		_, err := Open(cfg(dir, ""), testLogger(t))
 		if !errors.Is(err, ErrForeign) || !strings.Contains(err.Error(), dir) {
 			t.Fatalf("Open = %v, want ErrForeign naming %s", err, dir)
 		}
@@ -347,47 +357,16 @@ func TestOpenErrors(t *testing.T) {
 			t.Errorf("Open left %d files in a foreign directory", len(names))
 		}
 	})
-	t.Run("ForeignPebble", func(t *testing.T) {
-		dir := t.TempDir()
-		db, err := pebble.Open(dir, &pebble.Options{Logger: pebbledb.Logger{Log: testLogger(t)}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := db.Set([]byte("their key"), []byte("their value"), pebble.Sync); err != nil {
-			t.Fatal(err)
-		}
-		db.Close()
-		_, err = Open(testConfig(dir, ""), testLogger(t))
-		if !errors.Is(err, ErrForeign) || !strings.Contains(err.Error(), dir) {
-			t.Fatalf("Open = %v, want ErrForeign naming %s", err, dir)
-		}
-		t.Log(err)
-	})
 	t.Run("NewerFormat", func(t *testing.T) {
 		dir := t.TempDir()
-		s := openTest(t, dir, "", nil)
+		s := openTest(t, engine, dir, "", nil)
 		var b Batch
 		rawSet(&b, metaKey, []byte(formatMagic+"\x02"))
 		commit(t, s, &b)
 		s.Close()
-		_, err := Open(testConfig(dir, ""), testLogger(t))
+		_, err := Open(cfg(dir, ""), testLogger(t))
 		if !errors.Is(err, ErrVersion) || !strings.Contains(err.Error(), dir) {
 			t.Fatalf("Open = %v, want ErrVersion naming %s", err, dir)
-		}
-		t.Log(err)
-	})
-	t.Run("CorruptManifest", func(t *testing.T) {
-		dir := t.TempDir()
-		openTest(t, dir, "", nil).Close()
-		names, _ := filepath.Glob(filepath.Join(dir, "MANIFEST-*"))
-		for _, n := range names {
-			if err := os.WriteFile(n, []byte("garbage"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		_, err := Open(testConfig(dir, ""), testLogger(t))
-		if err == nil || !strings.Contains(err.Error(), dir) {
-			t.Fatalf("Open = %v, want an error naming %s", err, dir)
 		}
 		t.Log(err)
 	})
@@ -396,36 +375,29 @@ func TestOpenErrors(t *testing.T) {
 		if err := os.Mkdir(filepath.Join(dir, "lost+found"), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		openTest(t, dir, "", nil)
-	})
-	t.Run("InterruptedCreation", func(t *testing.T) {
-		dir := t.TempDir()
-		for _, name := range []string{"LOCK", "000002.log", "OPTIONS-000003"} {
-			if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		openTest(t, dir, "", nil)
+		openTest(t, engine, dir, "", nil)
 	})
 	t.Run("ForeignLog", func(t *testing.T) {
 		dir := t.TempDir()
 		if err := os.WriteFile(filepath.Join(dir, "app.log"), []byte("mine"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := Open(testConfig(dir, ""), testLogger(t)); !errors.Is(err, ErrForeign) {
+		if _, err := Open(cfg(dir, ""), testLogger(t)); !errors.Is(err, ErrForeign) {
 			t.Fatalf("Open = %v, want ErrForeign", err)
 		}
 	})
 	t.Run("BadSync", func(t *testing.T) {
-		_, err := Open(testConfig(t.TempDir(), "sometimes"), testLogger(t))
+		_, err := Open(cfg(t.TempDir(), "sometimes"), testLogger(t))
 		if err == nil || !strings.Contains(err.Error(), "sometimes") {
 			t.Fatalf("Open = %v, want an unknown sync policy error", err)
 		}
 	})
 }
 
-func TestClosed(t *testing.T) {
-	s := openTest(t, t.TempDir(), "", nil)
+func TestClosed(t *testing.T) { forEngines(t, testClosed) }
+
+func testClosed(t *testing.T, engine string) {
+	s := openTest(t, engine, t.TempDir(), "", nil)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 )
 
@@ -24,6 +25,7 @@ import (
 //	BIFROST_CRASH_SYNC    store.sync: always (default) fails on any loss; interval and none
 //	                      measure the loss per kill instead of failing
 //	BIFROST_CRASH_SEED    the random seed, to replay a run (logged at start)
+//	BIFROST_CRASH_ENGINE  store.engine: pebble or log (default: each in turn)
 const (
 	publishers     = 4  // even: 3.1.1, odd: 5.0; each alternates QoS 1 and QoS 2
 	window         = 16 // unacknowledged PUBLISHes per publisher
@@ -42,8 +44,18 @@ const (
 // every acknowledged message, a QoS 2 one exactly once.
 func TestCrash(t *testing.T) {
 	if testing.Short() {
-		t.Skip("kills and restarts a broker process 20 times")
+		t.Skip("kills and restarts a broker process 20 times per engine")
 	}
+	engines := []string{conf.EnginePebble, conf.EngineLog}
+	if s := os.Getenv("BIFROST_CRASH_ENGINE"); s != "" {
+		engines = []string{s}
+	}
+	for _, engine := range engines {
+		t.Run("Engine="+engine, func(t *testing.T) { testCrash(t, engine) })
+	}
+}
+
+func testCrash(t *testing.T, engine string) {
 	cycles := 20
 	if s := os.Getenv("BIFROST_CRASH_CYCLES"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -60,11 +72,11 @@ func TestCrash(t *testing.T) {
 	if s := os.Getenv("BIFROST_CRASH_SEED"); s != "" {
 		seed, _ = strconv.ParseUint(s, 10, 64)
 	}
-	t.Logf("cycles %d, sync %s, seed %d (BIFROST_CRASH_SEED replays the kill moments)", cycles, policy, seed)
+	t.Logf("engine %s, cycles %d, sync %s, seed %d (BIFROST_CRASH_SEED replays the kill moments)", engine, cycles, policy, seed)
 	rng := rand.New(rand.NewPCG(seed, seed))
 
 	r := &run{t: t, sync: policy, led: newLedger()}
-	path := config(t, filepath.Join(t.TempDir(), "store"), policy)
+	path := configEngine(t, filepath.Join(t.TempDir(), "store"), policy, engine)
 	r.offline = []*subscriber{newSubscriber("off-311-q1", packet.V311, 1), newSubscriber("off-5-q2", packet.V5, 2)}
 	r.online = []*subscriber{newSubscriber("on-311-q2", packet.V311, 2), newSubscriber("on-5-q1", packet.V5, 1)}
 	for i := range publishers {

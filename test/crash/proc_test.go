@@ -25,11 +25,20 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// config is the broker's config file for a store in dir with the sync policy sync: one
+// config is the broker's config file for a store in dir with the sync policy sync and
+// the profile's engine: one
 // TCP listener on a free loopback port, no HTTP, no $SYS, offline queues large enough
 // that nothing the test sends overflows them.
 func config(t testing.TB, dir, sync string) string {
+	return configEngine(t, dir, sync, "")
+}
+
+// configEngine is config with store.engine: engine, unless engine is "".
+func configEngine(t testing.TB, dir, sync, engine string) string {
 	t.Helper()
+	if engine != "" {
+		engine = "\n  engine: " + engine
+	}
 	yaml := fmt.Sprintf(`listeners:
   - name: mqtt
     type: tcp
@@ -39,7 +48,7 @@ http:
 store:
   dir: %q
   sync: %s
-  sync_interval: 100ms
+  sync_interval: 100ms%s
 sys_interval: 0s
 queue:
   offline_messages: 100000000
@@ -47,7 +56,7 @@ queue:
 log:
   level: info
   format: text
-`, dir, sync)
+`, dir, sync, engine)
 	path := filepath.Join(t.TempDir(), "bifrost.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,18 @@
+//go:build bifrost_nopebble
+
+package store
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/bifrost-mqtt/bifrost/internal/conf"
+)
+
+// openPebbleHooked fails: testEngines has no pebble in this build.
+func openPebbleHooked(conf.Store, *slog.Logger, *hooks) (*store, error) {
+	return nil, errors.New("store: no pebble engine in this build")
+}
+
+func setPebbleBackoff(engine, time.Duration) {}
