@@ -78,7 +78,7 @@ func server() *Config {
 	c.Memory.Profile = ProfileServer
 	// Pebble reads and compacts a large state in the background, and keeps memory
 	// bounded by its cache whatever the state's size.
-	c.Store.Engine = EnginePebble
+	c.Store.Engine, c.Store.EngineDefaulted = EnginePebble, true
 	// When sync: interval is chosen, 100ms bounds the loss window to what a client
 	// retrying after a crash hardly notices, while fsyncs stay rare.
 	c.Store.SyncInterval = Duration(100 * time.Millisecond)
@@ -135,7 +135,7 @@ func edge() *Config {
 	// and holds no memtable or cache; built with -tags bifrost_nopebble the broker links
 	// none of Pebble's code. Under the edge load: 5.9-8.1 MiB of VmRSS instead of 12.5-12.7
 	// (docs/edge.md). A device's state is small enough to replay at start.
-	c.Store.Engine = EngineLog
+	c.Store.Engine, c.Store.EngineDefaulted = EngineLog, true
 	// Flash wears with every fsync: if the operator trades durability for fewer writes
 	// (sync: interval), make the writes fewer and larger.
 	c.Store.SyncInterval = Duration(time.Second)
@@ -201,6 +201,9 @@ func (c *Config) EnsureDefaults() {
 	orDefault(&c.HTTP.Address, d.HTTP.Address)
 
 	orDefault(&c.Store.Dir, d.Store.Dir)
+	if c.Store.Engine == "" {
+		c.Store.EngineDefaulted = true
+	}
 	orDefault(&c.Store.Engine, d.Store.Engine)
 	orDefault(&c.Store.Sync, d.Store.Sync)
 	orDefault(&c.Store.SyncInterval, d.Store.SyncInterval)

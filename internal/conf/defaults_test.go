@@ -14,7 +14,7 @@ func TestDefaultServer(t *testing.T) {
 			{Name: "ws", Type: "ws", Address: "127.0.0.1:8083", Path: "/mqtt"},
 		},
 		HTTP: HTTP{Address: "127.0.0.1:8080"},
-		Store: Store{Dir: "./data", Engine: "pebble", Sync: "always", SyncInterval: Duration(100 * time.Millisecond),
+		Store: Store{Dir: "./data", Engine: "pebble", EngineDefaulted: true, Sync: "always", SyncInterval: Duration(100 * time.Millisecond),
 			CacheSize: 64 << 20, MemtableSize: 32 << 20},
 		Memory: Memory{Profile: "server", Limit: ByteSizeAuto, ReturnToOS: ptr(Duration(time.Second))},
 		Auth:   Auth{CacheSize: ptr(65536), CacheTTL: Duration(2 * time.Minute)},

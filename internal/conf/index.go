@@ -214,6 +214,9 @@ func knownKeys() map[string][]string {
 		}
 		for f := range t.Fields() {
 			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if name == "-" {
+				continue // not a key of the file
+			}
 			keys[t.String()] = append(keys[t.String()], name)
 			walk(f.Type)
 		}

@@ -60,6 +60,9 @@ func diff(path string, a, b reflect.Value, out []string) []string {
 	case reflect.Struct:
 		for i := range a.NumField() {
 			name, _, _ := strings.Cut(a.Type().Field(i).Tag.Get("yaml"), ",")
+			if name == "-" {
+				continue // not in the file
+			}
 			if path != "" {
 				name = path + "." + name
 			}

@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -17,6 +18,10 @@ const reopenBackoff = time.Second
 // openEngine opens the store of cfg.Engine: pebble (pebble.go, absent from a build with
 // the tag bifrost_nopebble) or log (logengine.go).
 func openEngine(cfg conf.Store, log *slog.Logger) (*store, error) {
+	if found := engineIn(cfg.Dir); cfg.EngineDefaulted && found != "" && found != cfg.Engine {
+		log.Info("store: store.engine is not set; opening the store the other engine wrote", "dir", cfg.Dir, "engine", found)
+		cfg.Engine = found
+	}
 	switch cfg.Engine {
 	case conf.EnginePebble, "":
 		return openPebbleEngine(cfg, log)
@@ -24,6 +29,24 @@ func openEngine(cfg conf.Store, log *slog.Logger) (*store, error) {
 		return openLog(cfg, log, nil)
 	}
 	return nil, fmt.Errorf("store: store.engine: unknown engine %q (want %s or %s)", cfg.Engine, conf.EnginePebble, conf.EngineLog)
+}
+
+// engineIn names the engine whose store dir holds, "" when it holds none (or does not
+// exist yet).
+func engineIn(dir string) string {
+	names, err := os.ReadDir(dir)
+	if err != nil {
+		return ""
+	}
+	for _, d := range names {
+		switch name := d.Name(); {
+		case name == logName:
+			return conf.EngineLog
+		case pebbleFile(name):
+			return conf.EnginePebble
+		}
+	}
+	return ""
 }
 
 // leftover reports whether a file may be in a directory that holds no database yet: a
