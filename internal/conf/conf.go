@@ -110,16 +110,16 @@ const StoreOff = "off"
 
 // Store configures the embedded durable store.
 type Store struct {
-	Dir          string   `yaml:"dir"`           // default ./data; "off" keeps everything in memory
-	Engine       string   `yaml:"engine"`        // pebble | log; default pebble (edge log), or the engine that wrote dir
+	Dir    string `yaml:"dir"`    // default ./data; "off" keeps everything in memory
+	Engine string `yaml:"engine"` // pebble | log; default pebble (edge log), or the engine that wrote dir
 	// EngineDefaulted: the file set no engine, so a directory another engine wrote is
 	// opened with that one (an upgrade whose profile's default changed); set by
 	// EnsureDefaults.
-	EngineDefaulted bool `yaml:"-"`
-	Sync         string   `yaml:"sync"`          // always | interval | none; default always
-	SyncInterval Duration `yaml:"sync_interval"` // with sync: interval; default 100ms (edge 1s)
-	CacheSize    ByteSize `yaml:"cache_size"`    // block cache for reads; default 64MiB (edge 256KiB)
-	MemtableSize ByteSize `yaml:"memtable_size"` // writes buffered before a flush; default 32MiB (edge 256KiB)
+	EngineDefaulted bool     `yaml:"-"`
+	Sync            string   `yaml:"sync"`          // always | interval | none; default always
+	SyncInterval    Duration `yaml:"sync_interval"` // with sync: interval; default 100ms (edge 1s)
+	CacheSize       ByteSize `yaml:"cache_size"`    // block cache for reads; default 64MiB (edge 256KiB)
+	MemtableSize    ByteSize `yaml:"memtable_size"` // writes buffered before a flush; default 32MiB (edge 256KiB)
 }
 
 // Memory profiles: the values of Memory.Profile. A profile chooses the defaults of every
