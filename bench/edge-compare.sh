@@ -83,7 +83,7 @@ done
 
 log "building bifrost (CGO_ENABLED=0) and bifrost-bench"
 # The edge build (TAGS, as bench/edge-store.sh; TAGS= for the default one).
-CGO_ENABLED=0 go build -tags "${TAGS-bifrost_nocluster}" -o "$work/bifrost" ./cmd/bifrost
+CGO_ENABLED=0 go build -tags "${TAGS-bifrost_nocluster bifrost_nopebble}" -o "$work/bifrost" ./cmd/bifrost
 go build -o "$work/bifrost-bench" ./cmd/bifrost-bench
 
 mkdir -p "$work/bifrost-data" "$work/mosquitto-data"

@@ -82,7 +82,7 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.1f", b - a}'; }
 
 log "building bifrost (CGO_ENABLED=0) and bifrost-bench"
 # The edge build (TAGS, as bench/edge-store.sh; TAGS= for the default one).
-CGO_ENABLED=0 go build -tags "${TAGS-bifrost_nocluster}" -o "$work/bifrost" ./cmd/bifrost
+CGO_ENABLED=0 go build -tags "${TAGS-bifrost_nocluster bifrost_nopebble}" -o "$work/bifrost" ./cmd/bifrost
 go build -o "$work/bifrost-bench" ./cmd/bifrost-bench
 
 cat >"$work/bifrost.yaml" <<EOF

@@ -12,8 +12,8 @@
 # publisher); CONNS (1000, idle connections); SYNC (always); STORE (on; off runs the
 # broker without a store, for comparison); MEMTABLE_SIZE and CACHE_SIZE (the edge
 # profile's unless set); GO_BUILD_ENV (CGO_ENABLED=0, as a release build); TAGS (the
-# build tags: bifrost_nocluster, the edge build; TAGS= for the default build; add
-# bifrost_nopebble for a build without Pebble, with ENGINE=log); ENGINE (store.engine:
+# build tags: 'bifrost_nocluster bifrost_nopebble', the edge build; TAGS=bifrost_nocluster
+# keeps Pebble (with ENGINE=pebble to use it), TAGS= is the default build); ENGINE (store.engine:
 # pebble or log; the edge profile's unless set); STRACE (1: count the store's write and
 # sync calls during the traffic with strace, which slows the broker: not for RSS
 # figures); EXTRA_YAML, more config appended to the broker's file. The disk traffic
@@ -32,7 +32,7 @@ rate=${RATE:-10}
 conns=${CONNS:-1000}
 sync=${SYNC:-always}
 build_env=${GO_BUILD_ENV:-CGO_ENABLED=0}
-tags=${TAGS-bifrost_nocluster}
+tags=${TAGS-bifrost_nocluster bifrost_nopebble}
 work=$(mktemp -d)
 store_dir=$work/data
 if [ "${STORE:-on}" = off ]; then

@@ -19,7 +19,7 @@ import (
 )
 
 // binary is the bifrost command, built once.
-var binary = &testenv.Binary{Pkg: ".", Flags: []string{"-tags", brokerTags, "-ldflags", "-X main.version=" + testVersion}}
+var binary = &testenv.Binary{Pkg: ".", Flags: []string{"-tags", strings.TrimSpace(brokerTags + " " + pebbleTags), "-ldflags", "-X main.version=" + testVersion}}
 
 const testVersion = "v0.0.0-test"
 

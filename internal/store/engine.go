@@ -18,9 +18,16 @@ const reopenBackoff = time.Second
 // openEngine opens the store of cfg.Engine: pebble (pebble.go, absent from a build with
 // the tag bifrost_nopebble) or log (logengine.go).
 func openEngine(cfg conf.Store, log *slog.Logger) (*store, error) {
-	if found := engineIn(cfg.Dir); cfg.EngineDefaulted && found != "" && found != cfg.Engine {
-		log.Info("store: store.engine is not set; opening the store the other engine wrote", "dir", cfg.Dir, "engine", found)
-		cfg.Engine = found
+	if cfg.EngineDefaulted {
+		// Not set in the file: the engine that wrote the directory, else the profile's
+		// default if this build has it, else the log engine.
+		switch found := engineIn(cfg.Dir); {
+		case found != "" && found != cfg.Engine:
+			log.Info("store: store.engine is not set; opening the store the other engine wrote", "dir", cfg.Dir, "engine", found)
+			cfg.Engine = found
+		case found == "" && cfg.Engine == conf.EnginePebble && !pebbleBuilt:
+			cfg.Engine = conf.EngineLog // -tags bifrost_nopebble
+		}
 	}
 	switch cfg.Engine {
 	case conf.EnginePebble, "":

@@ -28,7 +28,7 @@ import (
 
 // mqBinary is cmd/bifrost, built once per test binary with its engine's and cluster's tags.
 var mqBinary = &testenv.Binary{Pkg: "github.com/bifrost-mqtt/bifrost/cmd/bifrost",
-	Flags: []string{"-tags", strings.Trim(brokerTags+","+clusterTags, ",")}}
+	Flags: []string{"-tags", strings.Trim(brokerTags+","+clusterTags+","+pebbleTags, ",")}}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -51,6 +51,9 @@ func mqStartProcess(t testing.TB, edit func(*bifrost.Config)) *mqBroker {
 	bin := mqBuild(t)
 	cfg := mqConfig(t, edit)
 	cfg.Log.Format = "text"
+	if cfg.Store.EngineDefaulted {
+		cfg.Store.Engine = "" // as a file that sets none: the binary's build chooses
+	}
 	data, err := yaml.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
