@@ -14,6 +14,7 @@ func TestMaskedConfig(t *testing.T) {
 	cfg := conf.Default()
 	cfg.Cluster = &conf.Cluster{NodeName: "n1", Secret: "a-very-secret-cluster-key"}
 	b := &Broker{cfg: cfg}
+	b.running.Store(cfg)
 	out, err := json.Marshal(b.maskedConfig())
 	if err != nil {
 		t.Fatal(err)
