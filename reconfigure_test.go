@@ -314,4 +314,73 @@ func TestReloadAPI(t *testing.T) {
 	}
 }
 
+// TestReconfigureQueueAndTimeout: queue bounds reach a session from its next CONNECT (a
+// resumed one included), and connect_timeout the connections accepted after the reload.
+func TestReconfigureQueueAndTimeout(t *testing.T) {
+	cfg := liveConfig(t)
+	cfg.MQTT.ConnectTimeout = bifrost.Duration(time.Minute)
+	b, _ := start(t, cfg)
+	addr := b.Addrs()[0].String()
+	persistent := func() (*mqtttest.Raw, *packet.Connack) {
+		c := mqtttest.DialRaw(t, addr)
+		ack, err := c.Connect(&packet.Connect{ClientID: []byte("q"), Props: packet.Properties{SessionExpiry: packet.Some[uint32](3600)}})
+		if err != nil || ack.Code != packet.Success {
+			t.Fatalf("CONNECT: %v %v", ack, err)
+		}
+		return c, ack
+	}
+	leave := func(c *mqtttest.Raw) {
+		if err := c.Send(&packet.Disconnect{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Read(testenv.Timeout); !errors.Is(err, io.EOF) {
+			t.Fatalf("after DISCONNECT: %v", err)
+		}
+	}
+	c, _ := persistent()
+	c.Expect(t, &packet.Subscribe{PacketID: 1, Subscriptions: []packet.Subscription{{Filter: []byte("q/#"), QoS: 1}}}, packet.SUBACK)
+	leave(c)
+
+	next := cfg.Clone()
+	next.Queue.OfflineMessages = 2
+	next.MQTT.ConnectTimeout = bifrost.Duration(50 * time.Millisecond)
+	reconfigure(t, b, next, "queue.offline_messages", "mqtt.connect_timeout")
+
+	silent := mqtttest.DialRaw(t, addr)
+	if _, err := silent.Read(testenv.Timeout); !errors.Is(err, io.EOF) {
+		t.Fatalf("a connection that sends no CONNECT: %v; want closed after connect_timeout 50ms", err)
+	}
+
+	c, ack := persistent() // resumes the session under the new bounds
+	if !ack.SessionPresent {
+		t.Fatal("session not resumed")
+	}
+	leave(c)
+	for range 5 {
+		if err := b.Publish("q/x", []byte("m"), 1, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, _ = persistent()
+	if err := c.Send(&packet.Pingreq{}); err != nil {
+		t.Fatal(err)
+	}
+	queued := 0
+	for {
+		p, err := c.Read(testenv.Timeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Type() == packet.PINGRESP {
+			break
+		}
+		if p.Type() == packet.PUBLISH {
+			queued++
+		}
+	}
+	if queued != 2 {
+		t.Fatalf("%d messages kept for the offline session, want queue.offline_messages 2", queued)
+	}
+}
+
 func ptr[T any](v T) *T { return &v }
