@@ -43,7 +43,7 @@ func WithLogLevel(level *slog.LevelVar) Option {
 // restart. Mosquitto does the same on SIGHUP (applies what it can, logs the rest); the
 // alternative, refusing the whole file, would make an operator who fixes a limit and
 // also touches store.dir restart for both. The fields and how each takes effect:
-// docs/configuration.md, Live reconfiguration. Calls are serialized. It needs a started
+// docs/admin.md, Live reconfiguration. Calls are serialized. It needs a started
 // broker (ErrNotStarted before Start, ErrClosed after Close).
 func (b *Broker) Reconfigure(next *Config) (Report, error) {
 	next = next.Clone()
@@ -77,11 +77,10 @@ func (b *Broker) Reconfigure(next *Config) (Report, error) {
 			return Report{}, fmt.Errorf("bifrost: refusing to serve anonymous clients on the network; nothing changed:\n%w", err)
 		}
 	}
-	if len(rep.Applied) > 0 {
-		if err := b.apply(cur, target, rep.Applied); err != nil {
-			return rep, err
-		}
+	if err := b.applyAuth(target, rep.Applied); err != nil {
+		return Report{}, err
 	}
+	err := b.apply(cur, target)
 	b.running.Store(target)
 	for _, ch := range rep.Applied {
 		b.log.Info("reconfigure: applied", "change", ch.String())
@@ -92,25 +91,35 @@ func (b *Broker) Reconfigure(next *Config) (Report, error) {
 	if len(rep.Applied)+len(rep.Restart) == 0 {
 		b.log.Info("reconfigure: nothing changed")
 	}
-	return rep, nil
+	if err != nil {
+		b.log.Error("reconfigure: not all of it took effect", "err", err)
+	}
+	return rep, err
 }
 
-// apply puts target's live fields in force, cur being the configuration in force. The
-// auth files are read first: a file that does not load stops the reconfiguration before
-// anything else changed.
-func (b *Broker) apply(cur, target *conf.Config, changes []ConfigChange) error {
-	authChanged := false
+// applyAuth puts target's auth blocks in force when changes touch them, before anything
+// else: a file that does not load stops the reconfiguration with nothing changed.
+func (b *Broker) applyAuth(target *conf.Config, changes []ConfigChange) error {
+	touched := false
 	for _, ch := range changes {
 		if strings.HasPrefix(ch.Field, "auth.") || strings.HasPrefix(ch.Field, "listeners[") && strings.Contains(ch.Field, "].auth.") {
-			authChanged = true
+			touched = true
 		}
 	}
-	if authChanged && b.auth != nil {
-		if err := b.auth.Apply(target); err != nil {
-			return fmt.Errorf("bifrost: auth files; nothing else changed: %w", err)
-		}
-		b.mqtt.ACLChanged()
+	if !touched || b.auth == nil {
+		return nil
 	}
+	if err := b.auth.Apply(target); err != nil {
+		return fmt.Errorf("bifrost: auth files; nothing changed: %w", err)
+	}
+	b.mqtt.ACLChanged()
+	return nil
+}
+
+// apply puts target's live fields other than auth in force, cur being the configuration
+// in force. What fails (a listener that cannot bind its address) is reported; the rest
+// takes effect.
+func (b *Broker) apply(cur, target *conf.Config) error {
 	if b.level != nil && cur.Log.Level != target.Log.Level {
 		if l, err := logging.ParseLevel(target.Log.Level); err == nil {
 			b.level.Set(l)
