@@ -63,7 +63,7 @@ func (b *Broker) Reconfigure(next *Config) (Report, error) {
 		return Report{}, ErrNotStarted
 	}
 	cur := b.running.Load()
-	var rep Report
+	rep := Report{Applied: []ConfigChange{}, Restart: []ConfigChange{}} // JSON [], not null
 	for _, ch := range cur.Changes(next) {
 		if ch.Restart == "" {
 			rep.Applied = append(rep.Applied, ch)
@@ -153,7 +153,7 @@ func sameDuration(a, b *conf.Duration) bool {
 // /api/v1/reload. A file with an error changes nothing: the error names each problem as
 // check-config does (file:line: field: message).
 func (b *Broker) Reload() (Report, error) {
-	var rep Report
+	rep := Report{Applied: []ConfigChange{}, Restart: []ConfigChange{}}
 	if b.file != "" {
 		next, err := conf.Load(b.file)
 		if err != nil {
