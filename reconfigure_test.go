@@ -1,6 +1,8 @@
 package bifrost_test
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"io"
@@ -381,6 +383,44 @@ func TestReconfigureQueueAndTimeout(t *testing.T) {
 	if queued != 2 {
 		t.Fatalf("%d messages kept for the offline session, want queue.offline_messages 2", queued)
 	}
+}
+
+// TestReconfigureTLSFiles: a tls listener pointed at other certificate files serves the
+// new certificate to new connections; a connection made before goes on.
+func TestReconfigureTLSFiles(t *testing.T) {
+	certA, keyA, rootsA := selfSigned(t.TempDir())
+	certB, keyB, rootsB := selfSigned(t.TempDir())
+	cfg := liveConfig(t)
+	cfg.Listeners[0].Type = bifrost.ListenerTLS
+	cfg.Listeners[0].TLS = &bifrost.TLS{CertFile: certA, KeyFile: keyA}
+	b, _ := start(t, cfg)
+	addr := b.Addrs()[0].String()
+	dial := func(roots *x509.CertPool) (*tls.Conn, error) {
+		c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"})
+		if err == nil {
+			t.Cleanup(func() { _ = c.Close() })
+		}
+		return c, err
+	}
+	oc, err := dial(rootsA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := mqtttest.NewRaw(oc)
+	if ack, err := old.Connect(&packet.Connect{CleanStart: true, ClientID: []byte("old")}); err != nil || ack.Code != packet.Success {
+		t.Fatalf("CONNECT over TLS: %v %v", ack, err)
+	}
+
+	next := cfg.Clone()
+	next.Listeners[0].TLS = &bifrost.TLS{CertFile: certB, KeyFile: keyB}
+	reconfigure(t, b, next, "listeners[a].tls.cert_file", "listeners[a].tls.key_file")
+	if _, err := dial(rootsA); err == nil {
+		t.Fatal("the old certificate is still served")
+	}
+	if _, err := dial(rootsB); err != nil {
+		t.Fatalf("the new certificate: %v", err)
+	}
+	old.Expect(t, &packet.Pingreq{}, packet.PINGRESP)
 }
 
 func ptr[T any](v T) *T { return &v }
