@@ -478,9 +478,10 @@ func (s *Session) Flush() {
 		}
 		out := s.out
 		s.out, s.inWrite = nil, uint16(min((len(*out)+1023)>>10, math.MaxUint16))
+		sent := s.lim.BytesSent          // read under s.mu: Attach may replace s.lim
 		_, _ = w.WriteAfter(*out, &s.mu) // unlocks s.mu; a failed write closes the connection
-		if s.lim.BytesSent != nil {
-			s.lim.BytesSent.Add(uint64(len(*out)))
+		if sent != nil {
+			sent.Add(uint64(len(*out)))
 		}
 		bufpool.Put(out)
 		s.mu.Lock()
