@@ -156,8 +156,14 @@ func isLive(path string) bool {
 	return false
 }
 
-// secretFields are the paths whose values a Change masks.
-var secretFields = map[string]bool{"cluster.secret": true}
+// secretKeys are the YAML keys whose values a Change masks, wherever they are.
+var secretKeys = map[string]bool{"secret": true, "remote_password": true}
+
+// secret reports whether the field at path holds a secret.
+func secret(path string) bool {
+	key := path[strings.LastIndexByte(path, '.')+1:]
+	return secretKeys[key]
+}
 
 // diff appends to out the fields where a and b differ, down to single values, except that
 // lists of different lengths differ as a whole and a block present on one side only is
@@ -196,7 +202,8 @@ func diff(path string, a, b reflect.Value, out []Change) []Change {
 }
 
 // show formats a value for a Change: "(none)" for an absent block, "set" for a present
-// one, "***" for a secret.
+// one, the length of a list of blocks (whose secrets it would otherwise show), "***" for
+// a secret.
 func show(path string, v reflect.Value) string {
 	if v.Kind() == reflect.Pointer {
 		if v.IsNil() {
@@ -207,7 +214,10 @@ func show(path string, v reflect.Value) string {
 		}
 		v = v.Elem()
 	}
-	if secretFields[path] && !v.IsZero() {
+	if v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Struct {
+		return fmt.Sprintf("%d entries", v.Len())
+	}
+	if secret(path) && !v.IsZero() {
 		return "***"
 	}
 	if v.Kind() == reflect.String {

@@ -98,6 +98,10 @@ func TestReloadable(t *testing.T) {
 }
 
 func TestChanges(t *testing.T) {
+	withBridge := func(c *Config) *Config {
+		c.Bridges = []Bridge{{Name: "up", Address: "127.0.0.1:1884", Password: "old-pw"}}
+		return c
+	}
 	withCluster := func(c *Config) *Config {
 		c.Cluster = &Cluster{Secret: "0123456789abcdef-old"}
 		return c
@@ -120,6 +124,10 @@ func TestChanges(t *testing.T) {
 			[]string{`cluster.secret: *** → *** (takes effect only after a restart)`}},
 		{"auth on a cluster node", withCluster(Default()), nil, func(c *Config) { c.Auth.PasswordFile = "pw" },
 			[]string{`auth.password_file: "" → "pw" (` + restartClusterAuth + `)`}},
+		{"bridge password masked", withBridge(Default()), nil, func(c *Config) { c.Bridges[0].Password = "new-pw" },
+			[]string{`bridges[0].remote_password: *** → *** (takes effect only after a restart)`}},
+		{"bridge added", withBridge(Default()), nil, func(c *Config) { c.Bridges = append(c.Bridges, c.Bridges[0]) },
+			[]string{`bridges: 1 entries → 2 entries (takes effect only after a restart)`}},
 		{"listener added", Default(), nil, func(c *Config) {
 			c.Listeners = append(c.Listeners, Listener{Name: "more", Type: ListenerTCP, Address: "127.0.0.1:1884"})
 		}, []string{`listeners[more]: (none) → tcp 127.0.0.1:1884`}},
