@@ -23,7 +23,7 @@ func (b *Broker) startAdmin(srv *metrics.Server) bool {
 		b.log.Error("admin API off", "err", err)
 		return false
 	}
-	o := admin.Options{Broker: b.mqtt, Access: acc, Log: b.log, Reload: b.ReloadFiles, Config: b.maskedConfig,
+	o := admin.Options{Broker: b.mqtt, Access: acc, Log: b.log, Reload: func() (any, error) { return b.Reload() }, Config: b.maskedConfig,
 		Metrics: b.metrics, Source: b.mqtt,
 		Listeners: func() []admin.Listener {
 			var out []admin.Listener
@@ -55,7 +55,7 @@ func (b *Broker) checkAdmin(user string, password []byte) bool {
 // maskedConfig is the configuration in force as the file's keys, with every secret
 // replaced by "***".
 func (b *Broker) maskedConfig() any {
-	out, err := yaml.Marshal(b.cfg)
+	out, err := yaml.Marshal(b.running.Load())
 	if err != nil {
 		return map[string]string{"error": err.Error()}
 	}

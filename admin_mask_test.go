@@ -14,6 +14,7 @@ func TestMaskedConfig(t *testing.T) {
 	cfg := conf.Default()
 	cfg.Cluster = &conf.Cluster{NodeName: "n1", Secret: "a-very-secret-cluster-key"}
 	b := &Broker{cfg: cfg}
+	b.running.Store(cfg)
 	out, err := json.Marshal(b.maskedConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -30,6 +31,7 @@ func TestMaskedConfigBridges(t *testing.T) {
 	cfg.Bridges = []conf.Bridge{{Name: "up", Address: "127.0.0.1:1884", Username: "site",
 		Password: "a-very-secret-password", Topics: []conf.BridgeTopic{{Pattern: "a/#"}}}}
 	b := &Broker{cfg: cfg}
+	b.running.Store(cfg)
 	out, err := json.Marshal(b.maskedConfig())
 	if err != nil {
 		t.Fatal(err)

@@ -29,6 +29,8 @@ import (
 var (
 	ErrStarted = errors.New("bifrost: broker already started")
 	ErrClosed  = errors.New("bifrost: broker closed")
+	// ErrNotStarted is returned by Reconfigure before Start.
+	ErrNotStarted = errors.New("bifrost: broker not started")
 )
 
 // shutdownGrace bounds how long Close waits for HTTP requests in flight.
@@ -61,6 +63,12 @@ type Broker struct {
 	gate        *authGate // a cluster node's CONNECTs wait for the cluster's auth files; nil: none
 	hook        Authenticator
 	hookMethods []AuthMethod
+
+	// Live reconfiguration (reconfigure.go).
+	reconf  sync.Mutex                  // serializes Reconfigure
+	running atomic.Pointer[conf.Config] // the configuration in force: cfg with the live changes since
+	file    string                      // WithConfigFile: what Reload reads
+	level   *slog.LevelVar              // the logger's level; nil: an embedder's logger, left alone
 }
 
 // An Option changes how New builds a Broker.
@@ -88,8 +96,9 @@ func New(cfg *Config, opts ...Option) (*Broker, error) {
 		opt(b)
 	}
 	if b.log == nil {
-		b.log, _ = logging.New(cfg.Log, os.Stderr)
+		b.log, b.level = logging.New(cfg.Log, os.Stderr)
 	}
+	b.running.Store(cfg)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.routines.init(b.ctx)
 	b.metrics = metrics.New(b.loadInput)
@@ -322,7 +331,7 @@ func (b *Broker) pressure() memory.Level {
 // connection cap in force, and memory against the runtime's limit.
 func (b *Broker) loadInput() metrics.LoadInput {
 	inUse, limit := metrics.RuntimeMemory()
-	in := metrics.LoadInput{MaxConnections: connectionCap(b.cfg), MemoryBytes: inUse, MemoryLimitBytes: limit}
+	in := metrics.LoadInput{MaxConnections: connectionCap(b.running.Load()), MemoryBytes: inUse, MemoryLimitBytes: limit}
 	if b.mqtt != nil {
 		in.Connections = int64(b.mqtt.Clients())
 	}

@@ -208,3 +208,42 @@ limits:
 	// line 6: limits.max_connnections
 	// tcp off 10
 }
+
+// A program changes the configuration of the running broker: the live changes take
+// effect at once, the others are named and wait for a restart.
+func ExampleBroker_Reconfigure() {
+	cfg := bifrost.DefaultConfig()
+	cfg.HTTP.Address = "off"
+	cfg.Store.Dir = "off"
+	cfg.Listeners = []bifrost.Listener{{Name: "mqtt", Type: bifrost.ListenerTCP, Address: "127.0.0.1:0"}}
+	b, err := bifrost.New(cfg, bifrost.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := b.Start(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+	defer b.Close()
+
+	next := cfg.Clone()
+	maxConns := 100
+	next.Limits.MaxConnections = &maxConns
+	next.Listeners = append(next.Listeners, bifrost.Listener{Name: "ws", Type: bifrost.ListenerWS, Address: "127.0.0.1:0"})
+	next.Store.Dir = "/var/lib/bifrost"
+	report, err := b.Reconfigure(next)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, ch := range report.Applied {
+		fmt.Println("applied:", ch)
+	}
+	for _, ch := range report.Restart {
+		fmt.Println("restart:", ch)
+	}
+	fmt.Println("listeners:", len(b.Addrs()))
+	// Output:
+	// applied: limits.max_connections: 1000000 → 100
+	// applied: listeners[ws]: (none) → ws 127.0.0.1:0
+	// restart: store.dir: "off" → "/var/lib/bifrost" (takes effect only after a restart)
+	// listeners: 2
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -278,28 +279,47 @@ func TestServeStopsOnSignal(t *testing.T) {
 	}
 }
 
-// TestServeReloadsLogLevel raises the log level in the file and sends SIGHUP: the debug
-// record the broker logs on shutdown proves the level changed.
-func TestServeReloadsLogLevel(t *testing.T) {
-	path := writeFile(t, "bifrost.yaml", "store:\n  dir: off\nlisteners:\n  - type: tcp\n    address: 127.0.0.1:0\n  - type: ws\n    address: 127.0.0.1:0\nhttp:\n  address: 127.0.0.1:0\nlog:\n  format: json\n")
+// TestServeReload edits the file and sends SIGHUP: a file with an error changes nothing
+// and names the problem as check-config does; then a file that adds a listener, raises
+// the log level and changes http.address applies the first two (the new listener accepts
+// a client, the debug record the broker logs on shutdown proves the level) and names the
+// third as needing a restart; every change is logged as field: old → new.
+func TestServeReload(t *testing.T) {
+	base := "store:\n  dir: off\nlisteners:\n  - type: tcp\n    address: 127.0.0.1:0\nhttp:\n  address: 127.0.0.1:0\nlog:\n  format: json\n"
+	path := writeFile(t, "bifrost.yaml", base)
 	s := startServer(t, "-c", path)
 	s.waitLog(t, "http listening")
 
-	// A field that needs a restart: the reload is refused as a whole.
-	if err := os.WriteFile(path, []byte("store:\n  dir: off\nlisteners:\n  - type: tcp\n    address: 127.0.0.1:0\n  - type: ws\n    address: 127.0.0.1:0\nhttp:\n  address: 127.0.0.1:1\nlog:\n  format: json\n  level: debug\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(base+"mqtt:\n  max_qos: 7\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	s.signal(t, syscall.SIGHUP)
-	if rec := s.waitLog(t, "reload: refused; nothing changed"); !strings.Contains(fmt.Sprint(rec["problem"]), "http.address") {
-		t.Fatalf("refusal does not name http.address: %v", rec)
+	if rec := s.waitLog(t, "reload: nothing changed"); !strings.Contains(fmt.Sprint(rec["problem"]), path+":11: mqtt.max_qos") {
+		t.Fatalf("refusal does not name file:line: field: %v", rec)
 	}
 
-	if err := os.WriteFile(path, []byte("store:\n  dir: off\nlisteners:\n  - type: tcp\n    address: 127.0.0.1:0\n  - type: ws\n    address: 127.0.0.1:0\nhttp:\n  address: 127.0.0.1:0\nlog:\n  format: json\n  level: debug\n"), 0o600); err != nil {
+	next := "store:\n  dir: off\nlisteners:\n  - type: tcp\n    address: 127.0.0.1:0\n  - name: extra\n    type: tcp\n    address: 127.0.0.1:0\n" +
+		"http:\n  address: 127.0.0.1:1\nlog:\n  format: json\n  level: debug\n"
+	if err := os.WriteFile(path, []byte(next), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	s.signal(t, syscall.SIGHUP)
-	if rec := s.waitLog(t, "reload: applied"); rec["log.level"] != "debug" {
-		t.Fatalf("reload record = %v", rec)
+	rec := s.waitLog(t, "mqtt listening")
+	if rec["listener"] != "extra" {
+		t.Fatalf("listening record = %v", rec)
+	}
+	conn, err := net.Dial("tcp", rec["addr"].(string))
+	if err != nil {
+		t.Fatalf("the added listener refuses: %v", err)
+	}
+	conn.Close()
+	want := map[string]bool{`log.level: "info" → "debug"`: true, `listeners[extra]: (none) → tcp 127.0.0.1:0`: true}
+	for len(want) > 0 {
+		rec := s.waitLog(t, "reconfigure: applied")
+		delete(want, fmt.Sprint(rec["change"]))
+	}
+	if rec := s.waitLog(t, "reconfigure: needs a restart; not applied"); !strings.HasPrefix(fmt.Sprint(rec["change"]), `http.address: "127.0.0.1:0" → "127.0.0.1:1"`) {
+		t.Fatalf("restart record = %v", rec)
 	}
 	s.signal(t, syscall.SIGTERM)
 	if rec := s.waitLog(t, "http endpoint shut down"); rec["level"] != "DEBUG" {

@@ -3,42 +3,22 @@ package main
 import (
 	"errors"
 	"log/slog"
-	"slices"
 
+	"github.com/bifrost-mqtt/bifrost"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
-	"github.com/bifrost-mqtt/bifrost/internal/logging"
 )
 
-// reload re-reads the config file on SIGHUP and applies what this version applies live:
-// log.level. The whole file is checked first, against running (the config the broker was
-// started with); when it is invalid or changes a field that needs a restart, nothing is
-// applied. Other live fields that changed are listed as not applied, so the log never
-// claims a change that did not happen.
-func reload(path string, running *conf.Config, level *slog.LevelVar, log *slog.Logger) {
+// reload answers SIGHUP: the config file is read again and its live changes applied
+// (bifrost.Broker.Reload, which logs each change as field: old → new, and each change
+// that needs a restart), then the password, ACL and certificate files. A file with an
+// error changes nothing; each problem is logged on its own record, file:line: field:
+// message, as check-config prints it.
+func reload(b *bifrost.Broker, path string, log *slog.Logger) {
 	if path == "" {
-		log.Warn("reload: no config file to re-read; running on built-in defaults")
-		return
+		log.Info("reload: no config file to re-read (built-in defaults); re-reading the auth and TLS files")
 	}
-	next, err := conf.Load(path)
-	if err != nil {
-		logProblems(log, "reload: config invalid; nothing changed", err)
-		return
-	}
-	changed, err := running.Reloadable(next)
-	if err != nil {
-		logProblems(log, "reload: refused; nothing changed", err)
-		return
-	}
-	l, err := logging.ParseLevel(next.Log.Level)
-	if err != nil { // conf.Load validated the level; keep the current one if not
-		log.Error("reload: log level", "err", err)
-		return
-	}
-	level.Set(l)
-	log.Info("reload: applied", "log.level", next.Log.Level)
-	changed = slices.DeleteFunc(changed, func(f string) bool { return f == "log.level" })
-	if len(changed) > 0 {
-		log.Warn("reload: not applied by this version; restart to apply", "fields", changed)
+	if _, err := b.Reload(); err != nil {
+		logProblems(log, "reload: nothing changed", err)
 	}
 }
 

@@ -26,7 +26,7 @@ func serve(args []string, stderr io.Writer) int {
 		return 1
 	}
 	log, level := logging.New(cfg.Log, stderr)
-	b, err := bifrost.New(cfg, bifrost.WithLogger(log))
+	b, err := bifrost.New(cfg, bifrost.WithLogger(log), bifrost.WithLogLevel(level), bifrost.WithConfigFile(path))
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
@@ -49,8 +49,7 @@ func serve(args []string, stderr io.Writer) int {
 	}
 	for sig := range sigs {
 		if sig == syscall.SIGHUP {
-			reload(path, cfg, level, log)
-			_ = b.ReloadFiles() // password, ACL and certificate files; logs its own outcome
+			reload(b, path, log)
 			continue
 		}
 		log.Info("shutting down", "signal", sig.String())

@@ -43,9 +43,10 @@ type Options struct {
 	Access    *Access
 	Log       *slog.Logger
 	Listeners func() []Listener
-	// Reload re-reads what a reload re-reads (SIGHUP): password, ACL and certificate
-	// files; the config file too when the program has one.
-	Reload func() error
+	// Reload re-reads what a reload re-reads (SIGHUP): the config file when the program
+	// has one, and the password, ACL and certificate files. Its report (what changed,
+	// what needs a restart) is the response's "report".
+	Reload func() (report any, err error)
 	// Config is the configuration in force, secrets masked.
 	Config func() any
 	// Nodes are the cluster's nodes; nil on a single node.
@@ -266,7 +267,7 @@ func (a *api) reload(w http.ResponseWriter, _ *http.Request, who string) {
 		fail(w, http.StatusNotImplemented, "not_implemented", "this broker has nothing to reload")
 		return
 	}
-	err := a.o.Reload()
+	report, err := a.o.Reload()
 	if err != nil {
 		a.o.Log.Warn("admin: reload failed; what did not load kept its previous state", "by", who, "err", err)
 		fail(w, http.StatusUnprocessableEntity, "reload_failed", err.Error())
@@ -282,7 +283,8 @@ func (a *api) reload(w http.ResponseWriter, _ *http.Request, who string) {
 	a.o.Log.Info("admin: reloaded", "by", who)
 	writeJSON(w, http.StatusOK, struct {
 		Reloaded bool `json:"reloaded"`
-	}{true})
+		Report   any  `json:"report,omitempty"`
+	}{true, report})
 }
 
 // publishRequest is the body of POST /api/v1/publish: the payload as text, or as base64

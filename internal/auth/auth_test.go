@@ -321,6 +321,16 @@ func TestSet(t *testing.T) {
 	if _, err := s.Authenticate(anon); err != ErrNotAuthorized {
 		t.Errorf("after Apply, anonymous on %s: %v", mqtt, err)
 	}
+	// A block whose file does not load stops the whole Apply: the top-level block,
+	// whose change loads, is not put in force either.
+	broken := c.Clone()
+	broken.Listeners[1].Auth.PasswordFile = pw + ".missing"
+	if err := s.Apply(broken); err == nil || !strings.Contains(err.Error(), ".missing") {
+		t.Fatalf("Apply with a missing file: %v", err)
+	}
+	if _, err := s.Authenticate(anon); err != ErrNotAuthorized {
+		t.Errorf("after a failed Apply, anonymous on %s: %v; want the previous block's refusal", mqtt, err)
+	}
 	next = next.Clone()
 	next.Listeners[1].Auth = nil
 	if err := s.Apply(next); err == nil {

@@ -63,10 +63,17 @@ func (s *Set) Reload() error {
 }
 
 // Apply puts the auth blocks of c, a reloaded configuration, in force. Which listeners
-// have their own block cannot change without a restart (conf.Config.Reloadable says so);
-// a listener that gained or lost one is an error here.
+// have their own block cannot change without a restart (conf.Config.Changes says so); a
+// listener that gained or lost one is an error here. Every block's files are read before
+// any is put in force: on error nothing changes.
 func (s *Set) Apply(c *conf.Config) error {
-	errs := []error{s.top.Apply(c.Auth)}
+	type step struct {
+		a    *Auth
+		c    conf.Auth
+		name string
+	}
+	steps := []step{{s.top, c.Auth, ""}}
+	var errs []error
 	seen := 0
 	for _, l := range c.Listeners {
 		a, ok := s.own[l.Name]
@@ -75,15 +82,35 @@ func (s *Set) Apply(c *conf.Config) error {
 			errs = append(errs, fmt.Errorf("auth: listener %s: adding or removing an auth block needs a restart", l.Name))
 		case ok:
 			seen++
-			if err := a.Apply(*l.Auth); err != nil {
-				errs = append(errs, fmt.Errorf("listener %s: %w", l.Name, err))
-			}
+			steps = append(steps, step{a, *l.Auth, l.Name})
 		}
 	}
 	if seen != len(s.own) {
 		errs = append(errs, errors.New("auth: a listener with its own auth block is gone; that needs a restart"))
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	// Each Auth's lock, in config order (Reload takes one at a time), holds off a
+	// Reload between the reads and the swap.
+	states := make([]*state, len(steps))
+	for i, st := range steps {
+		st.a.mu.Lock()
+		defer st.a.mu.Unlock()
+		ns, err := load(st.c, st.a.key[:], st.a.log)
+		if err != nil && st.name != "" {
+			err = fmt.Errorf("listener %s: %w", st.name, err)
+		}
+		errs = append(errs, err)
+		states[i] = ns
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for i, st := range steps {
+		st.a.state.Store(states[i])
+	}
+	return nil
 }
 
 // Authenticate decides a CONNECT with the Auth of its listener.

@@ -172,7 +172,7 @@ func (b *Broker) authenticate(bt *batch, cl *client, h packet.Header, body []byt
 		b.step(cl, st, append([]byte(nil), c.Props.AuthData...))
 		return
 	}
-	if b.certIdentity[cl.conn.Listener().Name()] {
+	if cl.set.certIdentity[cl.conn.Listener().Name()] {
 		// The TLS handshake verified the client certificate; it is the identity
 		// (conf.TLS.UseIdentityAsUsername, as Mosquitto's use_identity_as_username).
 		user := certUsername(cl.conn.TLS())

@@ -624,7 +624,7 @@ func (userACL) Covers(user, cid, filter string) bool { return user == "admin" }
 // certificate names the client, whatever CONNECT says; without one it is refused.
 func TestCertIdentity(t *testing.T) {
 	b := authBroker(t, Security{Authenticator: &gateAuth{}}) // would block: must not be asked
-	b.certIdentity[""] = true                                // authTestConn's listener has no name
+	b.set.Load().certIdentity[""] = true                     // authTestConn's listener has no name
 	cert := &x509.Certificate{Subject: pkix.Name{CommonName: "device-7"}, DNSNames: []string{"d7.example"}}
 	c := &authTestConn{tls: &tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert},
 		VerifiedChains: [][]*x509.Certificate{{cert}}}}

@@ -70,31 +70,29 @@ type Options struct {
 
 // A Broker is a running MQTT broker. Its methods are safe for concurrent use.
 type Broker struct {
-	cfg    *conf.Config
-	log    *slog.Logger
-	limits *limits
-	realms []Security // auth configurations by realm (initRealms)
-	// certIdentity names the listeners whose client certificate is the username.
-	certIdentity map[string]bool
-	realmOf      map[string]uint8 // listener name → realm; absent: 0
-	lim          session.Limits
-	index        *pubsub.Index
-	ret          *pubsub.Retained[*session.Message]
-	j            *session.Journal // nil without a store (Restore)
-	sweep        sweep            // drops expired messages queued for offline sessions
-	retMu        sync.Mutex       // orders retained changes between memory and the Journal
-	retExp       map[string]int64 // topic → expiry of its retained message, if any (retexpiry.go); retMu
-	net          *listener.Server
-	stats        stats
-	start        time.Time
-	goFn         func(name string, f func(ctx context.Context)) bool
-	press        func() memory.Level
-	cluster      Cluster // nil: a single node
-
-	maxQoS          uint8
-	retainAvailable bool
-	maxKeepalive    uint16
-	expiryMax       uint32
+	cfg     *conf.Config
+	log     *slog.Logger
+	limits  atomic.Pointer[limits]   // swapped by Reconfigure
+	set     atomic.Pointer[settings] // the mqtt and queue sections; swapped by Reconfigure
+	realms  []Security               // auth configurations by realm (initRealms)
+	realmOf map[string]uint8         // listener name → realm; absent: 0
+	// lim is what every settings snapshot shares: the counters, the sweeper and, once
+	// Restore ran, the journal. The limits themselves are in set.
+	lim     session.Limits
+	reconf  sync.Mutex    // serializes Reconfigure; guards cfg and sysStop after Start
+	sysStop chan struct{} // closed to end the $SYS goroutine (sys.go); nil: none runs
+	index   *pubsub.Index
+	ret     *pubsub.Retained[*session.Message]
+	j       *session.Journal // nil without a store (Restore)
+	sweep   sweep            // drops expired messages queued for offline sessions
+	retMu   sync.Mutex       // orders retained changes between memory and the Journal
+	retExp  map[string]int64 // topic → expiry of its retained message, if any (retexpiry.go); retMu
+	net     *listener.Server
+	stats   stats
+	start   time.Time
+	goFn    func(name string, f func(ctx context.Context)) bool
+	press   func() memory.Level
+	cluster Cluster // nil: a single node
 
 	mu       sync.Mutex // guards the fields below
 	sessions map[string]*session.Session
@@ -135,24 +133,20 @@ func New(o Options) (*Broker, error) {
 		return nil, errors.New("broker: no config")
 	}
 	b := &Broker{
-		cfg:             c,
-		log:             o.Logger,
-		index:           pubsub.NewIndex(),
-		ret:             pubsub.NewRetained[*session.Message](),
-		sessions:        make(map[string]*session.Session),
-		wills:           make(map[*session.Session]*time.Timer),
-		expiries:        make(map[*session.Session]*time.Timer),
-		claims:          make(map[*session.Session]int),
-		byID:            make([]target, 1, 1024),
-		maxQoS:          uint8(*c.MQTT.MaxQoS),
-		retainAvailable: *c.MQTT.RetainAvailable,
-		maxKeepalive:    uint16(c.MQTT.MaxKeepalive),
-		expiryMax:       uint32(c.MQTT.SessionExpiryMax),
-		goFn:            o.Go,
-		press:           o.Pressure,
-		cluster:         o.Cluster,
-		start:           time.Now(),
-		done:            make(chan struct{}),
+		cfg:      c,
+		log:      o.Logger,
+		index:    pubsub.NewIndex(),
+		ret:      pubsub.NewRetained[*session.Message](),
+		sessions: make(map[string]*session.Session),
+		wills:    make(map[*session.Session]*time.Timer),
+		expiries: make(map[*session.Session]*time.Timer),
+		claims:   make(map[*session.Session]int),
+		byID:     make([]target, 1, 1024),
+		goFn:     o.Go,
+		press:    o.Pressure,
+		cluster:  o.Cluster,
+		start:    time.Now(),
+		done:     make(chan struct{}),
 	}
 	if b.log == nil {
 		b.log = slog.Default()
@@ -163,26 +157,16 @@ func New(o Options) (*Broker, error) {
 	if c.Cluster != nil {
 		b.own.staleAfter = staleAfter(time.Duration(c.Cluster.Lease))
 	}
-	b.limits = newLimits(c)
-	b.certIdentity = make(map[string]bool)
-	for _, l := range c.Listeners {
-		if l.TLS != nil && l.TLS.UseIdentityAsUsername {
-			b.certIdentity[l.Name] = true
-		}
-	}
+	b.limits.Store(newLimits(c, new(atomic.Int64), nil))
 	b.stats.init(o.Metrics)
 	b.lim = session.Limits{
-		ReceiveMaximum:    uint16(c.MQTT.ReceiveMaximum),
-		MaxPacketSize:     uint32(c.MQTT.MaxPacketSize),
-		TopicAliasMaximum: uint16(*c.MQTT.TopicAliasMaximum),
-		QueueMessages:     c.Queue.OfflineMessages,
-		QueueBytes:        int(c.Queue.OfflineBytes),
-		SlowBytes:         slowBytes(c),
-		Pressed:           func() bool { return b.pressure() >= memory.Soft },
-		Sent:              &b.stats.sent,
-		BytesSent:         &b.stats.bytesSent,
+		SlowBytes: slowBytes(c),
+		Pressed:   func() bool { return b.pressure() >= memory.Soft },
+		Sent:      &b.stats.sent,
+		BytesSent: &b.stats.bytesSent,
 	}
 	b.initSweep(time.Duration(c.Queue.ExpirySweep))
+	b.set.Store(newSettings(c, &b.lim))
 	b.batches.New = func() any { return new(batch) }
 	b.authPool.start = func(worker func()) bool {
 		return b.goRoutine("auth", func(context.Context) { worker() })

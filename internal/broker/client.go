@@ -35,6 +35,8 @@ type client struct {
 	// bridge: a 3.1/3.1.1 CONNECT carried Mosquitto's bridge marker (packet.Connect.Bridge):
 	// its subscriptions are No Local and Retain As Published (subscribe.go).
 	bridge bool
+	// set is the protocol limits the connection was accepted under (settings.go).
+	set *settings
 	// For the admin API (admin.go): the keep alive in force, and when the CONNECT was
 	// accepted, in seconds since the broker started.
 	keepAlive uint16
@@ -161,7 +163,7 @@ func (b *Broker) endRound(r *round) {
 // admitAccepted is the listener's Admit hook: the per-address connect rate, checked on
 // the accept goroutine before the connection costs anything more.
 func (b *Broker) admitAccepted(_ *listener.Listener, remote netip.Addr) bool {
-	if b.limits.connectRateOK(remote, now()) {
+	if b.limits.Load().connectRateOK(remote, now()) {
 		return true
 	}
 	b.stats.refused("connect_rate")
@@ -170,14 +172,14 @@ func (b *Broker) admitAccepted(_ *listener.Listener, remote netip.Addr) bool {
 
 // OnOpen implements listener.Handler.
 func (b *Broker) OnOpen(c listener.Conn) {
-	if ok, reason := b.limits.admit(c, now()); !ok {
+	if ok, reason := b.limits.Load().admit(c, now()); !ok {
 		// Closed before a byte is read: a flood costs the accept and nothing more.
 		b.stats.refused(reason)
 		_ = c.Close()
 		return
 	}
-	cl := &client{conn: c, realm: b.realmOf[c.Listener().Name()]}
-	cl.r.MaxSize = int(b.lim.MaxPacketSize)
+	cl := &client{conn: c, realm: b.realmOf[c.Listener().Name()], set: b.set.Load()}
+	cl.r.MaxSize = int(cl.set.lim.MaxPacketSize)
 	c.SetValue(cl)
 	b.stats.connection(c.Listener().Name(), 1)
 }
@@ -409,7 +411,7 @@ func (b *Broker) OnClose(c listener.Conn, err error) {
 	if cl == nil {
 		return
 	}
-	b.limits.open.Add(-1)
+	b.limits.Load().open.Add(-1)
 	bt := b.getBatch()
 	cl.mu.Lock()
 	cl.closing = true

@@ -185,7 +185,7 @@ func (b *Broker) adopt(cid string, epoch uint64, image []byte) {
 		return
 	}
 	id := b.allocID(target{})
-	s, err := session.Import(id, image, &b.lim)
+	s, err := session.Import(id, image, &b.set.Load().lim)
 	if err != nil {
 		b.freeID(id)
 		b.log.Error("cluster: a handed-over session could not be read; it is lost", "client", cid, "err", err)

@@ -69,7 +69,7 @@ func (b *Broker) onConnect(bt *batch, cl *client, h packet.Header, body []byte) 
 		}
 		cid, assigned = b.assignClientID(), true // [MQTT-3.1.3-6]
 	}
-	if _, rc := b.checkWill(c); rc != packet.Success {
+	if _, rc := b.checkWill(cl.set, c); rc != packet.Success {
 		b.refuse(cl, v, rc)
 		return
 	}
@@ -82,7 +82,7 @@ func (b *Broker) onConnect(bt *batch, cl *client, h packet.Header, body []byte) 
 // the CONNACK.
 func (b *Broker) connected(bt *batch, cl *client, c *packet.Connect, cid string, assigned bool, res auth.Result, authData []byte, method string) {
 	v := c.Version
-	will, rc := b.willOf(c)
+	will, rc := b.willOf(cl.set, c)
 	if rc != packet.Success {
 		b.refuse(cl, v, rc)
 		return
@@ -94,14 +94,14 @@ func (b *Broker) connected(bt *batch, cl *client, c *packet.Connect, cid string,
 		b.refuse(cl, v, packet.NotAuthorized)
 		return
 	}
-	expiry, expiryCapped := b.sessionExpiry(c)
+	expiry, expiryCapped := b.sessionExpiry(cl.set, c)
 	keepAlive, kaChanged := c.KeepAlive, false
-	if v == packet.V5 && b.maxKeepalive > 0 && (keepAlive == 0 || keepAlive > b.maxKeepalive) {
-		keepAlive, kaChanged = b.maxKeepalive, true // told to the client as Server Keep Alive
+	if v == packet.V5 && cl.set.maxKeepalive > 0 && (keepAlive == 0 || keepAlive > cl.set.maxKeepalive) {
+		keepAlive, kaChanged = cl.set.maxKeepalive, true // told to the client as Server Keep Alive
 	}
 
 	connack := &bt.connack
-	b.connack(connack, c, cid, assigned, expiry, expiryCapped, keepAlive, kaChanged, authData, method)
+	b.connack(connack, cl.set, c, cid, assigned, expiry, expiryCapped, keepAlive, kaChanged, authData, method)
 	if max := c.Props.MaximumPacketSize.V; v == packet.V5 && !connack.Fit(max) {
 		// Even without every property the client can do without, the CONNACK is above the
 		// client's Maximum Packet Size [MQTT-3.1.2-24]: it cannot be served, and is refused
@@ -115,7 +115,7 @@ func (b *Broker) connected(bt *batch, cl *client, c *packet.Connect, cid string,
 		return
 	}
 
-	info := session.ConnectInfo{Version: v, Username: res.Username, Expiry: expiry, Will: will, Realm: cl.realm}
+	info := session.ConnectInfo{Version: v, Username: res.Username, Expiry: expiry, Will: will, Realm: cl.realm, Limits: &cl.set.lim}
 	if v == packet.V5 {
 		info.ClientMaxPacket = c.Props.MaximumPacketSize.V
 		info.ClientRecvMax = c.Props.ReceiveMaximum.V
@@ -194,7 +194,7 @@ func (b *Broker) admit(bt *batch, cl *client, a *admission, connack *packet.Conn
 // means are left out (Wildcard, Subscription Identifier and Shared Subscription Available,
 // all 1 here; Retain Available 1; Maximum QoS 2; Receive Maximum 65,535; Topic Alias
 // Maximum 0): bytes saved on every CONNACK, and room under a small Maximum Packet Size.
-func (b *Broker) connack(connack *packet.Connack, c *packet.Connect, cid string, assigned bool, expiry uint32, expiryCapped bool,
+func (b *Broker) connack(connack *packet.Connack, set *settings, c *packet.Connect, cid string, assigned bool, expiry uint32, expiryCapped bool,
 	keepAlive uint16, kaChanged bool, authData []byte, method string) {
 	*connack = packet.Connack{}
 	if c.Version != packet.V5 {
@@ -210,19 +210,19 @@ func (b *Broker) connack(connack *packet.Connack, c *packet.Connect, cid string,
 	if expiryCapped {
 		p.SessionExpiry = packet.Some(expiry)
 	}
-	if b.lim.ReceiveMaximum != 65535 {
-		p.ReceiveMaximum = packet.Some(b.lim.ReceiveMaximum)
+	if set.lim.ReceiveMaximum != 65535 {
+		p.ReceiveMaximum = packet.Some(set.lim.ReceiveMaximum)
 	}
-	if b.lim.MaxPacketSize != 0 {
-		p.MaximumPacketSize = packet.Some(b.lim.MaxPacketSize)
+	if set.lim.MaxPacketSize != 0 {
+		p.MaximumPacketSize = packet.Some(set.lim.MaxPacketSize)
 	}
-	if b.lim.TopicAliasMaximum != 0 {
-		p.TopicAliasMaximum = packet.Some(b.lim.TopicAliasMaximum)
+	if set.lim.TopicAliasMaximum != 0 {
+		p.TopicAliasMaximum = packet.Some(set.lim.TopicAliasMaximum)
 	}
-	if b.maxQoS < 2 {
-		p.MaximumQoS = packet.Some(b.maxQoS)
+	if set.maxQoS < 2 {
+		p.MaximumQoS = packet.Some(set.maxQoS)
 	}
-	if !b.retainAvailable {
+	if !set.retainAvailable {
 		p.RetainAvailable = packet.Some[uint8](0)
 	}
 	if method != "" {
@@ -251,15 +251,15 @@ func (b *Broker) assignClientID() string {
 // sessionExpiry is the session expiry interval the session gets: the v5 property (absent:
 // 0), or for older clients 0 with clean session and "never" without; capped by
 // mqtt.session_expiry_max. capped reports that a v5 client must be told.
-func (b *Broker) sessionExpiry(c *packet.Connect) (expiry uint32, capped bool) {
+func (b *Broker) sessionExpiry(set *settings, c *packet.Connect) (expiry uint32, capped bool) {
 	switch {
 	case c.Version == packet.V5:
 		expiry = c.Props.SessionExpiry.V
 	case !c.CleanStart:
 		expiry = session.NoExpiry
 	}
-	if b.expiryMax > 0 && expiry > b.expiryMax {
-		return b.expiryMax, c.Version == packet.V5
+	if set.expiryMax > 0 && expiry > set.expiryMax {
+		return set.expiryMax, c.Version == packet.V5
 	}
 	return expiry, false
 }
@@ -267,11 +267,11 @@ func (b *Broker) sessionExpiry(c *packet.Connect) (expiry uint32, capped bool) {
 // willOf builds the will message of a CONNECT, refusing what the broker does not offer:
 // a will QoS above the maximum [MQTT-3.2.2-12] or a retained will without retain support
 // [MQTT-3.2.2-13] (5.0; older clients get their will downgraded instead).
-func (b *Broker) willOf(c *packet.Connect) (*session.Will, packet.ReasonCode) {
+func (b *Broker) willOf(set *settings, c *packet.Connect) (*session.Will, packet.ReasonCode) {
 	if !c.WillFlag {
 		return nil, packet.Success
 	}
-	p, rc := b.checkWill(c)
+	p, rc := b.checkWill(set, c)
 	if rc != packet.Success {
 		return nil, rc
 	}
@@ -282,7 +282,7 @@ func (b *Broker) willOf(c *packet.Connect) (*session.Will, packet.ReasonCode) {
 
 // checkWill is the will of a CONNECT as the broker will publish it, or the reason code to
 // refuse it with (see willOf): also a will on a topic that starts with $.
-func (b *Broker) checkWill(c *packet.Connect) (packet.Publish, packet.ReasonCode) {
+func (b *Broker) checkWill(set *settings, c *packet.Connect) (packet.Publish, packet.ReasonCode) {
 	if !c.WillFlag {
 		return packet.Publish{}, packet.Success
 	}
@@ -295,13 +295,13 @@ func (b *Broker) checkWill(c *packet.Connect) (packet.Publish, packet.ReasonCode
 		return packet.Publish{}, packet.NotAuthorized
 	}
 	qos, retain := c.WillQoS, c.WillRetain
-	if qos > b.maxQoS {
+	if qos > set.maxQoS {
 		if c.Version == packet.V5 {
 			return packet.Publish{}, packet.QoSNotSupported
 		}
-		qos = b.maxQoS
+		qos = set.maxQoS
 	}
-	if retain && !b.retainAvailable {
+	if retain && !set.retainAvailable {
 		if c.Version == packet.V5 {
 			return packet.Publish{}, packet.RetainNotSupported
 		}

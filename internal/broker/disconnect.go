@@ -16,8 +16,8 @@ func (b *Broker) onDisconnect(bt *batch, cl *client, d *packet.Disconnect) error
 			return errExpiryAfterZero
 		}
 		e := d.Props.SessionExpiry.V
-		if b.expiryMax > 0 && e > b.expiryMax {
-			e = b.expiryMax
+		if cl.set.expiryMax > 0 && e > cl.set.expiryMax {
+			e = cl.set.expiryMax
 		}
 		s.SetExpiry(e)
 	}

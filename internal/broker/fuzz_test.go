@@ -412,7 +412,7 @@ func (h *fuzzHarness) step(c *fuzzClient, kind int) {
 func (h *fuzzHarness) open(c *fuzzClient) {
 	h.nconn++
 	fc := &fuzzConn{id: h.nconn}
-	fc.w.mirror.MaxSize = int(h.b.lim.MaxPacketSize)
+	fc.w.mirror.MaxSize = int(h.b.set.Load().lim.MaxPacketSize)
 	h.conns = append(h.conns, fc)
 	c.conn = fc
 	c.pending = nil

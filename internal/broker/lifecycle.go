@@ -23,7 +23,11 @@ func (b *Broker) claimSession(cid string, clean bool, cl *client) (s *session.Se
 	s = b.sessions[cid]
 	if s == nil {
 		id := b.allocID(target{})
-		s = session.New(id, cid, &b.lim)
+		lim := &b.set.Load().lim
+		if cl != nil {
+			lim = &cl.set.lim // what its CONNACK tells
+		}
+		s = session.New(id, cid, lim)
 		b.setTarget(id, target{s: s})
 		b.sessions[cid] = s
 		b.claims[s]++

@@ -12,12 +12,13 @@ import (
 )
 
 // limits are conf.Limits as the broker enforces them (see that type for each one's
-// meaning and default).
+// meaning and default): an immutable snapshot that Reconfigure swaps, taking effect for
+// every connection at its next CONNECT, SUBSCRIBE or PUBLISH.
 type limits struct {
 	maxConns    int64 // 0: no cap
 	fileConns   int64 // the open-file limit's room (openfiles.go); 0: no cap
 	perListener map[string]int64
-	open        atomic.Int64 // connections open, all listeners
+	open        *atomic.Int64 // connections open, all listeners; shared by every snapshot
 	connect     *connectLimiter
 	topicLen    int
 	topicLevels int
@@ -26,8 +27,12 @@ type limits struct {
 	pubBurst    float64
 }
 
-func newLimits(c *conf.Config) *limits {
+// newLimits returns the limits of c, counting open connections in open. prev, the
+// snapshot replaced, lends its connect buckets when the connect rate is unchanged, so a
+// reload does not give every source a full burst again.
+func newLimits(c *conf.Config, open *atomic.Int64, prev *limits) *limits {
 	l := &limits{
+		open:        open,
 		maxConns:    int64(*c.Limits.MaxConnections),
 		fileConns:   fileCap(),
 		perListener: make(map[string]int64),
@@ -43,6 +48,10 @@ func newLimits(c *conf.Config) *limits {
 		}
 	}
 	if r := *c.Limits.ConnectRate; r > 0 {
+		if p := prev; p != nil && p.connect != nil && p.connect.rate == float64(r) && p.connect.burst == float64(max(c.Limits.ConnectBurst, 1)) {
+			l.connect = p.connect
+			return l
+		}
 		l.connect = &connectLimiter{rate: float64(r), burst: float64(max(c.Limits.ConnectBurst, 1)),
 			buckets: make(map[netip.Addr]bucket)}
 	}
@@ -146,7 +155,7 @@ func (l *connectLimiter) sweep(nowNs int64) {
 // publishAllowed takes a token from cl's publish bucket. The bucket lives in the client
 // as 8 bytes: tokens and the refill time in milliseconds since the broker started.
 func (b *Broker) publishAllowed(cl *client, nowNs int64) bool {
-	l := b.limits
+	l := b.limits.Load()
 	if l.pubRate == 0 {
 		return true
 	}

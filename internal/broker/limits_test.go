@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,7 +18,7 @@ func limitsBroker(t *testing.T, set func(*conf.Limits)) *Broker {
 	b := benchBroker(t)
 	cfg := b.cfg.Clone()
 	set(&cfg.Limits)
-	b.limits = newLimits(cfg)
+	b.limits.Store(newLimits(cfg, new(atomic.Int64), nil))
 	return b
 }
 
@@ -84,7 +85,7 @@ func TestConnectRate(t *testing.T) {
 		t.Fatal("another source was limited")
 	}
 	// The bucket refills at the rate: 10/s is one token per 100ms.
-	l := b.limits.connect
+	l := b.limits.Load().connect
 	ip := netip.MustParseAddr("10.0.0.1")
 	nowNs := time.Now().UnixNano()
 	if !l.allow(ip, nowNs+int64(150*time.Millisecond)) {

@@ -48,10 +48,10 @@ var (
 func (b *Broker) onPublish(bt *batch, cl *client, p *packet.Publish) error {
 	s := cl.s
 	bt.retained = 0
-	if p.QoS > b.maxQoS {
+	if p.QoS > cl.set.maxQoS {
 		return errQoSNotSupported
 	}
-	if p.Retain && !b.retainAvailable {
+	if p.Retain && !cl.set.retainAvailable {
 		return errRetainNotSupported
 	}
 	if !b.publishAllowed(cl, now()) {
@@ -62,7 +62,7 @@ func (b *Broker) onPublish(bt *batch, cl *client, p *packet.Publish) error {
 	if err != nil {
 		return err
 	}
-	if !b.limits.topicOK(topic) {
+	if !b.limits.Load().topicOK(topic) {
 		return errTopicLimits
 	}
 	b.stats.received[p.QoS].Add(1)

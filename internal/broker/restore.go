@@ -36,6 +36,7 @@ func (b *Broker) Restore(st store.Store) error {
 	j := session.NewJournal(st, b.resync)
 	b.j = j
 	b.lim.Journal = j
+	b.set.Store(newSettings(b.cfg, &b.lim))
 	if err := b.stats.journal(j); err != nil {
 		b.log.Warn("store: messages gauge not exported", "err", err)
 	}
@@ -83,7 +84,7 @@ func (r *restorer) Session(rec store.SessionRecord) error {
 		return fmt.Errorf("%w: client %q twice", store.ErrCorrupt, rec.ClientID)
 	}
 	id := b.allocID(target{})
-	s := session.Restore(id, &rec, &b.lim)
+	s := session.Restore(id, &rec, &b.set.Load().lim)
 	b.setTarget(id, target{s: s})
 	b.sessions[rec.ClientID] = s
 	for _, sub := range s.Subs() {

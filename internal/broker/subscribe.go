@@ -38,6 +38,7 @@ func (b *Broker) onSubscribe(bt *batch, cl *client, p *packet.Subscribe) error {
 		routed = &subscribeGate{gate: s.Gate()}
 		routed.left.Store(1)
 	}
+	lim := b.limits.Load()
 	for i := range p.Subscriptions {
 		sub := &p.Subscriptions[i]
 		if cl.bridge {
@@ -48,12 +49,12 @@ func (b *Broker) onSubscribe(bt *batch, cl *client, p *packet.Subscribe) error {
 			sub.NoLocal = !shared
 			sub.RetainAsPublished = true
 		}
-		granted := min(sub.QoS, b.maxQoS)
-		if !b.limits.topicOK(sub.Filter) {
+		granted := min(sub.QoS, cl.set.maxQoS)
+		if !lim.topicOK(sub.Filter) {
 			ack.Codes = append(ack.Codes, packet.TopicFilterInvalid)
 			continue
 		}
-		if !s.HasRoom(sub.Filter, b.limits.maxSubs) {
+		if !s.HasRoom(sub.Filter, lim.maxSubs) {
 			b.stats.denied("max_subscriptions")
 			ack.Codes = append(ack.Codes, packet.QuotaExceeded)
 			continue
@@ -86,7 +87,7 @@ func (b *Broker) onSubscribe(bt *batch, cl *client, p *packet.Subscribe) error {
 		}
 		ack.Codes = append(ack.Codes, packet.ReasonCode(granted))
 		_, _, shared := packet.SplitShared(sub.Filter)
-		if !shared && b.retainAvailable && (sub.RetainHandling == 0 || sub.RetainHandling == 1 && !existed) {
+		if !shared && cl.set.retainAvailable && (sub.RetainHandling == 0 || sub.RetainHandling == 1 && !existed) {
 			want = append(want, retainReq{filter: sub.Filter, qos: granted, subID: subID, check: check})
 		}
 	}

@@ -12,7 +12,10 @@ var Version = "dev"
 
 // startSys publishes the $SYS topics Mosquitto publishes, retained, every interval
 // (sys_interval), until the broker closes.
+// Reconfigure stops it (stopSys) and starts it again at a new interval.
 func (b *Broker) startSys(interval time.Duration) {
+	stop := make(chan struct{})
+	b.sysStop = stop
 	b.goRoutine("sys", func(ctx context.Context) {
 		t := time.NewTicker(interval)
 		defer t.Stop()
@@ -23,11 +26,21 @@ func (b *Broker) startSys(interval time.Duration) {
 				return
 			case <-b.stopped():
 				return
+			case <-stop:
+				return
 			case <-t.C:
 				b.publishSys()
 			}
 		}
 	})
+}
+
+// stopSys ends the $SYS goroutine, if it runs.
+func (b *Broker) stopSys() {
+	if b.sysStop != nil {
+		close(b.sysStop)
+		b.sysStop = nil
+	}
 }
 
 // stopped is closed when Close begins.

@@ -47,7 +47,7 @@ func (t *Tap) Subscribe(filter string, qos uint8) error {
 	if _, _, shared := packet.SplitShared([]byte(filter)); shared {
 		flags = pubsub.RetainAsPublished // No Local is not allowed on a shared subscription
 	}
-	if !b.index.Subscribe([]byte(filter), pubsub.Sub{Subscriber: pubsub.SubscriberID(t.id), QoS: min(qos, b.maxQoS), Flags: flags}) {
+	if !b.index.Subscribe([]byte(filter), pubsub.Sub{Subscriber: pubsub.SubscriberID(t.id), QoS: min(qos, b.set.Load().maxQoS), Flags: flags}) {
 		b.stats.subscriptions(1)
 		if b.cluster != nil {
 			b.addRoute(filter, nil)
@@ -89,7 +89,7 @@ func (t *Tap) Publish(p *packet.Publish) (int, error) {
 		return 0, ErrClosed
 	}
 	m := session.NewMessage(p, p.Topic, t.id, time.Now())
-	m.QoS = min(m.QoS, b.maxQoS)
+	m.QoS = min(m.QoS, b.set.Load().maxQoS)
 	bt := b.getBatch()
 	n := b.routeOwned(bt, m)
 	b.endBatch(bt)

@@ -107,6 +107,23 @@ func (s *certSource) reload(force bool) error {
 	return nil
 }
 
+// use loads the files tls names and makes them the source's files; on error nothing
+// changes.
+func (s *certSource) use(tls conf.TLS) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.files
+	s.files = tls
+	snap, err := s.load()
+	if err != nil {
+		s.files = old
+		return err
+	}
+	s.failed, s.hasFailed = fileStamps{}, false
+	s.cur.Store(snap)
+	return nil
+}
+
 // stat returns the stamps of the files.
 func (s *certSource) stat() (fileStamps, error) {
 	var st fileStamps

@@ -80,7 +80,7 @@ func (c *conn) open() {
 	}
 	s := c.l.srv
 	if c.l.kind == kindTCP {
-		s.wheel.set(c, s.o.ConnectTimeout)
+		s.wheel.set(c, s.connectTimeoutNow())
 	}
 	c.l.n.Add(1)
 	defer c.release()

@@ -87,7 +87,7 @@ func (s *Server) admit(l *Listener, nc *net.TCPConn) {
 	if l.kind == kindTCP {
 		c.open()
 	} else {
-		s.wheel.set(c, s.o.ConnectTimeout) // OnOpen comes with the upgrade or handshake
+		s.wheel.set(c, s.connectTimeoutNow()) // OnOpen comes with the upgrade or handshake
 	}
 	s.readers.Add(1)
 	s.spawn(readLabels, func() {

@@ -241,11 +241,22 @@ func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
 func (l *Listener) Conns() int { return int(l.n.Load()) }
 
 // Close stops accepting and closes the listener's connections (OnClose for each follows,
-// asynchronously). Idempotent.
+// asynchronously); those already shutting down (Conn.Shutdown) finish their drain first.
+// Idempotent.
 func (l *Listener) Close() error {
 	err := l.stop()
 	l.srv.closeConns(l)
 	return err
+}
+
+// SetTLS puts the certificate files of tls in force for the handshakes from now on (a
+// reload that changed the paths or min_version); open connections keep theirs. On error
+// the listener keeps its certificate. A listener without TLS refuses.
+func (l *Listener) SetTLS(tls conf.TLS) error {
+	if l.certs == nil {
+		return errors.New("listener: " + l.name + ": not a TLS listener")
+	}
+	return l.certs.use(tls)
 }
 
 // stop closes the socket and waits for the accept loop to return.

@@ -451,7 +451,7 @@ func (s *Server) admitOwn(l *Listener, fd int, sa syscall.Sockaddr, opts *sockOp
 	if l.kind == kindTCP {
 		c.open()
 	} else {
-		s.wheel.set(c, s.o.ConnectTimeout) // OnOpen comes with the upgrade or handshake
+		s.wheel.set(c, s.connectTimeoutNow()) // OnOpen comes with the upgrade or handshake
 	}
 	p := s.loop.pollerFor(fd)
 	if err := p.add(c); err != nil {

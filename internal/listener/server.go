@@ -136,6 +136,8 @@ type Server struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	connectTimeout atomic.Int64 // Options.ConnectTimeout, changed by SetConnectTimeout
 }
 
 // New returns a Server that reports to h. Nothing runs until the first Listen.
@@ -143,7 +145,7 @@ func New(h Handler, o Options) *Server {
 	o.ensureDefaults()
 	d, _ := h.(Drainer)
 	bt, _ := h.(Batcher)
-	return &Server{
+	s := &Server{
 		h:         h,
 		onDrained: d,
 		batcher:   bt,
@@ -154,7 +156,21 @@ func New(h Handler, o Options) *Server {
 		listeners: make(map[*Listener]struct{}),
 		tlsGate:   newTLSGate(o.MaxTLSHandshakes),
 	}
+	s.connectTimeout.Store(int64(o.ConnectTimeout))
+	return s
 }
+
+// SetConnectTimeout changes Options.ConnectTimeout for the connections accepted from now
+// on (a reload); d <= 0 is the default.
+func (s *Server) SetConnectTimeout(d time.Duration) {
+	if d <= 0 {
+		d = DefaultConnectTimeout
+	}
+	s.connectTimeout.Store(int64(d))
+}
+
+// connectTimeoutNow is the connect timeout of a connection accepted now.
+func (s *Server) connectTimeoutNow() time.Duration { return time.Duration(s.connectTimeout.Load()) }
 
 // Pollers returns the number of pollers, the loops a Batcher is told about.
 func (s *Server) Pollers() int { return s.o.Pollers }
@@ -269,11 +285,13 @@ func (s *Server) forget(l *Listener) {
 	s.mu.Unlock()
 }
 
-// closeConns closes every connection of l, upgraded or not.
+// closeConns closes every connection of l, upgraded or not, except those shutting down
+// (Conn.Shutdown), which finish sending what they queued (a DISCONNECT) within the linger
+// timeout.
 func (s *Server) closeConns(l *Listener) {
 	var cs []*conn
 	s.wheel.each(func(c *conn) {
-		if c.l == l {
+		if c.l == l && c.state.Load()&stShutdown == 0 {
 			cs = append(cs, c)
 		}
 	})

@@ -605,3 +605,53 @@ func TestTLSConnLayout(t *testing.T) {
 		t.Fatalf("conn is at offset %d in tlsConn, want 0 (conn.tls() depends on it)", off)
 	}
 }
+
+// TestSetTLS points a listener at other certificate files (a reload that changed the
+// paths): new connections get the new certificate, the open one goes on; files that do
+// not load change nothing; a plain listener refuses.
+func TestSetTLS(t *testing.T) {
+	r := newRecorder(t)
+	r.echo = true
+	s := newTestServer(t, r, Options{})
+	l := listenTLS(t, s, conf.ListenerTLS, tlsFiles(t, false))
+	old, err := tlsDial(t, l, clientTLS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv(t, r.opened, "OnOpen")
+
+	dir := t.TempDir()
+	cert, key := testPKI().ca.issue("elsewhere", true)
+	next := conf.TLS{CertFile: writeFile(t, dir, "other.pem", cert), KeyFile: writeFile(t, dir, "other.key", key), MinVersion: "1.2"}
+	bad := next
+	bad.KeyFile = filepath.Join(dir, "missing.key")
+	if err := l.SetTLS(bad); err == nil || !strings.Contains(err.Error(), "missing.key") {
+		t.Fatalf("SetTLS(missing key) = %v", err)
+	}
+	if cn := serverCN(t, l); cn != "bifrost test server" {
+		t.Fatalf("server CN %q after a failed SetTLS", cn)
+	}
+	recv(t, r.opened, "OnOpen")
+	if err := l.SetTLS(next); err != nil {
+		t.Fatal(err)
+	}
+	if cn := serverCN(t, l); cn != "elsewhere" {
+		t.Fatalf("server CN %q after SetTLS, want elsewhere", cn)
+	}
+	recv(t, r.opened, "OnOpen")
+	if _, err := old.Write([]byte("still")); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 5)
+	if _, err := io.ReadFull(old, b); err != nil || string(b) != "still" {
+		t.Fatalf("the open connection: %q %v", b, err)
+	}
+
+	plain, err := s.Listen(conf.Listener{Type: conf.ListenerTCP, Address: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := plain.SetTLS(next); err == nil {
+		t.Fatal("SetTLS on a tcp listener succeeded")
+	}
+}

@@ -194,6 +194,9 @@ type ConnectInfo struct {
 	// (listeners may have their own), kept with the identity for the ACL checks of later
 	// deliveries.
 	Realm uint8
+	// Limits, if not nil, replace the session's from this connection on: a resumed session
+	// takes the limits its CONNACK states (the broker's may have changed since it began).
+	Limits *Limits
 }
 
 // Attach binds the session to a new connection after CONNECT, sends it connack (unless
@@ -205,6 +208,9 @@ func (s *Session) Attach(c Conn, info ConnectInfo, connack *packet.Connack, now 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	was := s.persistentLocked()
+	if info.Limits != nil {
+		s.lim = info.Limits
+	}
 	s.conn = c
 	s.version = info.Version
 	s.username = info.Username
@@ -472,9 +478,10 @@ func (s *Session) Flush() {
 		}
 		out := s.out
 		s.out, s.inWrite = nil, uint16(min((len(*out)+1023)>>10, math.MaxUint16))
+		sent := s.lim.BytesSent          // read under s.mu: Attach may replace s.lim
 		_, _ = w.WriteAfter(*out, &s.mu) // unlocks s.mu; a failed write closes the connection
-		if s.lim.BytesSent != nil {
-			s.lim.BytesSent.Add(uint64(len(*out)))
+		if sent != nil {
+			sent.Add(uint64(len(*out)))
 		}
 		bufpool.Put(out)
 		s.mu.Lock()
