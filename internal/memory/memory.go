@@ -131,6 +131,7 @@ type system struct {
 	rss    func() (uint64, bool)   // readRSS of fsys
 	free   func()                  // debug.FreeOSMemory
 	gc     func()                  // runtime.GC; nil: never forced by the return-to-OS loop
+	code   func()                  // ReleaseCode; nil: the loop never releases code pages
 
 	setMemoryLimit func(int64) int64 // debug.SetMemoryLimit
 	setGCPercent   func(int) int     // debug.SetGCPercent
@@ -145,6 +146,7 @@ func hostSystem() system {
 		rss:    func() (uint64, bool) { return readRSS(root) },
 		free:   debug.FreeOSMemory,
 		gc:     runtime.GC,
+		code:   func() { _, _ = ReleaseCode() },
 
 		setMemoryLimit: debug.SetMemoryLimit,
 		setGCPercent:   debug.SetGCPercent,

@@ -3,6 +3,8 @@ package memory
 import (
 	"context"
 	"time"
+
+	"github.com/bifrost-mqtt/bifrost/internal/conf"
 )
 
 // A releaseRule decides when the return-to-OS loop calls debug.FreeOSMemory. At every
@@ -124,6 +126,7 @@ type releaser struct {
 	seen   bool      // allocs and prev are set: there was a previous check
 	cycles uint64    // GC cycles at the previous check
 	forced time.Time // of the last GC forced to refresh a stale sample
+	least  uint64    // the least RSS a check has seen (edgeCheck)
 }
 
 // staleGCSpacing is the least time between two GCs the return-to-OS loop forces to refresh
@@ -145,6 +148,45 @@ func (r *releaser) check(now time.Time, s releaseSample) bool {
 	}
 	r.streak = 0
 	r.last = now
+	return true
+}
+
+// The edge profile's own release. A spike leaves an edge broker (5-7 MiB of RSS) above
+// what it needs in two ways the heap rules above cannot see: the heap the runtime has
+// already scavenged does not count as slack, and the executable's pages the spike's code
+// paths faulted in (several MiB: ReleaseCode let them go at start) stay resident. So on
+// the edge profile every check that finds RSS at more than edgeRelease times the least
+// it has seen (and edgeReleaseMin at least) frees the heap and releases the code pages
+// again. Pages in use come back on their next touch, from the page cache: a minor fault
+// each. A device that stays above that line pays it every check (30 s): two GCs of a
+// small heap and the refaults of its working set, a few milliseconds.
+const (
+	edgeRelease    = 2
+	edgeReleaseMin = 8 << 20
+)
+
+// edgeCheck applies the edge profile's release at a check that found rss; it reports
+// whether it released.
+func (p *Policy) edgeCheck(rss uint64) bool {
+	r := &p.rel
+	if r.least == 0 || rss < r.least {
+		r.least = rss
+	}
+	if p.profile != conf.ProfileEdge || p.sys.code == nil || rss <= max(edgeRelease*r.least, edgeReleaseMin) {
+		return false
+	}
+	// Twice: what sync.Pools held (the broker's buffer pools, full after a spike) survives
+	// one cycle in their victim caches and is dropped by the next.
+	p.sys.free()
+	p.sys.free()
+	p.sys.code()
+	after := p.rss(p.sys.read())
+	p.returned.Add(1)
+	if after < rss {
+		p.retBytes.Add(rss - after)
+	}
+	p.log.Debug("memory: returned memory and code pages to the OS",
+		"rss_before", formatBytes(int64(rss)), "rss_after", formatBytes(int64(after)))
 	return true
 }
 
@@ -209,6 +251,9 @@ func (p *Policy) checkReturn(now time.Time) {
 		rss = p.rss(rt)
 	}
 	p.rel.cycles = rt.Cycles
+	if p.edgeCheck(rss) {
+		return
+	}
 	if !p.rel.check(now, releaseSample{RSS: rss, Retained: rt.Retained(), Goal: rt.Goal,
 		Live: rt.Live, Allocs: rt.Allocs}) {
 		return

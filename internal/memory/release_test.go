@@ -358,3 +358,50 @@ func TestReturnLoopStaleSample(t *testing.T) {
 		}
 	})
 }
+
+// TestEdgeRelease: on the edge profile each check that finds RSS above twice the least it
+// has seen (8 MiB at least) frees the heap (two cycles) and releases the code pages; the
+// server profile never releases code pages.
+func TestEdgeRelease(t *testing.T) {
+	for _, profile := range []string{conf.ProfileEdge, conf.ProfileServer} {
+		t.Run(profile, func(t *testing.T) {
+			var mu sync.Mutex
+			rss, frees, codes := uint64(5*mib), 0, 0
+			sys := system{
+				getenv: func(string) string { return "" },
+				read: func() runtimeSample {
+					return runtimeSample{Goal: 4 * mib, Live: 2 * mib, Objects: 3 * mib, Total: 3 * mib}
+				},
+				rss: func() (uint64, bool) {
+					mu.Lock()
+					defer mu.Unlock()
+					return rss, true
+				},
+				free: func() { mu.Lock(); frees++; mu.Unlock() },
+				code: func() { mu.Lock(); codes++; rss -= 3 * mib; mu.Unlock() },
+			}
+			p := loopPolicy(sys, 30*time.Second)
+			p.profile = profile
+			now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+			check := func(set uint64) {
+				mu.Lock()
+				rss = set
+				mu.Unlock()
+				now = now.Add(30 * time.Second)
+				p.checkReturn(now)
+			}
+			check(5 * mib)  // the least seen
+			check(9 * mib)  // under twice the least: nothing
+			check(15 * mib) // a spike: released
+			check(11 * mib) // still above: released again
+			check(6 * mib)  // back: nothing
+			want := 2
+			if profile != conf.ProfileEdge {
+				want = 0
+			}
+			if codes != want || frees != 2*want {
+				t.Fatalf("code releases %d, frees %d; want %d and %d", codes, frees, want, 2*want)
+			}
+		})
+	}
+}
