@@ -50,29 +50,15 @@ mkdir -p "$results"
 
 broker_pid=""
 pids=()
-stop() { # pid: TERM, wait up to 10 s, KILL
-	kill -TERM "$1" 2>/dev/null || true
-	for _ in $(seq 100); do
-		kill -0 "$1" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill -KILL "$1" 2>/dev/null || true
-	wait "$1" 2>/dev/null || true
-}
+# shellcheck source=bench/lib/proc.sh
+. bench/lib/proc.sh
+
 cleanup() {
-	for pid in "${pids[@]}"; do
-		stop "$pid"
-	done
-	[ -n "$broker_pid" ] && stop "$broker_pid"
+	stop_pids "${pids[@]}" "$broker_pid"
 	rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-log() { printf '%s\n' "$*" >&2; }
-now() { date +%s.%N | cut -c1-14; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.1f", b - a}'; }
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 for p in "$port" "$((port + 1))" "$http_port"; do
 	if port_open "$p"; then
@@ -81,10 +67,7 @@ for p in "$port" "$((port + 1))" "$http_port"; do
 	fi
 done
 
-log "building bifrost (CGO_ENABLED=0) and bifrost-bench"
-# The edge build (TAGS, as bench/edge-store.sh; TAGS= for the default one).
-CGO_ENABLED=0 go build -tags "${TAGS-bifrost_nocluster bifrost_nopebble}" -o "$work/bifrost" ./cmd/bifrost
-go build -o "$work/bifrost-bench" ./cmd/bifrost-bench
+build_edge "$work"
 
 mkdir -p "$work/bifrost-data" "$work/mosquitto-data"
 # Mosquitto started as root runs as the user mosquitto, which must reach its directory.
@@ -223,10 +206,10 @@ run() { # broker
 	wait "$spike_pid" "$slow_pid" 2>/dev/null || true
 	t_spike_end=$(since "$start")
 	sleep "$return_wait"
-	stop "$broker_pid"
+	stop_pids "$broker_pid"
 	broker_pid=""
-	stop "$conns_pid"
-	stop "$sampler"
+	stop_pids "$conns_pid"
+	stop_pids "$sampler"
 
 	local traffic msgs
 	traffic=$(jq -r '.traffic | "\(.sent) sent, \(.received) received, \(.lost) lost, \(.acked) acked"' "$out/pair.json")

@@ -53,20 +53,11 @@ cg=$mem_root${self_cg%/}/bifrost-memcap-$$
 
 broker_pid=""
 pids=()
+# shellcheck source=bench/lib/proc.sh
+. bench/lib/proc.sh
+
 cleanup() {
-	for pid in "${pids[@]}"; do
-		kill -TERM "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-	done
-	if [ -n "$broker_pid" ]; then
-		kill -TERM "$broker_pid" 2>/dev/null || true
-		for _ in $(seq 100); do
-			kill -0 "$broker_pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -KILL "$broker_pid" 2>/dev/null || true
-		wait "$broker_pid" 2>/dev/null || true
-	fi
+	stop_pids "${pids[@]}" "$broker_pid"
 	if [ -d "$cg" ]; then
 		# Empty once the broker is gone; the page cache it charged moves to the parent.
 		for _ in $(seq 50); do rmdir "$cg" 2>/dev/null && break; sleep 0.1; done
@@ -76,14 +67,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-log() { printf '%s\n' "$*" >&2; }
-now() { date +%s.%N | cut -c1-14; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.1f", b - a}'; }
-
-log "building bifrost (CGO_ENABLED=0) and bifrost-bench"
-# The edge build (TAGS, as bench/edge-store.sh; TAGS= for the default one).
-CGO_ENABLED=0 go build -tags "${TAGS-bifrost_nocluster bifrost_nopebble}" -o "$work/bifrost" ./cmd/bifrost
-go build -o "$work/bifrost-bench" ./cmd/bifrost-bench
+build_edge "$work"
 
 cat >"$work/bifrost.yaml" <<EOF
 memory:

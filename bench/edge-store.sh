@@ -45,28 +45,15 @@ sampler_pid=""
 conns_pid=""
 strace_pid=""
 
+# shellcheck source=bench/lib/proc.sh
+. bench/lib/proc.sh
+
 cleanup() {
-	for pid in "$strace_pid" "$conns_pid" "$sampler_pid"; do
-		if [ -n "$pid" ]; then
-			kill -TERM "$pid" 2>/dev/null || true
-			wait "$pid" 2>/dev/null || true
-		fi
-	done
-	if [ -n "$broker_pid" ]; then
-		kill -TERM "$broker_pid" 2>/dev/null || true
-		for _ in $(seq 100); do
-			kill -0 "$broker_pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -KILL "$broker_pid" 2>/dev/null || true
-		wait "$broker_pid" 2>/dev/null || true
-	fi
+	stop_pids "$strace_pid" "$conns_pid" "$sampler_pid" "$broker_pid"
 	rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-log() { printf '%s\n' "$*" >&2; }
 
 log "building bifrost ($build_env, tags '$tags') and bifrost-bench"
 env $build_env go build -tags "$tags" -o "$work/bifrost" ./cmd/bifrost

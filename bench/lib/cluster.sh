@@ -3,8 +3,8 @@
 # alike with their nodes. Sourced; the script defines port (port NODE KIND: 1 mqtt,
 # 2 http, 3 gossip, 4 rpc), which differs between them, and $work.
 
-log() { printf '%s\n' "$*" >&2; }
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# shellcheck source=bench/lib/proc.sh
+. "$(dirname "${BASH_SOURCE[0]}")/proc.sh"
 
 # ports_free I ends the script when one of node I's ports is taken.
 ports_free() {
@@ -44,16 +44,3 @@ cluster:
 EOF
 }
 
-# stop_pids PID... sends each SIGTERM, then waits up to 10 s for each before SIGKILL.
-stop_pids() {
-	local pid
-	for pid in "$@"; do kill -TERM "$pid" 2>/dev/null || true; done
-	for pid in "$@"; do
-		for _ in $(seq 100); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -KILL "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-	done
-}
