@@ -154,10 +154,7 @@ func protocolName(v packet.Version) string {
 
 // online counts a client of protocol v connected (delta 1) or gone (-1).
 func (b *Broker) online(v packet.Version, delta int64) {
-	b.clients.Add(delta)
-	if i := int(v) - int(packet.V31); i >= 0 && i < len(b.byProto) {
-		b.byProto[i].Add(delta)
-	}
+	b.byProto[int(v)-int(packet.V31)].Add(delta) // a session's version is one of the three
 }
 
 // ClientsByProtocol returns the connected clients by protocol version name.

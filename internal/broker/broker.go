@@ -114,8 +114,7 @@ type Broker struct {
 	batches  sync.Pool
 	rounds   []round         // by poller: the batch of its round (listener.Batcher)
 	done     chan struct{}   // closed when Close begins
-	clients  atomic.Int64    // connections that completed CONNECT
-	byProto  [3]atomic.Int64 // the same by protocol: 3.1, 3.1.1, 5.0 (online)
+	byProto  [3]atomic.Int64 // connections that completed CONNECT, by protocol: 3.1, 3.1.1, 5.0
 }
 
 // target is what a SubscriberID names: a session, or an in-process subscriber (local.go,
@@ -261,7 +260,9 @@ func (b *Broker) Close() error {
 }
 
 // Clients is the number of connected clients.
-func (b *Broker) Clients() int { return int(b.clients.Load()) }
+func (b *Broker) Clients() int {
+	return int(b.byProto[0].Load() + b.byProto[1].Load() + b.byProto[2].Load())
+}
 
 // lookup returns the recipient of a SubscriberID; the caller holds idMu for reading.
 func (b *Broker) lookup(id pubsub.SubscriberID) target {
