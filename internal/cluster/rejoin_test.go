@@ -52,9 +52,12 @@ func (n *cuttable) partition(sides ...[]string) {
 // link is dropped silently (packets) or refused (streams, as a timeout would).
 type cutTransport struct {
 	*memberlist.MockTransport
-	n       *cuttable
-	self    string
-	packets chan *memberlist.Packet
+	n         *cuttable
+	self      string
+	packets   chan *memberlist.Packet
+	streams   chan net.Conn
+	done      chan struct{}
+	closeOnce sync.Once
 }
 
 var errCut = errors.New("link cut")
@@ -62,15 +65,40 @@ var errCut = errors.New("link cut")
 func (n *cuttable) transport(name string) *cutTransport {
 	mt := n.net.NewTransport(name)
 	ip, port, _ := mt.FinalAdvertiseAddr("", 0)
-	t := &cutTransport{MockTransport: mt, n: n, self: net.JoinHostPort(ip.String(), fmt.Sprint(port)), packets: make(chan *memberlist.Packet)}
+	t := &cutTransport{MockTransport: mt, n: n, self: net.JoinHostPort(ip.String(), fmt.Sprint(port)),
+		packets: make(chan *memberlist.Packet), streams: make(chan net.Conn), done: make(chan struct{})}
+	// The mock hands packets and streams over unbuffered channels, so a peer that dials a
+	// member after its shutdown would wait forever; these drain them for the life of the
+	// test binary and drop what arrives once the member is shut down.
 	go func() {
 		for p := range mt.PacketCh() {
-			if !n.isCut(p.From.String(), t.self) {
-				t.packets <- p
+			if n.isCut(p.From.String(), t.self) {
+				continue
+			}
+			select {
+			case t.packets <- p:
+			case <-t.done:
+			}
+		}
+	}()
+	go func() {
+		for c := range mt.StreamCh() {
+			select {
+			case t.streams <- c:
+			case <-t.done:
+				_ = c.Close()
 			}
 		}
 	}()
 	return t
+}
+
+func (t *cutTransport) StreamCh() <-chan net.Conn { return t.streams }
+
+// Shutdown makes the member unreachable: what is sent to it from now on is dropped.
+func (t *cutTransport) Shutdown() error {
+	t.closeOnce.Do(func() { close(t.done) })
+	return t.MockTransport.Shutdown()
 }
 
 func (t *cutTransport) WriteToAddress(b []byte, a memberlist.Address) (time.Time, error) {
