@@ -44,8 +44,9 @@ type Options struct {
 	Log       *slog.Logger
 	Listeners func() []Listener
 	// Reload re-reads what a reload re-reads (SIGHUP): the config file when the program
-	// has one, and the password, ACL and certificate files. Its report (what changed,
-	// what needs a restart) is the response's "report".
+	// has one, and the password, ACL, certificate and token files, and puts the admin
+	// users and tokens in force (Access.Set). Its report (what changed, what needs a
+	// restart) is the response's "report".
 	Reload func() (report any, err error)
 	// Config is the configuration in force, secrets masked.
 	Config func() any
@@ -272,13 +273,6 @@ func (a *api) reload(w http.ResponseWriter, _ *http.Request, who string) {
 		a.o.Log.Warn("admin: reload failed; what did not load kept its previous state", "by", who, "err", err)
 		fail(w, http.StatusUnprocessableEntity, "reload_failed", err.Error())
 		return
-	}
-	if a.o.Access != nil {
-		if err := a.o.Access.Load(); err != nil {
-			a.o.Log.Warn("admin: token file not reloaded; the tokens in force stay", "by", who, "err", err)
-			fail(w, http.StatusUnprocessableEntity, "reload_failed", err.Error())
-			return
-		}
 	}
 	a.o.Log.Info("admin: reloaded", "by", who)
 	writeJSON(w, http.StatusOK, struct {

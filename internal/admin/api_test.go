@@ -173,9 +173,8 @@ func TestAccess(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte("# operators\nops 0123456789abcdef0123\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	acc := &Access{Users: []string{"root"}, TokenFile: tokens,
-		Check: func(user string, pw []byte) bool { return string(pw) == user+"-pw" }}
-	if err := acc.Load(); err != nil {
+	acc, err := NewAccess([]string{"root"}, tokens, func(user string, pw []byte) bool { return string(pw) == user+"-pw" })
+	if err != nil {
 		t.Fatal(err)
 	}
 	srv, _, _ := newAPI(t, acc)
@@ -201,11 +200,10 @@ func TestAccess(t *testing.T) {
 			t.Errorf("%s: %d %v; want %d", tc.name, code, body, tc.want)
 		}
 	}
-	bad := &Access{TokenFile: tokens}
 	if err := os.WriteFile(tokens, []byte("ops short\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := bad.Load(); err == nil || !strings.Contains(err.Error(), tokens+":1") {
+	if _, err := ReadTokens(tokens); err == nil || !strings.Contains(err.Error(), tokens+":1") {
 		t.Errorf("a short token: %v; want an error naming the file and line", err)
 	}
 }
