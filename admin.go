@@ -35,6 +35,7 @@ func (b *Broker) startAdmin(srv *metrics.Server) bool {
 		}}
 	if b.cluster != nil {
 		o.Nodes = b.metrics.Nodes
+		o.Cluster = b.cluster
 		o.Owner = func(cid string) (string, string) {
 			node, _ := b.cluster.Owner(cid)
 			return node, b.cluster.NodeName()

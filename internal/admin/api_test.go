@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -151,6 +152,28 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	if !slices.Equal(documented, served) {
 		t.Fatalf("openapi.json documents\n%v\nthe API serves\n%v", documented, served)
 	}
+	// The listings' shapes: each schema's properties are the JSON fields of the type the
+	// API writes.
+	var schemas struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]any `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(openAPI, &schemas); err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range map[string]any{"Page": page{}, "Session": item{}} {
+		var documented []string
+		for p := range schemas.Components.Schemas[name].Properties {
+			documented = append(documented, p)
+		}
+		slices.Sort(documented)
+		if fields := jsonFields(reflect.TypeOf(v)); !slices.Equal(documented, fields) {
+			t.Errorf("openapi.json's %s has %v; the API writes %v", name, documented, fields)
+		}
+	}
 	srv, _, _ := newAPI(t, &Access{})
 	for _, r := range routes {
 		method, path, _ := strings.Cut(r, " ")
@@ -164,6 +187,22 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	if code, body := call(t, "GET", srv.URL+"/api/v1/nothing", nil); code != 404 || body["error"] == nil {
 		t.Errorf("unknown route: %d %v; want a JSON 404", code, body)
 	}
+}
+
+// jsonFields returns the sorted JSON names of t's fields, an embedded struct's included.
+func jsonFields(t reflect.Type) []string {
+	var out []string
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case f.Anonymous && name == "":
+			out = append(out, jsonFields(f.Type)...)
+		case name != "-" && f.IsExported():
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // TestAccess: with a token file or admin users, a call without credentials, with a wrong
