@@ -43,7 +43,8 @@ func WithLogLevel(level *slog.LevelVar) Option {
 // restart. Mosquitto does the same on SIGHUP (applies what it can, logs the rest); the
 // alternative, refusing the whole file, would make an operator who fixes a limit and
 // also touches store.dir restart for both. The fields and how each takes effect:
-// docs/admin.md, Live reconfiguration. Calls are serialized. It needs a started
+// docs/admin.md, Live reconfiguration. The admin API's token file is read again at
+// every call (reconfigure_admin.go). Calls are serialized. It needs a started
 // broker (ErrNotStarted before Start, ErrClosed after Close).
 func (b *Broker) Reconfigure(next *Config) (Report, error) {
 	next = next.Clone()
@@ -162,9 +163,9 @@ func sameDuration(a, b *conf.Duration) bool {
 // Reload reads the configuration file again (WithConfigFile) and Reconfigures the broker
 // with it (which re-reads the admin token file), then re-reads the password, ACL and
 // certificate files (ReloadFiles). Without a file it Reconfigures with the configuration
-// in force, which re-reads the token file, then does the latter. cmd/bifrost calls it on SIGHUP, the admin API on POST
-// /api/v1/reload. A file with an error changes nothing: the error names each problem as
-// check-config does (file:line: field: message).
+// in force, for the token file, then does the latter. cmd/bifrost calls it on SIGHUP,
+// the admin API on POST /api/v1/reload. A file with an error changes nothing: the error
+// names each problem as check-config does (file:line: field: message).
 func (b *Broker) Reload() (Report, error) {
 	next := b.running.Load()
 	if b.file != "" {

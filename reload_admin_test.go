@@ -124,3 +124,36 @@ func TestReloadAdminAccess(t *testing.T) {
 		t.Errorf("a token is in the log:\n%s", log)
 	}
 }
+
+// TestReconfigureAdminOffLoopback: off loopback, a reconfiguration that would leave the
+// running API without credentials is refused and changes nothing; with the API off (no
+// credentials at start), credentials added wait for a restart and the report says so.
+func TestReconfigureAdminOffLoopback(t *testing.T) {
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens")
+	writeFile(t, tokens, "ops old-token-0123456789\n")
+
+	cfg := liveConfig(t)
+	cfg.HTTP.Address = "0.0.0.0:0"
+	cfg.HTTP.Admin.TokenFile = tokens
+	b, _ := start(t, cfg)
+	next := cfg.Clone()
+	next.HTTP.Admin.TokenFile = ""
+	if _, err := b.Reconfigure(next); err == nil || !strings.Contains(err.Error(), "without credentials") {
+		t.Errorf("credentials removed off loopback: %v; want a refusal", err)
+	}
+	if rep, err := b.Reconfigure(cfg); err != nil || len(rep.Applied)+len(rep.Restart) != 0 {
+		t.Errorf("the first config again after the refusal: %+v %v; want nothing changed", rep, err)
+	}
+
+	off := liveConfig(t)
+	off.HTTP.Address = "0.0.0.0:0"
+	b, _ = start(t, off)
+	next = off.Clone()
+	next.HTTP.Admin.TokenFile = tokens
+	rep, err := b.Reconfigure(next)
+	if err != nil || len(rep.Applied) != 0 || len(rep.Restart) != 1 || rep.Restart[0].Field != "http.admin.token_file" ||
+		!strings.Contains(rep.Restart[0].Restart, "admin API is off") {
+		t.Errorf("credentials for an API that is off: %+v %v; want http.admin.token_file left for a restart", rep, err)
+	}
+}
