@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -58,5 +59,31 @@ func TestNodeSessions(t *testing.T) {
 	}
 	if _, _, err := n1.NodeSessions(context.Background(), "n9", 0, 10, f); err == nil || !strings.Contains(err.Error(), "n9") {
 		t.Errorf("an unknown node: %v; want an error naming it", err)
+	}
+}
+
+// BenchmarkNodeSessions: a page of another node's sessions over gRPC on loopback, from
+// the ask to the decoded page; the other node's broker is a fixed page, so the figure is
+// the call and the encoding.
+func BenchmarkNodeSessions(b *testing.B) {
+	for _, limit := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("Page=%d", limit), func(b *testing.B) {
+			page := make([]broker.SessionInfo, limit)
+			for i := range page {
+				page[i] = broker.SessionInfo{ClientID: fmt.Sprintf("sensor-%06d", i), Username: "fleet", Online: true,
+					Protocol: "5.0", Listener: "mqtt", Address: "10.1.2.3:40000", KeepAlive: 60,
+					ConnectedSince: time.Now().UTC(), ExpiryInterval: 3600}
+			}
+			nodes := benchNodes(b, func(c *Cluster, _ string) {
+				c.SetSessions(func(uint32, int, broker.SessionFilter) ([]broker.SessionInfo, uint32) { return page, 1 })
+			})
+			b.ReportAllocs()
+			for b.Loop() {
+				got, _, err := nodes[0].NodeSessions(context.Background(), "n2", 1, limit, broker.SessionFilter{})
+				if err != nil || len(got) != limit {
+					b.Fatalf("%d sessions, %v", len(got), err)
+				}
+			}
+		})
 	}
 }
