@@ -134,6 +134,10 @@ func (a *api) clusterList(w http.ResponseWriter, r *http.Request, limit int, f b
 		}
 		nodes = []string{one}
 	}
+	if len(nodes) == 0 { // a cluster names this node at least; nothing to walk otherwise
+		writeJSON(w, http.StatusOK, page{Data: []item{}})
+		return
+	}
 	at := position{node: nodes[0]}
 	if s := q.Get("cursor"); s != "" {
 		p, ok := parsePosition(s)
