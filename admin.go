@@ -14,15 +14,16 @@ import (
 // runs.
 func (b *Broker) startAdmin(srv *metrics.Server) bool {
 	cfg := b.cfg.HTTP.Admin
-	acc := &admin.Access{Users: cfg.Users, TokenFile: cfg.TokenFile, Check: b.checkAdmin}
-	if acc.Open() && !conf.IsLoopback(b.cfg.HTTP.Address) {
+	if len(cfg.Users) == 0 && cfg.TokenFile == "" && !conf.IsLoopback(b.cfg.HTTP.Address) {
 		b.log.Warn("admin API off: http.address is not on loopback and http.admin names no users or token_file")
 		return false
 	}
-	if err := acc.Load(); err != nil {
+	acc, err := admin.NewAccess(cfg.Users, cfg.TokenFile, b.checkAdmin)
+	if err != nil {
 		b.log.Error("admin API off", "err", err)
 		return false
 	}
+	b.admin.Store(acc)
 	o := admin.Options{Broker: b.mqtt, Access: acc, Log: b.log, Reload: func() (any, error) { return b.Reload() }, Config: b.maskedConfig,
 		Metrics: b.metrics, Source: b.mqtt,
 		Listeners: func() []admin.Listener {
@@ -34,6 +35,7 @@ func (b *Broker) startAdmin(srv *metrics.Server) bool {
 		}}
 	if b.cluster != nil {
 		o.Nodes = b.metrics.Nodes
+		o.Cluster = b.cluster
 		o.Owner = func(cid string) (string, string) {
 			node, _ := b.cluster.Owner(cid)
 			return node, b.cluster.NodeName()

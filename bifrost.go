@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bifrost-mqtt/bifrost/internal/admin"
 	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/bridge"
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
@@ -65,10 +66,11 @@ type Broker struct {
 	hookMethods []AuthMethod
 
 	// Live reconfiguration (reconfigure.go).
-	reconf  sync.Mutex                  // serializes Reconfigure
-	running atomic.Pointer[conf.Config] // the configuration in force: cfg with the live changes since
-	file    string                      // WithConfigFile: what Reload reads
-	level   *slog.LevelVar              // the logger's level; nil: an embedder's logger, left alone
+	reconf  sync.Mutex                   // serializes Reconfigure
+	running atomic.Pointer[conf.Config]  // the configuration in force: cfg with the live changes since
+	file    string                       // WithConfigFile: what Reload reads
+	level   *slog.LevelVar               // the logger's level; nil: an embedder's logger, left alone
+	admin   atomic.Pointer[admin.Access] // the admin API's users and tokens; nil: the API is off
 }
 
 // An Option changes how New builds a Broker.

@@ -155,8 +155,8 @@ func TestClusterSessionResumesElsewhere(t *testing.T) {
 	}
 }
 
-// TestClusterAdminAPI: on a cluster the admin API lists the nodes and says which node a
-// client id is on, from any node.
+// TestClusterAdminAPI: on a cluster the admin API lists the nodes, says which node a
+// client id is on and lists the clients of every node, from any node.
 func TestClusterAdminAPI(t *testing.T) {
 	nodes := threeNodes(t)
 	mqtttest.Dial(t, nodes[1].Addrs()[0].String(), "located")
@@ -171,6 +171,22 @@ func TestClusterAdminAPI(t *testing.T) {
 			return err == nil && code == 200 && strings.Contains(body, `"node": "n2"`) &&
 				strings.Contains(body, fmt.Sprintf(`"this_node": %v`, n.name == "n2"))
 		})
+	}
+	// The listing of every node, asked of n1 and n3, finds it on n2 (test/cluster pages
+	// through three processes).
+	for _, n := range []*clusterNode{nodes[0], nodes[2]} {
+		code, body, err := get(t, n.HTTPAddr(), "/api/v1/clients?client_id_prefix=loc")
+		var page struct {
+			Data []struct {
+				Node     string `json:"node"`
+				ClientID string `json:"client_id"`
+			} `json:"data"`
+			Unavailable []any `json:"unavailable"`
+		}
+		if err != nil || code != 200 || json.Unmarshal([]byte(body), &page) != nil || len(page.Unavailable) != 0 ||
+			len(page.Data) != 1 || page.Data[0].Node != "n2" || page.Data[0].ClientID != "located" {
+			t.Errorf("the clients of every node on %s: %d %v %s", n.name, code, err, body)
+		}
 	}
 	if code, _, _ := get(t, nodes[2].HTTPAddr(), "/api/v1/clients/nobody/node"); code != 404 {
 		t.Errorf("a client id nobody has: %d; want 404", code)

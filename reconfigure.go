@@ -43,7 +43,8 @@ func WithLogLevel(level *slog.LevelVar) Option {
 // restart. Mosquitto does the same on SIGHUP (applies what it can, logs the rest); the
 // alternative, refusing the whole file, would make an operator who fixes a limit and
 // also touches store.dir restart for both. The fields and how each takes effect:
-// docs/admin.md, Live reconfiguration. Calls are serialized. It needs a started
+// docs/admin.md, Live reconfiguration. The admin API's token file is read again at
+// every call (reconfigure_admin.go). Calls are serialized. It needs a started
 // broker (ErrNotStarted before Start, ErrClosed after Close).
 func (b *Broker) Reconfigure(next *Config) (Report, error) {
 	next = next.Clone()
@@ -63,8 +64,12 @@ func (b *Broker) Reconfigure(next *Config) (Report, error) {
 		return Report{}, ErrNotStarted
 	}
 	cur := b.running.Load()
+	acc := b.admin.Load()
 	rep := Report{Applied: []ConfigChange{}, Restart: []ConfigChange{}} // JSON [], not null
 	for _, ch := range cur.Changes(next) {
+		if acc == nil && strings.HasPrefix(ch.Field, "http.admin.") {
+			ch.Restart = restartAdminOff
+		}
 		if ch.Restart == "" {
 			rep.Applied = append(rep.Applied, ch)
 		} else {
@@ -72,15 +77,23 @@ func (b *Broker) Reconfigure(next *Config) (Report, error) {
 		}
 	}
 	target := cur.Applied(next)
+	if acc == nil {
+		target.HTTP.Admin = cur.HTTP.Admin // left for the restart with the rest of http
+	}
 	if b.hook == nil {
 		if err := target.CheckExposure(); err != nil {
 			return Report{}, fmt.Errorf("bifrost: refusing to serve anonymous clients on the network; nothing changed:\n%w", err)
 		}
 	}
+	tokens, err := b.readAdmin(target)
+	if err != nil {
+		return Report{}, err
+	}
 	if err := b.applyAuth(target, rep.Applied); err != nil {
 		return Report{}, err
 	}
-	err := b.apply(cur, target)
+	rep.Applied = append(rep.Applied, b.applyAdmin(target, tokens)...)
+	err = b.apply(cur, target)
 	b.running.Store(target)
 	for _, ch := range rep.Applied {
 		b.log.Info("reconfigure: applied", "change", ch.String())
@@ -148,20 +161,22 @@ func sameDuration(a, b *conf.Duration) bool {
 }
 
 // Reload reads the configuration file again (WithConfigFile) and Reconfigures the broker
-// with it, then re-reads the password, ACL and certificate files (ReloadFiles). Without a
-// file it does only the latter. cmd/bifrost calls it on SIGHUP, the admin API on POST
-// /api/v1/reload. A file with an error changes nothing: the error names each problem as
-// check-config does (file:line: field: message).
+// with it (which re-reads the admin token file), then re-reads the password, ACL and
+// certificate files (ReloadFiles). Without a file it Reconfigures with the configuration
+// in force, for the token file, then does the latter. cmd/bifrost calls it on SIGHUP,
+// the admin API on POST /api/v1/reload. A file with an error changes nothing: the error
+// names each problem as check-config does (file:line: field: message).
 func (b *Broker) Reload() (Report, error) {
-	rep := Report{Applied: []ConfigChange{}, Restart: []ConfigChange{}}
+	next := b.running.Load()
 	if b.file != "" {
-		next, err := conf.Load(b.file)
-		if err != nil {
-			return rep, err // conf.Errors: every problem, file:line: field: message
+		var err error
+		if next, err = conf.Load(b.file); err != nil {
+			return Report{Applied: []ConfigChange{}, Restart: []ConfigChange{}}, err // conf.Errors: every problem, file:line: field: message
 		}
-		if rep, err = b.Reconfigure(next); err != nil {
-			return rep, err
-		}
+	}
+	rep, err := b.Reconfigure(next)
+	if err != nil {
+		return rep, err
 	}
 	return rep, b.ReloadFiles()
 }

@@ -34,12 +34,13 @@ func newNode(env clusterlink.Env) (clusterlink.Node, error) {
 }
 
 // Attach connects the broker: forwarded messages go to its subscribers, fences,
-// hand-overs and the lease reach it, the replicated retained set drives its own, and
-// $SYS gets the cluster's totals.
+// hand-overs and the lease reach it, the replicated retained set drives its own, its
+// sessions are listed for the other nodes' admin API, and $SYS gets the cluster's totals.
 func (n node) Attach(mqtt *broker.Broker, sys time.Duration) {
 	n.SetLocal(mqtt)
 	n.SetHost(mqtt)
 	n.SetRetainedStore(mqtt)
+	n.SetSessions(mqtt.Sessions)
 	n.SetSys(sys, func() engine.Figures {
 		f := mqtt.Figures()
 		return engine.Figures{ClientsConnected: f.ClientsConnected, ClientsTotal: f.ClientsTotal,

@@ -10,12 +10,12 @@ import (
 
 // reload answers SIGHUP: the config file is read again and its live changes applied
 // (bifrost.Broker.Reload, which logs each change as field: old → new, and each change
-// that needs a restart), then the password, ACL and certificate files. A file with an
-// error changes nothing; each problem is logged on its own record, file:line: field:
-// message, as check-config prints it.
+// that needs a restart), the admin API's token file, then the password, ACL and
+// certificate files. A file with an error changes nothing; each problem is logged on its
+// own record, file:line: field: message, as check-config prints it.
 func reload(b *bifrost.Broker, path string, log *slog.Logger) {
 	if path == "" {
-		log.Info("reload: no config file to re-read (built-in defaults); re-reading the auth and TLS files")
+		log.Info("reload: no config file to re-read (built-in defaults); re-reading the admin token, auth and TLS files")
 	}
 	if _, err := b.Reload(); err != nil {
 		logProblems(log, "reload: nothing changed", err)

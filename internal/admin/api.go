@@ -44,8 +44,9 @@ type Options struct {
 	Log       *slog.Logger
 	Listeners func() []Listener
 	// Reload re-reads what a reload re-reads (SIGHUP): the config file when the program
-	// has one, and the password, ACL and certificate files. Its report (what changed,
-	// what needs a restart) is the response's "report".
+	// has one, and the password, ACL, certificate and token files, and puts the admin
+	// users and tokens in force (Access.Set). Its report (what changed, what needs a
+	// restart) is the response's "report".
 	Reload func() (report any, err error)
 	// Config is the configuration in force, secrets masked.
 	Config func() any
@@ -54,6 +55,8 @@ type Options struct {
 	// Owner is the node a client id is on as the cluster's log says, and this node's
 	// name; nil on a single node.
 	Owner func(cid string) (node, self string)
+	// Cluster lists the other nodes' sessions (clients.go); nil on a single node.
+	Cluster Cluster
 	// Metrics and Source feed the dashboard's stream (dashboard.go).
 	Metrics *metrics.Registry
 	Source  Source
@@ -161,55 +164,6 @@ const (
 	maxLimit     = 1000
 )
 
-// page is a listing's answer: next is the cursor of the following page, "" at the end.
-type page struct {
-	Data []broker.SessionInfo `json:"data"`
-	Next string               `json:"next,omitempty"`
-}
-
-func (a *api) list(w http.ResponseWriter, r *http.Request, online bool) {
-	q := r.URL.Query()
-	limit := defaultLimit
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > maxLimit {
-			fail(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("limit: want 1 to %d, got %q", maxLimit, s))
-			return
-		}
-		limit = n
-	}
-	var cursor uint64
-	if s := q.Get("cursor"); s != "" {
-		n, err := strconv.ParseUint(s, 36, 32)
-		if err != nil || n == 0 {
-			fail(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("cursor: %q is not one this API gave", s))
-			return
-		}
-		cursor = n
-	}
-	f := broker.SessionFilter{Online: online, Prefix: q.Get("client_id_prefix"), Username: q.Get("username"),
-		Listener: q.Get("listener")}
-	if !online {
-		switch s := q.Get("connected"); s {
-		case "", "any":
-		case "true":
-			f.Online = true
-		default:
-			fail(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("connected: want true or any, got %q", s))
-			return
-		}
-	}
-	data, next := a.o.Broker.Sessions(uint32(cursor), limit, f)
-	p := page{Data: data}
-	if p.Data == nil {
-		p.Data = []broker.SessionInfo{}
-	}
-	if next != 0 {
-		p.Next = strconv.FormatUint(uint64(next), 36)
-	}
-	writeJSON(w, http.StatusOK, p)
-}
-
 func (a *api) detail(w http.ResponseWriter, r *http.Request, online bool) {
 	cid := r.PathValue("id")
 	in, ok := a.o.Broker.Session(cid)
@@ -272,13 +226,6 @@ func (a *api) reload(w http.ResponseWriter, _ *http.Request, who string) {
 		a.o.Log.Warn("admin: reload failed; what did not load kept its previous state", "by", who, "err", err)
 		fail(w, http.StatusUnprocessableEntity, "reload_failed", err.Error())
 		return
-	}
-	if a.o.Access != nil {
-		if err := a.o.Access.Load(); err != nil {
-			a.o.Log.Warn("admin: token file not reloaded; the tokens in force stay", "by", who, "err", err)
-			fail(w, http.StatusUnprocessableEntity, "reload_failed", err.Error())
-			return
-		}
 	}
 	a.o.Log.Info("admin: reloaded", "by", who)
 	writeJSON(w, http.StatusOK, struct {

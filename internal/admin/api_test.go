@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -151,6 +152,28 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	if !slices.Equal(documented, served) {
 		t.Fatalf("openapi.json documents\n%v\nthe API serves\n%v", documented, served)
 	}
+	// The listings' shapes: each schema's properties are the JSON fields of the type the
+	// API writes.
+	var schemas struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]any `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(openAPI, &schemas); err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range map[string]any{"Page": page{}, "Session": item{}} {
+		var documented []string
+		for p := range schemas.Components.Schemas[name].Properties {
+			documented = append(documented, p)
+		}
+		slices.Sort(documented)
+		if fields := jsonFields(reflect.TypeOf(v)); !slices.Equal(documented, fields) {
+			t.Errorf("openapi.json's %s has %v; the API writes %v", name, documented, fields)
+		}
+	}
 	srv, _, _ := newAPI(t, &Access{})
 	for _, r := range routes {
 		method, path, _ := strings.Cut(r, " ")
@@ -166,6 +189,22 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	}
 }
 
+// jsonFields returns the sorted JSON names of t's fields, an embedded struct's included.
+func jsonFields(t reflect.Type) []string {
+	var out []string
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case f.Anonymous && name == "":
+			out = append(out, jsonFields(f.Type)...)
+		case name != "-" && f.IsExported():
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // TestAccess: with a token file or admin users, a call without credentials, with a wrong
 // token or a user who is not an admin is refused (401, JSON); a right one passes.
 func TestAccess(t *testing.T) {
@@ -173,9 +212,8 @@ func TestAccess(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte("# operators\nops 0123456789abcdef0123\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	acc := &Access{Users: []string{"root"}, TokenFile: tokens,
-		Check: func(user string, pw []byte) bool { return string(pw) == user+"-pw" }}
-	if err := acc.Load(); err != nil {
+	acc, err := NewAccess([]string{"root"}, tokens, func(user string, pw []byte) bool { return string(pw) == user+"-pw" })
+	if err != nil {
 		t.Fatal(err)
 	}
 	srv, _, _ := newAPI(t, acc)
@@ -201,11 +239,10 @@ func TestAccess(t *testing.T) {
 			t.Errorf("%s: %d %v; want %d", tc.name, code, body, tc.want)
 		}
 	}
-	bad := &Access{TokenFile: tokens}
 	if err := os.WriteFile(tokens, []byte("ops short\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := bad.Load(); err == nil || !strings.Contains(err.Error(), tokens+":1") {
+	if _, err := ReadTokens(tokens); err == nil || !strings.Contains(err.Error(), tokens+":1") {
 		t.Errorf("a short token: %v; want an error naming the file and line", err)
 	}
 }

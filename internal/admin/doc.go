@@ -3,7 +3,8 @@
 // listeners and reloads the files a reload re-reads, without PromQL or a restart.
 // openapi.json describes every route; TestOpenAPIMatchesRoutes holds the two together.
 //
-// Files: api.go the routes and their handlers; access.go who may call them (admin users
+// Files: api.go the routes and their handlers; clients.go the listings of clients and
+// sessions, of one node or of a whole cluster; access.go who may call them (admin users
 // of the password file, tokens of a token file; off loopback, nothing without them);
 // errors.go the JSON errors; openapi.json the document, embedded.
 package admin

@@ -103,6 +103,7 @@ type Cluster struct {
 	ret      retainer      // retained.go: retained changes on their way to the log
 	retStore RetainedStore // the broker's retained index; nil: none (tests)
 	sys      sysHooks      // sys.go: $SYS totals
+	sessions SessionLister // sessions.go: this node's sessions, for the admin API's listings
 	authf    authSync      // authfiles.go: the auth files in force
 
 	mqttAddr     atomic.Pointer[string]

@@ -37,6 +37,10 @@
 // authority derived from it, so a node without the secret is refused on every path
 // (secret.go).
 //
+// The admin API of any node lists the sessions of one node or of all: each node answers
+// its peers a page of its own (sessions.go, a gRPC call), and $SYS's cluster totals are
+// each node's figures summed (sys.go).
+//
 // The Cluster type (cluster.go) is what the broker holds: Start, Close, Apply (on the
 // leader, or forwarded to it), the leader, the members, Wait for the cluster to be formed,
 // and the Prometheus metrics (metrics.go). The design for all phases is the issue's

@@ -56,6 +56,15 @@ type Node interface {
 	// ProposeAuth proposes the files that differ from the cluster's and returns how many
 	// once this node enforces them.
 	ProposeAuth(ctx context.Context, files []auth.File) (int, error)
+
+	// The sessions of every node, for the admin API's listings (internal/admin's Cluster).
+
+	// SessionNodes returns the names of the cluster's nodes, sorted: the order in which
+	// a cluster-wide listing walks them.
+	SessionNodes() []string
+	// NodeSessions returns a page of node's sessions, as broker.Broker.Sessions does
+	// on that node; an error when the node is down or did not answer.
+	NodeSessions(ctx context.Context, node string, cursor uint32, limit int, f broker.SessionFilter) ([]broker.SessionInfo, uint32, error)
 }
 
 // An AuthHost is the node's auth state, which the replicated files drive (see

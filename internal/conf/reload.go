@@ -29,6 +29,7 @@ var liveFields = []string{
 	"memory.limit",        // debug.SetMemoryLimit may be called at any time
 	"memory.return_to_os", // the memory policy's ticker is reset
 	"sys_interval",        // the $SYS ticker is restarted
+	"http.admin.",         // the admin API's users and tokens are swapped whole (bifrost's reconfigure_admin.go)
 }
 
 // Why a change waits for a restart, as the reload report says.
@@ -279,6 +280,7 @@ func (c *Config) Applied(next *Config) *Config {
 	out.Limits = n.Limits
 	out.Memory.Limit, out.Memory.ReturnToOS = n.Memory.Limit, n.Memory.ReturnToOS
 	out.SysInterval = n.SysInterval
+	out.HTTP.Admin = n.HTTP.Admin
 	clustered := c.Cluster != nil
 	if !clustered {
 		out.Auth = n.Auth

@@ -32,6 +32,10 @@ func TestReloadable(t *testing.T) {
 		}, []string{"auth.acl_file", "mqtt.receive_maximum", "mqtt.max_qos",
 			"mqtt.retain_available", "queue.offline_bytes", "memory.limit", "memory.return_to_os", "sys_interval",
 			"limits.max_connections", "limits.publish_rate"}, nil},
+		{"admin credentials", func(c *Config) {
+			c.HTTP.Admin.TokenFile = "tokens"
+			c.HTTP.Admin.Users = []string{"root"}
+		}, []string{"http.admin.token_file", "http.admin.users"}, nil},
 		{"listener address", func(c *Config) { c.Listeners[1].Address = ":8083" }, []string{"listeners[ws].address"}, nil},
 		{"listener tls", func(c *Config) { c.Listeners[0].TLS = &TLS{} }, []string{"listeners[mqtt].tls"}, nil},
 		{"listener added", func(c *Config) { c.Listeners = append(c.Listeners, Listener{Name: "x"}) }, []string{"listeners[x]"}, nil},
@@ -41,14 +45,13 @@ func TestReloadable(t *testing.T) {
 			nil, []string{"listeners[x]"}},
 		{"restart fields", func(c *Config) {
 			c.HTTP.Address = "off"
-			c.HTTP.Admin.TokenFile = "tokens"
 			c.Store.Dir = "/var/lib/bifrost"
 			c.Store.SyncInterval = Duration(time.Second)
 			c.Memory.Profile = "edge"
 			c.Log.Format = "json"
 			c.Limits.MaxTLSHandshakes = 3
 			c.Queue.OnlineMessages = 3
-		}, nil, []string{"http.address", "http.admin.token_file", "memory.profile", "store.dir", "store.sync_interval",
+		}, nil, []string{"http.address", "memory.profile", "store.dir", "store.sync_interval",
 			"log.format", "limits.max_tls_handshakes", "queue.online_messages"}},
 		{"both", func(c *Config) {
 			c.Log.Level = "warn"

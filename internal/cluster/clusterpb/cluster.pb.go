@@ -756,6 +756,283 @@ func (x *FiguresReply) GetMessagesSent() uint64 {
 	return 0
 }
 
+type SessionsRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Cursor         uint32                 `protobuf:"varint,1,opt,name=cursor,proto3" json:"cursor,omitempty"` // the callee's session number to start at (0: the first)
+	Limit          uint32                 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`   // at most this many sessions (the callee bounds it too)
+	Online         bool                   `protobuf:"varint,3,opt,name=online,proto3" json:"online,omitempty"` // connected sessions only
+	ClientIdPrefix string                 `protobuf:"bytes,4,opt,name=client_id_prefix,json=clientIdPrefix,proto3" json:"client_id_prefix,omitempty"`
+	Username       string                 `protobuf:"bytes,5,opt,name=username,proto3" json:"username,omitempty"`      // exact
+	Listener       string                 `protobuf:"bytes,6,opt,name=listener,proto3" json:"listener,omitempty"`      // exact, by name
+	Persistent     bool                   `protobuf:"varint,7,opt,name=persistent,proto3" json:"persistent,omitempty"` // sessions that outlive their connection only
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SessionsRequest) Reset() {
+	*x = SessionsRequest{}
+	mi := &file_cluster_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionsRequest) ProtoMessage() {}
+
+func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionsRequest.ProtoReflect.Descriptor instead.
+func (*SessionsRequest) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SessionsRequest) GetCursor() uint32 {
+	if x != nil {
+		return x.Cursor
+	}
+	return 0
+}
+
+func (x *SessionsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *SessionsRequest) GetOnline() bool {
+	if x != nil {
+		return x.Online
+	}
+	return false
+}
+
+func (x *SessionsRequest) GetClientIdPrefix() string {
+	if x != nil {
+		return x.ClientIdPrefix
+	}
+	return ""
+}
+
+func (x *SessionsRequest) GetUsername() string {
+	if x != nil {
+		return x.Username
+	}
+	return ""
+}
+
+func (x *SessionsRequest) GetListener() string {
+	if x != nil {
+		return x.Listener
+	}
+	return ""
+}
+
+func (x *SessionsRequest) GetPersistent() bool {
+	if x != nil {
+		return x.Persistent
+	}
+	return false
+}
+
+// SessionInfo is one session as the admin API lists it (internal/broker's SessionInfo).
+type SessionInfo struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ClientId       string                 `protobuf:"bytes,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	Username       string                 `protobuf:"bytes,2,opt,name=username,proto3" json:"username,omitempty"`
+	Online         bool                   `protobuf:"varint,3,opt,name=online,proto3" json:"online,omitempty"`
+	Persistent     bool                   `protobuf:"varint,4,opt,name=persistent,proto3" json:"persistent,omitempty"`
+	Protocol       string                 `protobuf:"bytes,5,opt,name=protocol,proto3" json:"protocol,omitempty"` // "3.1", "3.1.1", "5.0"
+	Listener       string                 `protobuf:"bytes,6,opt,name=listener,proto3" json:"listener,omitempty"` // of a connected session
+	Address        string                 `protobuf:"bytes,7,opt,name=address,proto3" json:"address,omitempty"`   // of a connected session
+	KeepAlive      uint32                 `protobuf:"varint,8,opt,name=keep_alive,json=keepAlive,proto3" json:"keep_alive,omitempty"`
+	ConnectedSince int64                  `protobuf:"varint,9,opt,name=connected_since,json=connectedSince,proto3" json:"connected_since,omitempty"` // Unix ns; 0 when not connected
+	Inflight       uint32                 `protobuf:"varint,10,opt,name=inflight,proto3" json:"inflight,omitempty"`
+	Queued         uint32                 `protobuf:"varint,11,opt,name=queued,proto3" json:"queued,omitempty"`
+	ExpiryInterval uint32                 `protobuf:"varint,12,opt,name=expiry_interval,json=expiryInterval,proto3" json:"expiry_interval,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SessionInfo) Reset() {
+	*x = SessionInfo{}
+	mi := &file_cluster_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionInfo) ProtoMessage() {}
+
+func (x *SessionInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionInfo.ProtoReflect.Descriptor instead.
+func (*SessionInfo) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SessionInfo) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *SessionInfo) GetUsername() string {
+	if x != nil {
+		return x.Username
+	}
+	return ""
+}
+
+func (x *SessionInfo) GetOnline() bool {
+	if x != nil {
+		return x.Online
+	}
+	return false
+}
+
+func (x *SessionInfo) GetPersistent() bool {
+	if x != nil {
+		return x.Persistent
+	}
+	return false
+}
+
+func (x *SessionInfo) GetProtocol() string {
+	if x != nil {
+		return x.Protocol
+	}
+	return ""
+}
+
+func (x *SessionInfo) GetListener() string {
+	if x != nil {
+		return x.Listener
+	}
+	return ""
+}
+
+func (x *SessionInfo) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *SessionInfo) GetKeepAlive() uint32 {
+	if x != nil {
+		return x.KeepAlive
+	}
+	return 0
+}
+
+func (x *SessionInfo) GetConnectedSince() int64 {
+	if x != nil {
+		return x.ConnectedSince
+	}
+	return 0
+}
+
+func (x *SessionInfo) GetInflight() uint32 {
+	if x != nil {
+		return x.Inflight
+	}
+	return 0
+}
+
+func (x *SessionInfo) GetQueued() uint32 {
+	if x != nil {
+		return x.Queued
+	}
+	return 0
+}
+
+func (x *SessionInfo) GetExpiryInterval() uint32 {
+	if x != nil {
+		return x.ExpiryInterval
+	}
+	return 0
+}
+
+type SessionsReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sessions      []*SessionInfo         `protobuf:"bytes,1,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	Next          uint32                 `protobuf:"varint,2,opt,name=next,proto3" json:"next,omitempty"` // the session number the next page starts at; 0: the end
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionsReply) Reset() {
+	*x = SessionsReply{}
+	mi := &file_cluster_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionsReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionsReply) ProtoMessage() {}
+
+func (x *SessionsReply) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionsReply.ProtoReflect.Descriptor instead.
+func (*SessionsReply) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *SessionsReply) GetSessions() []*SessionInfo {
+	if x != nil {
+		return x.Sessions
+	}
+	return nil
+}
+
+func (x *SessionsReply) GetNext() uint32 {
+	if x != nil {
+		return x.Next
+	}
+	return 0
+}
+
 var File_cluster_proto protoreflect.FileDescriptor
 
 const file_cluster_proto_rawDesc = "" +
@@ -815,14 +1092,45 @@ const file_cluster_proto_rawDesc = "" +
 	"\rclients_total\x18\x02 \x01(\x04R\fclientsTotal\x12$\n" +
 	"\rsubscriptions\x18\x03 \x01(\x04R\rsubscriptions\x12+\n" +
 	"\x11messages_received\x18\x04 \x01(\x04R\x10messagesReceived\x12#\n" +
-	"\rmessages_sent\x18\x05 \x01(\x04R\fmessagesSent2\xe5\x03\n" +
+	"\rmessages_sent\x18\x05 \x01(\x04R\fmessagesSent\"\xd9\x01\n" +
+	"\x0fSessionsRequest\x12\x16\n" +
+	"\x06cursor\x18\x01 \x01(\rR\x06cursor\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x16\n" +
+	"\x06online\x18\x03 \x01(\bR\x06online\x12(\n" +
+	"\x10client_id_prefix\x18\x04 \x01(\tR\x0eclientIdPrefix\x12\x1a\n" +
+	"\busername\x18\x05 \x01(\tR\busername\x12\x1a\n" +
+	"\blistener\x18\x06 \x01(\tR\blistener\x12\x1e\n" +
+	"\n" +
+	"persistent\x18\a \x01(\bR\n" +
+	"persistent\"\xf5\x02\n" +
+	"\vSessionInfo\x12\x1b\n" +
+	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x1a\n" +
+	"\busername\x18\x02 \x01(\tR\busername\x12\x16\n" +
+	"\x06online\x18\x03 \x01(\bR\x06online\x12\x1e\n" +
+	"\n" +
+	"persistent\x18\x04 \x01(\bR\n" +
+	"persistent\x12\x1a\n" +
+	"\bprotocol\x18\x05 \x01(\tR\bprotocol\x12\x1a\n" +
+	"\blistener\x18\x06 \x01(\tR\blistener\x12\x18\n" +
+	"\aaddress\x18\a \x01(\tR\aaddress\x12\x1d\n" +
+	"\n" +
+	"keep_alive\x18\b \x01(\rR\tkeepAlive\x12'\n" +
+	"\x0fconnected_since\x18\t \x01(\x03R\x0econnectedSince\x12\x1a\n" +
+	"\binflight\x18\n" +
+	" \x01(\rR\binflight\x12\x16\n" +
+	"\x06queued\x18\v \x01(\rR\x06queued\x12'\n" +
+	"\x0fexpiry_interval\x18\f \x01(\rR\x0eexpiryInterval\"`\n" +
+	"\rSessionsReply\x12;\n" +
+	"\bsessions\x18\x01 \x03(\v2\x1f.bifrost.cluster.v1.SessionInfoR\bsessions\x12\x12\n" +
+	"\x04next\x18\x02 \x01(\rR\x04next2\xb9\x04\n" +
 	"\aCluster\x12L\n" +
 	"\x06Status\x12!.bifrost.cluster.v1.StatusRequest\x1a\x1f.bifrost.cluster.v1.StatusReply\x12I\n" +
 	"\x05Apply\x12 .bifrost.cluster.v1.ApplyRequest\x1a\x1e.bifrost.cluster.v1.ApplyReply\x12R\n" +
 	"\bHandover\x12#.bifrost.cluster.v1.HandoverRequest\x1a!.bifrost.cluster.v1.HandoverReply\x12K\n" +
 	"\x06Routes\x12\x1f.bifrost.cluster.v1.RouteUpdate\x1a\x1c.bifrost.cluster.v1.RouteAck(\x010\x01\x12O\n" +
 	"\aForward\x12 .bifrost.cluster.v1.ForwardBatch\x1a\x1e.bifrost.cluster.v1.ForwardAck(\x010\x01\x12O\n" +
-	"\aFigures\x12\".bifrost.cluster.v1.FiguresRequest\x1a .bifrost.cluster.v1.FiguresReplyB<Z:github.com/bifrost-mqtt/bifrost/internal/cluster/clusterpbb\x06proto3"
+	"\aFigures\x12\".bifrost.cluster.v1.FiguresRequest\x1a .bifrost.cluster.v1.FiguresReply\x12R\n" +
+	"\bSessions\x12#.bifrost.cluster.v1.SessionsRequest\x1a!.bifrost.cluster.v1.SessionsReplyB<Z:github.com/bifrost-mqtt/bifrost/internal/cluster/clusterpbb\x06proto3"
 
 var (
 	file_cluster_proto_rawDescOnce sync.Once
@@ -836,7 +1144,7 @@ func file_cluster_proto_rawDescGZIP() []byte {
 	return file_cluster_proto_rawDescData
 }
 
-var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_cluster_proto_goTypes = []any{
 	(*StatusRequest)(nil),   // 0: bifrost.cluster.v1.StatusRequest
 	(*StatusReply)(nil),     // 1: bifrost.cluster.v1.StatusReply
@@ -850,25 +1158,31 @@ var file_cluster_proto_goTypes = []any{
 	(*ForwardAck)(nil),      // 9: bifrost.cluster.v1.ForwardAck
 	(*FiguresRequest)(nil),  // 10: bifrost.cluster.v1.FiguresRequest
 	(*FiguresReply)(nil),    // 11: bifrost.cluster.v1.FiguresReply
+	(*SessionsRequest)(nil), // 12: bifrost.cluster.v1.SessionsRequest
+	(*SessionInfo)(nil),     // 13: bifrost.cluster.v1.SessionInfo
+	(*SessionsReply)(nil),   // 14: bifrost.cluster.v1.SessionsReply
 }
 var file_cluster_proto_depIdxs = []int32{
-	0,  // 0: bifrost.cluster.v1.Cluster.Status:input_type -> bifrost.cluster.v1.StatusRequest
-	2,  // 1: bifrost.cluster.v1.Cluster.Apply:input_type -> bifrost.cluster.v1.ApplyRequest
-	4,  // 2: bifrost.cluster.v1.Cluster.Handover:input_type -> bifrost.cluster.v1.HandoverRequest
-	6,  // 3: bifrost.cluster.v1.Cluster.Routes:input_type -> bifrost.cluster.v1.RouteUpdate
-	8,  // 4: bifrost.cluster.v1.Cluster.Forward:input_type -> bifrost.cluster.v1.ForwardBatch
-	10, // 5: bifrost.cluster.v1.Cluster.Figures:input_type -> bifrost.cluster.v1.FiguresRequest
-	1,  // 6: bifrost.cluster.v1.Cluster.Status:output_type -> bifrost.cluster.v1.StatusReply
-	3,  // 7: bifrost.cluster.v1.Cluster.Apply:output_type -> bifrost.cluster.v1.ApplyReply
-	5,  // 8: bifrost.cluster.v1.Cluster.Handover:output_type -> bifrost.cluster.v1.HandoverReply
-	7,  // 9: bifrost.cluster.v1.Cluster.Routes:output_type -> bifrost.cluster.v1.RouteAck
-	9,  // 10: bifrost.cluster.v1.Cluster.Forward:output_type -> bifrost.cluster.v1.ForwardAck
-	11, // 11: bifrost.cluster.v1.Cluster.Figures:output_type -> bifrost.cluster.v1.FiguresReply
-	6,  // [6:12] is the sub-list for method output_type
-	0,  // [0:6] is the sub-list for method input_type
-	0,  // [0:0] is the sub-list for extension type_name
-	0,  // [0:0] is the sub-list for extension extendee
-	0,  // [0:0] is the sub-list for field type_name
+	13, // 0: bifrost.cluster.v1.SessionsReply.sessions:type_name -> bifrost.cluster.v1.SessionInfo
+	0,  // 1: bifrost.cluster.v1.Cluster.Status:input_type -> bifrost.cluster.v1.StatusRequest
+	2,  // 2: bifrost.cluster.v1.Cluster.Apply:input_type -> bifrost.cluster.v1.ApplyRequest
+	4,  // 3: bifrost.cluster.v1.Cluster.Handover:input_type -> bifrost.cluster.v1.HandoverRequest
+	6,  // 4: bifrost.cluster.v1.Cluster.Routes:input_type -> bifrost.cluster.v1.RouteUpdate
+	8,  // 5: bifrost.cluster.v1.Cluster.Forward:input_type -> bifrost.cluster.v1.ForwardBatch
+	10, // 6: bifrost.cluster.v1.Cluster.Figures:input_type -> bifrost.cluster.v1.FiguresRequest
+	12, // 7: bifrost.cluster.v1.Cluster.Sessions:input_type -> bifrost.cluster.v1.SessionsRequest
+	1,  // 8: bifrost.cluster.v1.Cluster.Status:output_type -> bifrost.cluster.v1.StatusReply
+	3,  // 9: bifrost.cluster.v1.Cluster.Apply:output_type -> bifrost.cluster.v1.ApplyReply
+	5,  // 10: bifrost.cluster.v1.Cluster.Handover:output_type -> bifrost.cluster.v1.HandoverReply
+	7,  // 11: bifrost.cluster.v1.Cluster.Routes:output_type -> bifrost.cluster.v1.RouteAck
+	9,  // 12: bifrost.cluster.v1.Cluster.Forward:output_type -> bifrost.cluster.v1.ForwardAck
+	11, // 13: bifrost.cluster.v1.Cluster.Figures:output_type -> bifrost.cluster.v1.FiguresReply
+	14, // 14: bifrost.cluster.v1.Cluster.Sessions:output_type -> bifrost.cluster.v1.SessionsReply
+	8,  // [8:15] is the sub-list for method output_type
+	1,  // [1:8] is the sub-list for method input_type
+	1,  // [1:1] is the sub-list for extension type_name
+	1,  // [1:1] is the sub-list for extension extendee
+	0,  // [0:1] is the sub-list for field type_name
 }
 
 func init() { file_cluster_proto_init() }
@@ -882,7 +1196,7 @@ func file_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cluster_proto_rawDesc), len(file_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,6 +29,7 @@ const (
 	Cluster_Routes_FullMethodName   = "/bifrost.cluster.v1.Cluster/Routes"
 	Cluster_Forward_FullMethodName  = "/bifrost.cluster.v1.Cluster/Forward"
 	Cluster_Figures_FullMethodName  = "/bifrost.cluster.v1.Cluster/Figures"
+	Cluster_Sessions_FullMethodName = "/bifrost.cluster.v1.Cluster/Sessions"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -56,6 +57,10 @@ type ClusterClient interface {
 	// Figures is a node's own $SYS figures, which every node sums into the cluster's totals
 	// ($SYS/broker/cluster/...).
 	Figures(ctx context.Context, in *FiguresRequest, opts ...grpc.CallOption) (*FiguresReply, error)
+	// Sessions is a page of the callee's own sessions, for the admin API's listing of a
+	// node or of the whole cluster (any node asks): those the filter selects, from the
+	// callee's session number cursor on, and the number to go on from (0: the end).
+	Sessions(ctx context.Context, in *SessionsRequest, opts ...grpc.CallOption) (*SessionsReply, error)
 }
 
 type clusterClient struct {
@@ -132,6 +137,16 @@ func (c *clusterClient) Figures(ctx context.Context, in *FiguresRequest, opts ..
 	return out, nil
 }
 
+func (c *clusterClient) Sessions(ctx context.Context, in *SessionsRequest, opts ...grpc.CallOption) (*SessionsReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SessionsReply)
+	err := c.cc.Invoke(ctx, Cluster_Sessions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -157,6 +172,10 @@ type ClusterServer interface {
 	// Figures is a node's own $SYS figures, which every node sums into the cluster's totals
 	// ($SYS/broker/cluster/...).
 	Figures(context.Context, *FiguresRequest) (*FiguresReply, error)
+	// Sessions is a page of the callee's own sessions, for the admin API's listing of a
+	// node or of the whole cluster (any node asks): those the filter selects, from the
+	// callee's session number cursor on, and the number to go on from (0: the end).
+	Sessions(context.Context, *SessionsRequest) (*SessionsReply, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -184,6 +203,9 @@ func (UnimplementedClusterServer) Forward(grpc.BidiStreamingServer[ForwardBatch,
 }
 func (UnimplementedClusterServer) Figures(context.Context, *FiguresRequest) (*FiguresReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method Figures not implemented")
+}
+func (UnimplementedClusterServer) Sessions(context.Context, *SessionsRequest) (*SessionsReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method Sessions not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -292,6 +314,24 @@ func _Cluster_Figures_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_Sessions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SessionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Sessions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Sessions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Sessions(ctx, req.(*SessionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -314,6 +354,10 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Figures",
 			Handler:    _Cluster_Figures_Handler,
+		},
+		{
+			MethodName: "Sessions",
+			Handler:    _Cluster_Sessions_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
