@@ -19,6 +19,7 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
 	"github.com/bifrost-mqtt/bifrost/internal/clusterlink"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/httplink"
 	"github.com/bifrost-mqtt/bifrost/internal/logging"
 	"github.com/bifrost-mqtt/bifrost/internal/memory"
 	"github.com/bifrost-mqtt/bifrost/internal/metrics"
@@ -49,7 +50,7 @@ type Broker struct {
 	mu      sync.Mutex // guards the fields below
 	started bool
 	closed  bool
-	http    *metrics.Server // nil before Start and when http.address is off
+	http    httplink.Server // nil before Start and when http.address is off
 	mqtt    *broker.Broker
 	bridges *bridge.Set                   // nil before Start and without bridges
 	cluster clusterlink.Node              // nil without a cluster block (cluster.go)
@@ -90,6 +91,9 @@ func New(cfg *Config, opts ...Option) (*Broker, error) {
 	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("bifrost: invalid config:\n%w", err)
+	}
+	if cfg.HTTP.Address != conf.HTTPOff && !httplink.Linked() {
+		return nil, fmt.Errorf("bifrost: %w", httplink.ErrNotLinked)
 	}
 	b := &Broker{cfg: cfg}
 	for _, opt := range opts {
@@ -202,24 +206,18 @@ func (b *Broker) start(ctx context.Context) error {
 	}
 	b.log.Info("connection cap", "max_connections", connectionCap(b.cfg), "open_file_limit_room", broker.ConnectionCap(0))
 	b.advertiseMQTT()
-	srv, err := metrics.Listen(b.cfg.HTTP, b.metrics, b.log)
-	if err != nil {
-		return fmt.Errorf("bifrost: %w", err)
-	}
-	if srv == nil {
+	if b.cfg.HTTP.Address == conf.HTTPOff {
 		b.log.Info("http endpoint off")
 		return nil
 	}
+	srv, err := httplink.Listen(httplink.Env{Config: b.cfg, Logger: b.log, Metrics: b.metrics, Broker: b.mqtt,
+		Cluster: b.cluster, CheckAdmin: b.checkAdmin, Reload: func() (any, error) { return b.Reload() },
+		MaskedConfig: b.maskedConfig})
+	if err != nil {
+		return fmt.Errorf("bifrost: %w", err)
+	}
 	b.http = srv
-	paths := "/metrics /healthz /load /debug/pprof/"
-	if b.startAdmin(srv) {
-		paths += " /api/v1/ /dashboard/"
-	}
-	if b.cluster != nil {
-		srv.Handle("GET /cluster", b.cluster)
-		paths += " /cluster"
-	}
-	b.log.Info("http listening", "addr", srv.Addr().String(), "paths", paths)
+	b.log.Info("http listening", "addr", srv.Addr().String(), "paths", srv.Paths())
 	b.routines.start("http", func(ctx context.Context) {
 		if err := srv.Serve(ctx); err != nil {
 			b.log.Error("http endpoint stopped", "err", err)
