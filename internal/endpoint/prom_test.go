@@ -117,3 +117,75 @@ func TestGCCPUFraction(t *testing.T) {
 		t.Fatalf("gcCPUFraction() = %v, want within [0,1]", f)
 	}
 }
+
+// badLabels reports a series with a label value its Desc has no name for.
+type badLabels struct{ d *metrics.Desc }
+
+func (b badLabels) Describe() []*metrics.Desc { return []*metrics.Desc{b.d} }
+func (b badLabels) Collect(w metrics.Writer)  { w.Value(b.d, 1, "extra") }
+
+// TestExporter: the registry's series reach Prometheus with their kinds (a histogram as
+// one, with its buckets), the Prometheus collectors it keeps (the cluster's) are
+// gathered beside them, and what cannot be exported fails the gathering instead of
+// vanishing.
+func TestExporter(t *testing.T) {
+	r := metrics.New(nil)
+	h := metrics.NewHistogram("bifrost_test_seconds", "h", []float64{0.1, 1})
+	h.Observe(0.5)
+	if err := r.Register(h); err != nil {
+		t.Fatal(err)
+	}
+	kept := prometheus.NewCounter(prometheus.CounterOpts{Name: "bifrost_cluster_test_total", Help: "k"})
+	kept.Add(2)
+	if err := r.RegisterPrometheus(kept); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := promOf(t, r).Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]bool{}
+	for _, mf := range mfs {
+		found[mf.GetName()] = true
+		switch mf.GetName() {
+		case "bifrost_test_seconds":
+			hist := mf.GetMetric()[0].GetHistogram()
+			if mf.GetType().String() != "HISTOGRAM" || hist.GetSampleCount() != 1 || hist.GetSampleSum() != 0.5 ||
+				len(hist.GetBucket()) != 2 || hist.GetBucket()[0].GetCumulativeCount() != 0 || hist.GetBucket()[1].GetCumulativeCount() != 1 {
+				t.Errorf("bifrost_test_seconds exported as %v", mf)
+			}
+		case "bifrost_bytes_sent_total":
+			if mf.GetType().String() != "COUNTER" {
+				t.Errorf("bifrost_bytes_sent_total exported as a %v", mf.GetType())
+			}
+		case "bifrost_subscriptions_current":
+			if mf.GetType().String() != "GAUGE" {
+				t.Errorf("bifrost_subscriptions_current exported as a %v", mf.GetType())
+			}
+		case "bifrost_cluster_test_total":
+			if v := mf.GetMetric()[0].GetCounter().GetValue(); v != 2 {
+				t.Errorf("the kept collector's counter = %v, want 2", v)
+			}
+		}
+	}
+	for _, name := range []string{"bifrost_test_seconds", "bifrost_bytes_sent_total", "bifrost_subscriptions_current", "bifrost_cluster_test_total"} {
+		if !found[name] {
+			t.Errorf("%s not gathered", name)
+		}
+	}
+
+	for name, bad := range map[string]func(r *metrics.Registry) error{
+		"not a prometheus.Collector": func(r *metrics.Registry) error { return r.RegisterPrometheus("x") },
+		"wrong label count": func(r *metrics.Registry) error {
+			return r.Register(badLabels{metrics.NewDesc(metrics.KindGauge, "bifrost_bad", "b")})
+		},
+	} {
+		r := metrics.New(nil)
+		if err := bad(r); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := promOf(t, r).Gather(); err == nil {
+			t.Errorf("%s: Gather succeeded", name)
+		}
+	}
+}
