@@ -82,7 +82,9 @@ func WithLogger(l *slog.Logger) Option {
 
 // New returns a Broker for cfg, not yet started. A nil cfg means DefaultConfig(). New works
 // on a copy, with unset fields filled by their defaults, and reports every invalid field at
-// once; the caller may change or reuse cfg afterwards.
+// once; the caller may change or reuse cfg afterwards. A cfg whose HTTP.Address is not
+// HTTPOff needs the endpoint linked (import _ "github.com/bifrost-mqtt/bifrost/endpoint"),
+// and a cluster block the cluster; New refuses either without it, naming the import.
 func New(cfg *Config, opts ...Option) (*Broker, error) {
 	if cfg == nil {
 		cfg = conf.Default()

@@ -6,6 +6,10 @@
 // http.address: off. cmd/bifrost imports it; an embedder that wants the endpoint adds
 //
 //	import _ "github.com/bifrost-mqtt/bifrost/endpoint"
+//
+// The endpoint serves its own mux, but importing it imports net/http/pprof, whose init
+// registers the profiles on http.DefaultServeMux: a program that serves DefaultServeMux
+// to the world exposes them.
 package endpoint
 
 import (

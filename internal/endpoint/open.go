@@ -8,6 +8,8 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/httplink"
 )
 
+var _ httplink.Server = (*Server)(nil)
+
 // Open opens the server's endpoint as env describes it: the endpoint's own paths, the
 // admin API (unless it would be open off loopback) and, on a cluster node, /cluster.
 // The endpoint package registers it with httplink.
