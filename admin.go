@@ -3,47 +3,10 @@ package bifrost
 import (
 	"go.yaml.in/yaml/v3"
 
-	"github.com/bifrost-mqtt/bifrost/internal/admin"
 	"github.com/bifrost-mqtt/bifrost/internal/auth"
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
-	"github.com/bifrost-mqtt/bifrost/internal/metrics"
 )
 
-// startAdmin mounts the admin API (internal/admin) on the HTTP endpoint, unless it would
-// be open off loopback: then it stays off and the log says why. It reports whether it
-// runs.
-func (b *Broker) startAdmin(srv *metrics.Server) bool {
-	cfg := b.cfg.HTTP.Admin
-	if len(cfg.Users) == 0 && cfg.TokenFile == "" && !conf.IsLoopback(b.cfg.HTTP.Address) {
-		b.log.Warn("admin API off: http.address is not on loopback and http.admin names no users or token_file")
-		return false
-	}
-	acc, err := admin.NewAccess(cfg.Users, cfg.TokenFile, b.checkAdmin)
-	if err != nil {
-		b.log.Error("admin API off", "err", err)
-		return false
-	}
-	b.admin.Store(acc)
-	o := admin.Options{Broker: b.mqtt, Access: acc, Log: b.log, Reload: func() (any, error) { return b.Reload() }, Config: b.maskedConfig,
-		Metrics: b.metrics, Source: b.mqtt,
-		Listeners: func() []admin.Listener {
-			var out []admin.Listener
-			for _, l := range b.mqtt.Listeners() {
-				out = append(out, admin.Listener{Name: l.Name(), Type: l.Type(), Address: l.Addr().String(), Connections: l.Conns()})
-			}
-			return out
-		}}
-	if b.cluster != nil {
-		o.Nodes = b.metrics.Nodes
-		o.Cluster = b.cluster
-		o.Owner = func(cid string) (string, string) {
-			node, _ := b.cluster.Owner(cid)
-			return node, b.cluster.NodeName()
-		}
-	}
-	admin.Register(srv, o)
-	return true
-}
+// What the admin API (internal/admin, mounted by the HTTP endpoint) asks of the server.
 
 // checkAdmin verifies an admin's password against the top-level password file.
 func (b *Broker) checkAdmin(user string, password []byte) bool {

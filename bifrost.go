@@ -14,12 +14,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/bifrost-mqtt/bifrost/internal/admin"
 	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/bridge"
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
 	"github.com/bifrost-mqtt/bifrost/internal/clusterlink"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/httplink"
 	"github.com/bifrost-mqtt/bifrost/internal/logging"
 	"github.com/bifrost-mqtt/bifrost/internal/memory"
 	"github.com/bifrost-mqtt/bifrost/internal/metrics"
@@ -50,7 +50,7 @@ type Broker struct {
 	mu      sync.Mutex // guards the fields below
 	started bool
 	closed  bool
-	http    *metrics.Server // nil before Start and when http.address is off
+	http    httplink.Server // nil before Start and when http.address is off
 	mqtt    *broker.Broker
 	bridges *bridge.Set                   // nil before Start and without bridges
 	cluster clusterlink.Node              // nil without a cluster block (cluster.go)
@@ -66,11 +66,11 @@ type Broker struct {
 	hookMethods []AuthMethod
 
 	// Live reconfiguration (reconfigure.go).
-	reconf  sync.Mutex                   // serializes Reconfigure
-	running atomic.Pointer[conf.Config]  // the configuration in force: cfg with the live changes since
-	file    string                       // WithConfigFile: what Reload reads
-	level   *slog.LevelVar               // the logger's level; nil: an embedder's logger, left alone
-	admin   atomic.Pointer[admin.Access] // the admin API's users and tokens; nil: the API is off
+	reconf  sync.Mutex                       // serializes Reconfigure
+	running atomic.Pointer[conf.Config]      // the configuration in force: cfg with the live changes since
+	file    string                           // WithConfigFile: what Reload reads
+	level   *slog.LevelVar                   // the logger's level; nil: an embedder's logger, left alone
+	admin   atomic.Pointer[auth.AdminAccess] // the admin API's users and tokens; nil: the API is off
 }
 
 // An Option changes how New builds a Broker.
@@ -83,7 +83,9 @@ func WithLogger(l *slog.Logger) Option {
 
 // New returns a Broker for cfg, not yet started. A nil cfg means DefaultConfig(). New works
 // on a copy, with unset fields filled by their defaults, and reports every invalid field at
-// once; the caller may change or reuse cfg afterwards.
+// once; the caller may change or reuse cfg afterwards. A cfg whose HTTP.Address is not
+// HTTPOff needs the endpoint linked (import _ "github.com/bifrost-mqtt/bifrost/endpoint"),
+// and a cluster block the cluster; New refuses either without it, naming the import.
 func New(cfg *Config, opts ...Option) (*Broker, error) {
 	if cfg == nil {
 		cfg = conf.Default()
@@ -92,6 +94,9 @@ func New(cfg *Config, opts ...Option) (*Broker, error) {
 	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("bifrost: invalid config:\n%w", err)
+	}
+	if cfg.HTTP.Address != conf.HTTPOff && !httplink.Linked() {
+		return nil, fmt.Errorf("bifrost: %w", httplink.ErrNotLinked)
 	}
 	b := &Broker{cfg: cfg}
 	for _, opt := range opts {
@@ -204,24 +209,18 @@ func (b *Broker) start(ctx context.Context) error {
 	}
 	b.log.Info("connection cap", "max_connections", connectionCap(b.cfg), "open_file_limit_room", broker.ConnectionCap(0))
 	b.advertiseMQTT()
-	srv, err := metrics.Listen(b.cfg.HTTP, b.metrics, b.log)
-	if err != nil {
-		return fmt.Errorf("bifrost: %w", err)
-	}
-	if srv == nil {
+	if b.cfg.HTTP.Address == conf.HTTPOff {
 		b.log.Info("http endpoint off")
 		return nil
 	}
+	srv, err := httplink.Listen(httplink.Env{Config: b.cfg, Logger: b.log, Metrics: b.metrics, Broker: b.mqtt,
+		Cluster: b.cluster, CheckAdmin: b.checkAdmin, Reload: func() (any, error) { return b.Reload() },
+		MaskedConfig: b.maskedConfig, AdminOn: b.admin.Store})
+	if err != nil {
+		return fmt.Errorf("bifrost: %w", err)
+	}
 	b.http = srv
-	paths := "/metrics /healthz /load /debug/pprof/"
-	if b.startAdmin(srv) {
-		paths += " /api/v1/ /dashboard/"
-	}
-	if b.cluster != nil {
-		srv.Handle("GET /cluster", b.cluster)
-		paths += " /cluster"
-	}
-	b.log.Info("http listening", "addr", srv.Addr().String(), "paths", paths)
+	b.log.Info("http listening", "addr", srv.Addr().String(), "paths", srv.Paths())
 	b.routines.start("http", func(ctx context.Context) {
 		if err := srv.Serve(ctx); err != nil {
 			b.log.Error("http endpoint stopped", "err", err)

@@ -20,7 +20,8 @@ type (
 	// Auth is an auth block: password file, ACL file, anonymous clients (auth, or
 	// listeners[i].auth for one listener). HashPassword makes a password file's records.
 	Auth = conf.Auth
-	// HTTP is the operator endpoint: metrics, pprof, health, load (http).
+	// HTTP is the operator endpoint: metrics, pprof, health, load, admin API (http);
+	// served by programs that import github.com/bifrost-mqtt/bifrost/endpoint.
 	HTTP = conf.HTTP
 	// Store is the durable store (store).
 	Store = conf.Store

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/bifrost-mqtt/bifrost/internal/admin"
+	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 )
 
@@ -19,24 +19,24 @@ const restartAdminOff = "the admin API is off (no credentials off loopback, or i
 
 // readAdmin reads target's token file for applyAdmin, and refuses a target that would
 // leave the running API without credentials off loopback.
-func (b *Broker) readAdmin(target *conf.Config) (admin.Tokens, error) {
+func (b *Broker) readAdmin(target *conf.Config) (auth.Tokens, error) {
 	if b.admin.Load() == nil {
-		return admin.Tokens{}, nil
+		return auth.Tokens{}, nil
 	}
 	a := target.HTTP.Admin
 	if len(a.Users) == 0 && a.TokenFile == "" && !conf.IsLoopback(target.HTTP.Address) {
-		return admin.Tokens{}, fmt.Errorf("bifrost: refusing to leave the admin API without credentials on %s; nothing changed:\nhttp.admin: no users and no token_file", target.HTTP.Address)
+		return auth.Tokens{}, fmt.Errorf("bifrost: refusing to leave the admin API without credentials on %s; nothing changed:\nhttp.admin: no users and no token_file", target.HTTP.Address)
 	}
-	t, err := admin.ReadTokens(a.TokenFile)
+	t, err := auth.ReadTokens(a.TokenFile)
 	if err != nil {
-		return admin.Tokens{}, fmt.Errorf("bifrost: admin token file; nothing changed:\n%w", err)
+		return auth.Tokens{}, fmt.Errorf("bifrost: admin token file; nothing changed:\n%w", err)
 	}
 	return t, nil
 }
 
 // applyAdmin puts target's admin users and tokens in force, logs what changed and
 // returns the change of the tokens for the report (the users' is conf's own change).
-func (b *Broker) applyAdmin(target *conf.Config, t admin.Tokens) []ConfigChange {
+func (b *Broker) applyAdmin(target *conf.Config, t auth.Tokens) []ConfigChange {
 	acc := b.admin.Load()
 	if acc == nil {
 		return nil

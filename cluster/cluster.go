@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/auth"
@@ -20,8 +21,11 @@ import (
 
 func init() { clusterlink.Register(newNode) }
 
-// node is the cluster engine as the server drives it (clusterlink.Node).
+// node is the cluster engine as the server drives it (clusterlink.Node), and the
+// handler of GET /cluster the HTTP endpoint mounts.
 type node struct{ *engine.Cluster }
+
+var _ http.Handler = node{}
 
 func newNode(env clusterlink.Env) (clusterlink.Node, error) {
 	c, err := engine.New(engine.Options{Config: env.Config.Cluster, Logger: env.Logger,

@@ -35,3 +35,21 @@ func TestLinksCluster(t *testing.T) {
 		}
 	}
 }
+
+// TestLinksEndpoint: every build of the broker serves the HTTP endpoint, the edge build
+// too, so it links the endpoint, the admin API and the Prometheus client (which package
+// bifrost alone does not: TestEmbeddingLinksNoEndpoint in the root).
+func TestLinksEndpoint(t *testing.T) {
+	for _, tags := range []string{"", "bifrost_nocluster bifrost_nopebble"} {
+		linked := map[string]bool{}
+		for _, pkg := range testenv.Deps(t, tags, "github.com/bifrost-mqtt/bifrost/cmd/bifrost") {
+			linked[pkg] = true
+		}
+		for _, pkg := range []string{"github.com/bifrost-mqtt/bifrost/internal/endpoint", "github.com/bifrost-mqtt/bifrost/internal/admin",
+			"github.com/prometheus/client_golang/prometheus/promhttp", "net/http/pprof"} {
+			if !linked[pkg] {
+				t.Errorf("-tags %q: the broker does not link %s", tags, pkg)
+			}
+		}
+	}
+}

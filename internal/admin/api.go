@@ -12,6 +12,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
 	"github.com/bifrost-mqtt/bifrost/internal/metrics"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
@@ -40,7 +41,7 @@ type Listener struct {
 // Options configure the API.
 type Options struct {
 	Broker    Broker
-	Access    *Access
+	Access    *auth.AdminAccess
 	Log       *slog.Logger
 	Listeners func() []Listener
 	// Reload re-reads what a reload re-reads (SIGHUP): the config file when the program
@@ -142,7 +143,7 @@ func (a *api) guard(h func(w http.ResponseWriter, r *http.Request, who string)) 
 			fail(w, http.StatusForbidden, "forbidden", "a change from another origin ("+o+") is refused")
 			return
 		}
-		who, err := a.o.Access.who(r)
+		who, err := who(a.o.Access, r)
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Basic realm="bifrost admin", charset="UTF-8"`)
 			fail(w, http.StatusUnauthorized, "unauthorized", err.Error())

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 )
@@ -89,7 +90,7 @@ func (f *fakeBroker) Kick(cid string, rc packet.ReasonCode) bool {
 	return true
 }
 
-func newAPI(t *testing.T, acc *Access) (*httptest.Server, *fakeBroker, *bytes.Buffer) {
+func newAPI(t *testing.T, acc *auth.AdminAccess) (*httptest.Server, *fakeBroker, *bytes.Buffer) {
 	t.Helper()
 	fb := &fakeBroker{kicked: map[string]packet.ReasonCode{}, sessions: []broker.SessionInfo{
 		{ClientID: "a1", Online: true, Protocol: "5.0"},
@@ -174,7 +175,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 			t.Errorf("openapi.json's %s has %v; the API writes %v", name, documented, fields)
 		}
 	}
-	srv, _, _ := newAPI(t, &Access{})
+	srv, _, _ := newAPI(t, &auth.AdminAccess{})
 	for _, r := range routes {
 		method, path, _ := strings.Cut(r, " ")
 		path = strings.ReplaceAll(strings.ReplaceAll(path, "{id}", "a1"), "{topic...}", "t/x")
@@ -212,7 +213,7 @@ func TestAccess(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte("# operators\nops 0123456789abcdef0123\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	acc, err := NewAccess([]string{"root"}, tokens, func(user string, pw []byte) bool { return string(pw) == user+"-pw" })
+	acc, err := auth.NewAdminAccess([]string{"root"}, tokens, func(user string, pw []byte) bool { return string(pw) == user+"-pw" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +243,7 @@ func TestAccess(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte("ops short\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadTokens(tokens); err == nil || !strings.Contains(err.Error(), tokens+":1") {
+	if _, err := auth.ReadTokens(tokens); err == nil || !strings.Contains(err.Error(), tokens+":1") {
 		t.Errorf("a short token: %v; want an error naming the file and line", err)
 	}
 }
@@ -250,7 +251,7 @@ func TestAccess(t *testing.T) {
 // TestClientsAndKick: listings page with the cursor they give, details and the disconnect
 // answer as documented, and a bad request changes nothing.
 func TestClientsAndKick(t *testing.T) {
-	srv, fb, logs := newAPI(t, &Access{})
+	srv, fb, logs := newAPI(t, &auth.AdminAccess{})
 	code, body := call(t, "GET", srv.URL+"/api/v1/clients?limit=1", nil)
 	if code != 200 || len(body["data"].([]any)) != 1 || body["next"] == nil {
 		t.Fatalf("first page: %d %v", code, body)
@@ -310,7 +311,7 @@ func TestClientsAndKick(t *testing.T) {
 // TestPublish: a publish request reaches the broker as given (text or base64 payload);
 // a bad one is refused with a JSON 400 and publishes nothing.
 func TestPublish(t *testing.T) {
-	srv, fb, logs := newAPI(t, &Access{})
+	srv, fb, logs := newAPI(t, &auth.AdminAccess{})
 	post := func(body string) int {
 		resp, err := http.Post(srv.URL+"/api/v1/publish", "application/json", strings.NewReader(body))
 		if err != nil {

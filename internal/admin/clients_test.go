@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
 )
 
@@ -49,7 +50,7 @@ func newClusterAPI(t *testing.T) (*httptest.Server, *fakeCluster) {
 		fc.nodes[name] = fb
 	}
 	mux := http.NewServeMux()
-	Register(mux, Options{Broker: fc.nodes["n1"], Cluster: fc, Access: &Access{}, Log: slog.New(slog.DiscardHandler)})
+	Register(mux, Options{Broker: fc.nodes["n1"], Cluster: fc, Access: &auth.AdminAccess{}, Log: slog.New(slog.DiscardHandler)})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv, fc
@@ -141,7 +142,7 @@ func TestClusterListing(t *testing.T) {
 // TestListingNodeOnSingleNode: without a cluster a node filter is a bad request, and the
 // items name no node.
 func TestListingNodeOnSingleNode(t *testing.T) {
-	srv, _, _ := newAPI(t, &Access{})
+	srv, _, _ := newAPI(t, &auth.AdminAccess{})
 	if code, body := call(t, "GET", srv.URL+"/api/v1/clients?node=n1", nil); code != 400 || body["error"] == nil {
 		t.Errorf("node on a single node: %d %v; want a JSON 400", code, body)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
 	"github.com/bifrost-mqtt/bifrost/internal/metrics"
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
@@ -26,7 +27,7 @@ func (fakeSource) QueueScan(cursor uint32, n int, top []broker.QueueInfo) (uint3
 // served, and past maxStreams open streams another is refused (503) rather than gathered.
 func TestStream(t *testing.T) {
 	mux := http.NewServeMux()
-	Register(mux, Options{Broker: &fakeBroker{}, Access: &Access{}, Log: slog.New(slog.DiscardHandler),
+	Register(mux, Options{Broker: &fakeBroker{}, Access: &auth.AdminAccess{}, Log: slog.New(slog.DiscardHandler),
 		Metrics: metrics.New(nil), Source: fakeSource{}})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()

@@ -1,6 +1,6 @@
 package bridge
 
-import "github.com/prometheus/client_golang/prometheus"
+import "github.com/bifrost-mqtt/bifrost/internal/metrics"
 
 // A collector exports every bridge's Stats, labelled bridge=<name>:
 //
@@ -12,53 +12,50 @@ import "github.com/prometheus/client_golang/prometheus"
 //	bifrost_bridge_resent_total        counter: messages sent again after a connection broke
 type collector struct {
 	s                                          *Set
-	up, messages, dropped, depth, reconn, sent *prometheus.Desc
+	up, messages, dropped, depth, reconn, sent *metrics.Desc
 }
 
-// Collector returns the bridges' Prometheus collector.
-func (s *Set) Collector() prometheus.Collector {
-	l := []string{"bridge"}
+// Collector returns the bridges' collector of series.
+func (s *Set) Collector() metrics.Collector {
 	return &collector{
 		s:  s,
-		up: prometheus.NewDesc("bifrost_bridge_up", "1 while the bridge is connected to its remote broker.", l, nil),
-		messages: prometheus.NewDesc("bifrost_bridge_messages_total",
+		up: metrics.NewDesc(metrics.KindGauge, "bifrost_bridge_up", "1 while the bridge is connected to its remote broker.", "bridge"),
+		messages: metrics.NewDesc(metrics.KindCounter, "bifrost_bridge_messages_total",
 			"Messages carried by the bridge: in, from the remote published here; out, sent to the remote.",
-			[]string{"bridge", "direction"}, nil),
-		dropped: prometheus.NewDesc("bifrost_bridge_dropped_total",
+			"bridge", "direction"),
+		dropped: metrics.NewDesc(metrics.KindCounter, "bifrost_bridge_dropped_total",
 			"Messages for the remote not sent: queue_full (queue_messages or queue_bytes reached), expired "+
 				"(message expiry ran out while queued), too_large (above the remote's Maximum Packet Size).",
-			[]string{"bridge", "reason"}, nil),
-		depth: prometheus.NewDesc("bifrost_bridge_queue_depth", "Messages queued or in flight for the remote.", l, nil),
-		reconn: prometheus.NewDesc("bifrost_bridge_reconnects_total",
-			"Connections to the remote after the first one.", l, nil),
-		sent: prometheus.NewDesc("bifrost_bridge_resent_total",
-			"QoS 1 messages sent again (DUP) because a connection broke before their PUBACK.", l, nil),
+			"bridge", "reason"),
+		depth: metrics.NewDesc(metrics.KindGauge, "bifrost_bridge_queue_depth", "Messages queued or in flight for the remote.", "bridge"),
+		reconn: metrics.NewDesc(metrics.KindCounter, "bifrost_bridge_reconnects_total",
+			"Connections to the remote after the first one.", "bridge"),
+		sent: metrics.NewDesc(metrics.KindCounter, "bifrost_bridge_resent_total",
+			"QoS 1 messages sent again (DUP) because a connection broke before their PUBACK.", "bridge"),
 	}
 }
 
-// Describe implements prometheus.Collector.
-func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.messages, c.dropped, c.depth, c.reconn, c.sent} {
-		ch <- d
-	}
+// Describe implements metrics.Collector.
+func (c *collector) Describe() []*metrics.Desc {
+	return []*metrics.Desc{c.up, c.messages, c.dropped, c.depth, c.reconn, c.sent}
 }
 
-// Collect implements prometheus.Collector.
-func (c *collector) Collect(ch chan<- prometheus.Metric) {
+// Collect implements metrics.Collector.
+func (c *collector) Collect(w metrics.Writer) {
 	for _, br := range c.s.bridges {
 		st, n := br.Stats(), br.Name()
 		up := 0.0
 		if st.Up {
 			up = 1
 		}
-		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up, n)
-		ch <- prometheus.MustNewConstMetric(c.messages, prometheus.CounterValue, float64(st.In), n, "in")
-		ch <- prometheus.MustNewConstMetric(c.messages, prometheus.CounterValue, float64(st.Out), n, "out")
-		ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.CounterValue, float64(st.Dropped), n, "queue_full")
-		ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.CounterValue, float64(st.Expired), n, "expired")
-		ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.CounterValue, float64(st.TooLarge), n, "too_large")
-		ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(st.Depth), n)
-		ch <- prometheus.MustNewConstMetric(c.reconn, prometheus.CounterValue, float64(st.Reconnects), n)
-		ch <- prometheus.MustNewConstMetric(c.sent, prometheus.CounterValue, float64(st.Resent), n)
+		w.Value(c.up, up, n)
+		w.Value(c.messages, float64(st.In), n, "in")
+		w.Value(c.messages, float64(st.Out), n, "out")
+		w.Value(c.dropped, float64(st.Dropped), n, "queue_full")
+		w.Value(c.dropped, float64(st.Expired), n, "expired")
+		w.Value(c.dropped, float64(st.TooLarge), n, "too_large")
+		w.Value(c.depth, float64(st.Depth), n)
+		w.Value(c.reconn, float64(st.Reconnects), n)
+		w.Value(c.sent, float64(st.Resent), n)
 	}
 }

@@ -400,6 +400,6 @@ func (b *Broker) redeliverShared(bt *batch, from *session.Session, d session.Del
 
 func (b *Broker) retainedGauge() {
 	if b.stats.m != nil {
-		b.stats.m.RetainedMessages.Set(float64(b.ret.Len()))
+		b.stats.m.RetainedMessages.Set(int64(b.ret.Len()))
 	}
 }

@@ -7,21 +7,20 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/metrics"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 	"github.com/bifrost-mqtt/bifrost/internal/session"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
-// counter counts in an atomic, which $SYS reads, and in its Prometheus twin, which
-// /metrics exports; both cost an atomic add.
+// counter counts in an atomic, which $SYS reads, and in its twin of the metrics
+// registry, which /metrics exports; both cost an atomic add.
 type counter struct {
 	n    atomic.Uint64
-	prom prometheus.Counter
+	prom *metrics.Counter
 }
 
 // Add implements session.Counter.
 func (c *counter) Add(n uint64) {
 	c.n.Add(n)
 	if c.prom != nil {
-		c.prom.Add(float64(n))
+		c.prom.Add(n)
 	}
 }
 
@@ -66,10 +65,9 @@ func (st *stats) journal(j *session.Journal) error {
 	if st.m == nil {
 		return nil
 	}
-	return st.m.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "bifrost_store_messages",
-		Help: "Messages kept in the store for persistent sessions' queues and retained topics.",
-	}, func() float64 { return float64(j.StoredMessages()) }))
+	return st.m.Register(metrics.NewGaugeFunc("bifrost_store_messages",
+		"Messages kept in the store for persistent sessions' queues and retained topics.",
+		func() float64 { return float64(j.StoredMessages()) }))
 }
 
 // drop counts a message not delivered.
@@ -82,15 +80,15 @@ func (st *stats) drop(d session.Drop) {
 func (st *stats) subscriptions(delta int) {
 	n := st.subs.Add(int64(delta))
 	if st.m != nil {
-		st.m.Subscriptions.Set(float64(n))
+		st.m.Subscriptions.Set(n)
 	}
 }
 
 // connMetrics are one listener's connection series, resolved once (metrics package doc:
 // WithLabelValues hashes and locks, so it stays off the accept and close paths).
 type connMetrics struct {
-	current prometheus.Gauge
-	total   prometheus.Counter
+	current *metrics.Gauge
+	total   *metrics.Counter
 }
 
 // connection counts a connection opening (+1) or closing (-1) on the named listener.
@@ -106,7 +104,7 @@ func (st *stats) connection(listener string, delta int) {
 		})
 	}
 	cm := v.(*connMetrics)
-	cm.current.Add(float64(delta))
+	cm.current.Add(int64(delta))
 	if delta > 0 {
 		cm.total.Inc()
 	}

@@ -1,9 +1,8 @@
 package broker
 
 import (
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/bifrost-mqtt/bifrost/internal/listener"
+	"github.com/bifrost-mqtt/bifrost/internal/metrics"
 )
 
 // tlsCollector exports the listeners' TLS handshake gate (limits.max_tls_handshakes):
@@ -16,32 +15,30 @@ import (
 // Collecting takes the gate's lock once.
 type tlsCollector struct {
 	net                       *listener.Server
-	running, waiting, refused *prometheus.Desc
+	running, waiting, refused *metrics.Desc
 }
 
 func newTLSCollector(net *listener.Server) *tlsCollector {
 	return &tlsCollector{
 		net: net,
-		running: prometheus.NewDesc("bifrost_tls_handshakes_running",
-			"TLS handshakes in progress (tls and wss listeners), at most limits.max_tls_handshakes.", nil, nil),
-		waiting: prometheus.NewDesc("bifrost_tls_handshakes_waiting",
-			"Connections whose ClientHello came while every handshake slot was taken, waiting for one.", nil, nil),
-		refused: prometheus.NewDesc("bifrost_tls_handshakes_refused_total",
-			"Connections closed before their TLS handshake because every slot was taken and the queue full.", nil, nil),
+		running: metrics.NewDesc(metrics.KindGauge, "bifrost_tls_handshakes_running",
+			"TLS handshakes in progress (tls and wss listeners), at most limits.max_tls_handshakes."),
+		waiting: metrics.NewDesc(metrics.KindGauge, "bifrost_tls_handshakes_waiting",
+			"Connections whose ClientHello came while every handshake slot was taken, waiting for one."),
+		refused: metrics.NewDesc(metrics.KindCounter, "bifrost_tls_handshakes_refused_total",
+			"Connections closed before their TLS handshake because every slot was taken and the queue full."),
 	}
 }
 
-// Describe implements prometheus.Collector.
-func (c *tlsCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.running
-	ch <- c.waiting
-	ch <- c.refused
+// Describe implements metrics.Collector.
+func (c *tlsCollector) Describe() []*metrics.Desc {
+	return []*metrics.Desc{c.running, c.waiting, c.refused}
 }
 
-// Collect implements prometheus.Collector.
-func (c *tlsCollector) Collect(ch chan<- prometheus.Metric) {
+// Collect implements metrics.Collector.
+func (c *tlsCollector) Collect(w metrics.Writer) {
 	running, waiting, refused := c.net.TLSHandshakes()
-	ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(running))
-	ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(waiting))
-	ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(refused))
+	w.Value(c.running, float64(running))
+	w.Value(c.waiting, float64(waiting))
+	w.Value(c.refused, float64(refused))
 }

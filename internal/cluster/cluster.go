@@ -234,7 +234,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		if c.mets, err = registerMetrics(c.metrics, c); err != nil {
 			return err
 		}
-		if err := c.metrics.Register(routesCollector{c}); err != nil {
+		if err := c.metrics.RegisterPrometheus(routesCollector{c}); err != nil {
 			return err
 		}
 	}
@@ -263,10 +263,10 @@ func (c *Cluster) start(ctx context.Context) error {
 		c.spawn("cluster sys", c.sysLoop)
 	}
 	if c.metrics != nil {
-		if err := c.metrics.Register(retainedCollector{c}); err != nil {
+		if err := c.metrics.RegisterPrometheus(retainedCollector{c}); err != nil {
 			return err
 		}
-		if err := c.metrics.Register(authCollector{c}); err != nil {
+		if err := c.metrics.RegisterPrometheus(authCollector{c}); err != nil {
 			return err
 		}
 	}

@@ -42,10 +42,10 @@ func registerMetrics(reg *metrics.Registry, c *Cluster) (*clusterMetrics, error)
 			Buckets: prometheus.ExponentialBuckets(100e-6, 2.5, 12),
 		}, []string{"via"}),
 	}
-	if err := reg.Register(m.apply); err != nil {
+	if err := reg.RegisterPrometheus(m.apply); err != nil {
 		return nil, err
 	}
-	if err := reg.Register(collector{c}); err != nil {
+	if err := reg.RegisterPrometheus(collector{c}); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -40,7 +40,7 @@ var (
 
 // registerOwnerMetrics registers ownership's collector on reg.
 func registerOwnerMetrics(reg *metrics.Registry, c *Cluster) error {
-	return reg.Register(ownerCollector{c})
+	return reg.RegisterPrometheus(ownerCollector{c})
 }
 
 type ownerCollector struct{ c *Cluster }

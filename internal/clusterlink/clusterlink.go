@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/auth"
@@ -32,10 +31,11 @@ type Env struct {
 
 // A Node is one cluster node as the server drives it: made before the broker (which
 // asks it as broker.Cluster), attached to the broker, started before the MQTT
-// listeners, told their address, closed after the broker.
+// listeners, told their address, closed after the broker. It also serves GET /cluster
+// as an http.Handler, which the HTTP endpoint asserts (internal/httplink): naming
+// net/http here would link it into every embedder.
 type Node interface {
 	broker.Cluster
-	http.Handler // GET /cluster
 	// Attach connects the node to the broker on its node, before Start; sys is the
 	// $SYS interval (0: off).
 	Attach(mqtt *broker.Broker, sys time.Duration)

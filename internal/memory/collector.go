@@ -1,6 +1,6 @@
 package memory
 
-import "github.com/prometheus/client_golang/prometheus"
+import "github.com/bifrost-mqtt/bifrost/internal/metrics"
 
 // collector exports the policy's own series. What the metrics registry's runtime and
 // process collectors already export is not repeated:
@@ -13,13 +13,13 @@ import "github.com/prometheus/client_golang/prometheus"
 //	GC CPU share           bifrost_gc_cpu_fraction
 type collector struct {
 	p             *Policy
-	pressure      *prometheus.Desc
-	used          *prometheus.Desc
-	returned      *prometheus.Desc
-	returnedBytes *prometheus.Desc
+	pressure      *metrics.Desc
+	used          *metrics.Desc
+	returned      *metrics.Desc
+	returnedBytes *metrics.Desc
 }
 
-// Collector returns a prometheus.Collector of the policy's series, for the caller to
+// Collector returns a metrics.Collector of the policy's series, for the caller to
 // register (metrics.Registry.Register):
 //
 //	bifrost_memory_pressure              gauge: 0 none, 1 soft, 2 hard
@@ -28,37 +28,30 @@ type collector struct {
 //	bifrost_memory_returned_bytes_total  counter: RSS those calls gave back
 //
 // Collecting reads atomics only.
-func (p *Policy) Collector() prometheus.Collector {
+func (p *Policy) Collector() metrics.Collector {
 	return &collector{
 		p: p,
-		pressure: prometheus.NewDesc("bifrost_memory_pressure",
-			"Memory pressure level admission control acts on: 0 none, 1 soft (refuse connections, shed QoS 0), 2 hard (acts as soft: publishers are not paused).",
-			nil, nil),
-		used: prometheus.NewDesc("bifrost_memory_used_bytes",
-			"Memory the GC cannot reclaim (live heap after the last GC plus runtime non-heap memory); pressure compares it with go_gc_gomemlimit_bytes.",
-			nil, nil),
-		returned: prometheus.NewDesc("bifrost_memory_returned_total",
-			"Times the return-to-OS policy forced memory back to the OS (debug.FreeOSMemory).",
-			nil, nil),
-		returnedBytes: prometheus.NewDesc("bifrost_memory_returned_bytes_total",
-			"Resident memory given back to the OS by the return-to-OS policy.",
-			nil, nil),
+		pressure: metrics.NewDesc(metrics.KindGauge, "bifrost_memory_pressure",
+			"Memory pressure level admission control acts on: 0 none, 1 soft (refuse connections, shed QoS 0), 2 hard (acts as soft: publishers are not paused)."),
+		used: metrics.NewDesc(metrics.KindGauge, "bifrost_memory_used_bytes",
+			"Memory the GC cannot reclaim (live heap after the last GC plus runtime non-heap memory); pressure compares it with go_gc_gomemlimit_bytes."),
+		returned: metrics.NewDesc(metrics.KindCounter, "bifrost_memory_returned_total",
+			"Times the return-to-OS policy forced memory back to the OS (debug.FreeOSMemory)."),
+		returnedBytes: metrics.NewDesc(metrics.KindCounter, "bifrost_memory_returned_bytes_total",
+			"Resident memory given back to the OS by the return-to-OS policy."),
 	}
 }
 
-// Describe implements prometheus.Collector.
-func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.pressure
-	ch <- c.used
-	ch <- c.returned
-	ch <- c.returnedBytes
+// Describe implements metrics.Collector.
+func (c *collector) Describe() []*metrics.Desc {
+	return []*metrics.Desc{c.pressure, c.used, c.returned, c.returnedBytes}
 }
 
-// Collect implements prometheus.Collector.
-func (c *collector) Collect(ch chan<- prometheus.Metric) {
+// Collect implements metrics.Collector.
+func (c *collector) Collect(w metrics.Writer) {
 	p := c.p
-	ch <- prometheus.MustNewConstMetric(c.pressure, prometheus.GaugeValue, float64(p.Pressure()))
-	ch <- prometheus.MustNewConstMetric(c.used, prometheus.GaugeValue, float64(p.press.used.Load()))
-	ch <- prometheus.MustNewConstMetric(c.returned, prometheus.CounterValue, float64(p.returned.Load()))
-	ch <- prometheus.MustNewConstMetric(c.returnedBytes, prometheus.CounterValue, float64(p.retBytes.Load()))
+	w.Value(c.pressure, float64(p.Pressure()))
+	w.Value(c.used, float64(p.press.used.Load()))
+	w.Value(c.returned, float64(p.returned.Load()))
+	w.Value(c.returnedBytes, float64(p.retBytes.Load()))
 }

@@ -1,159 +1,156 @@
-// Package metrics is bifrost's observability surface: a Prometheus registry with the Go
-// runtime and process collectors and the broker's own series, the load figure a load
-// balancer reads, and the operator HTTP endpoint that serves them with pprof and health.
+// Package metrics holds the broker's own series (bifrost_*) and the load figure, in
+// atomics and small collectors of its own: no Prometheus client, no HTTP. The operator
+// endpoint (internal/endpoint, linked only into programs that import
+// github.com/bifrost-mqtt/bifrost/endpoint) exports a Registry in Prometheus's format
+// beside the Go runtime's and the process's series; a program that embeds bifrost
+// without it pays an atomic add per count and nothing else (docs/edge.md, "Embedding").
 //
-// Every series of our own is named bifrost_*. The registry is per Broker, never the
-// prometheus default, so that two brokers embedded in one process (as in tests) keep
-// separate counts and an embedder's own default registry is left alone.
+// The registry is per Broker, so that two brokers embedded in one process (as in tests)
+// keep separate counts.
 //
 // # Hot path
 //
 // Counting a message must cost an atomic add, nothing more. Resolving a labelled child
-// (WithLabelValues) hashes the labels and takes a lock, so callers resolve each child once
-// (when a listener starts, when a session is created) and keep it; on the hot path they
-// only call Inc or Add on the cached prometheus.Counter or prometheus.Gauge. Series whose
-// label values are fixed (QoS) are resolved here already, as arrays indexed by the value.
+// (WithLabelValues) takes a lock, so callers resolve each child once (when a listener
+// starts, when a session is created) and keep it; on the hot path they only call Inc or
+// Add on the cached *Counter or *Gauge. Series whose label values are fixed (QoS) are
+// resolved here already, as arrays indexed by the value.
 package metrics
 
 import (
 	"fmt"
-	"regexp"
 	"strconv"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
+	"sync"
 )
 
-// A Registry holds the broker's metrics and the runtime collectors, and gathers them for
-// the HTTP endpoint. Its exported series are safe for concurrent use; the fields are set
-// by New and never reassigned.
+// A Registry holds the broker's series and the collectors of its other parts. Its
+// exported series are safe for concurrent use; the fields are set by New and never
+// reassigned.
 type Registry struct {
-	reg   *prometheus.Registry
 	load  func() LoadInput
 	nodes func() []NodeLoad // the cluster's nodes for /load; nil on a single node
 
+	mu         sync.Mutex
+	collectors []Collector
+	names      map[string]bool // the families registered
+	prometheus []any           // the cluster's collectors (RegisterPrometheus)
+
 	// ConnectionsCurrent is the number of open MQTT connections per listener name.
-	ConnectionsCurrent *prometheus.GaugeVec
+	ConnectionsCurrent *GaugeVec
 	// ConnectionsTotal counts accepted MQTT connections per listener name.
-	ConnectionsTotal *prometheus.CounterVec
+	ConnectionsTotal *CounterVec
 	// MessagesReceived counts PUBLISH packets received from clients, indexed by QoS.
-	MessagesReceived [3]prometheus.Counter
+	MessagesReceived [3]*Counter
 	// MessagesSent counts PUBLISH packets sent to clients, indexed by QoS.
-	MessagesSent [3]prometheus.Counter
+	MessagesSent [3]*Counter
 	// MessagesDropped counts messages not delivered, by reason (queue full, QoS 0 shed,
 	// expired ...): every drop the broker decides is counted here.
-	MessagesDropped *prometheus.CounterVec
+	MessagesDropped *CounterVec
 	// BytesReceived counts bytes read from MQTT connections.
-	BytesReceived prometheus.Counter
+	BytesReceived *Counter
 	// BytesSent counts bytes written to MQTT connections.
-	BytesSent prometheus.Counter
+	BytesSent *Counter
 	// Subscriptions is the number of subscriptions in the topic index.
-	Subscriptions prometheus.Gauge
+	Subscriptions *Gauge
 	// RetainedMessages is the number of retained messages held.
-	RetainedMessages prometheus.Gauge
+	RetainedMessages *Gauge
 	// ConnectsRefused counts CONNECTs refused, by reason (bad credentials, not
 	// authorized, server busy, a limit): what an operator watches for attacks and
 	// misconfigured clients.
-	ConnectsRefused *prometheus.CounterVec
+	ConnectsRefused *CounterVec
 	// Denied counts operations the ACL or a limit refused, by action (publish,
 	// subscribe, will, deliver, max_subscriptions, publish_rate).
-	Denied *prometheus.CounterVec
+	Denied *CounterVec
 }
 
-// runtimeMetrics selects the runtime/metrics series the Go collector exports, besides the
-// go_memstats_* it derives from them: GC (cycles, heap goal, pauses), memory classes,
-// scheduler latencies and the CPU classes behind bifrost_gc_cpu_fraction. Left out is
-// /godebug/, one counter per non-default GODEBUG setting, which operators do not chart.
-var runtimeMetrics = []collectors.GoRuntimeMetricsRule{
-	collectors.MetricsGC,
-	collectors.MetricsMemory,
-	collectors.MetricsScheduler,
-	{Matcher: regexp.MustCompile(`^/cpu/classes/`)},
-}
-
-// New returns a Registry with the runtime, process and broker collectors registered.
-// load supplies the inputs of the load figure at scrape time (bifrost_load and /load);
-// it must be safe for concurrent use and cheap. A nil load reports zero load.
+// New returns a Registry with the broker's series registered. load supplies the inputs
+// of the load figure at scrape time (bifrost_load and /load); it must be safe for
+// concurrent use and cheap. A nil load reports zero load.
 func New(load func() LoadInput) *Registry {
 	if load == nil {
 		load = func() LoadInput { return LoadInput{} }
 	}
 	r := &Registry{
-		reg:  prometheus.NewRegistry(),
-		load: load,
-		ConnectionsCurrent: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "bifrost_connections_current",
-			Help: "Open MQTT connections.",
-		}, []string{"listener"}),
-		ConnectionsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "bifrost_connections_total",
-			Help: "MQTT connections accepted.",
-		}, []string{"listener"}),
-		MessagesDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "bifrost_messages_dropped_total",
-			Help: "Messages not delivered, by reason.",
-		}, []string{"reason"}),
-		BytesReceived: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "bifrost_bytes_received_total",
-			Help: "Bytes read from MQTT connections.",
-		}),
-		BytesSent: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "bifrost_bytes_sent_total",
-			Help: "Bytes written to MQTT connections.",
-		}),
-		Subscriptions: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "bifrost_subscriptions_current",
-			Help: "Subscriptions in the topic index.",
-		}),
-		RetainedMessages: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "bifrost_retained_messages_current",
-			Help: "Retained messages held.",
-		}),
-		ConnectsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "bifrost_connects_refused_total",
-			Help: "CONNECTs refused, by reason.",
-		}, []string{"reason"}),
-		Denied: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "bifrost_denied_total",
-			Help: "Operations refused by the ACL or a limit, by action.",
-		}, []string{"action"}),
+		load:               load,
+		names:              map[string]bool{},
+		ConnectionsCurrent: NewGaugeVec("bifrost_connections_current", "Open MQTT connections.", "listener"),
+		ConnectionsTotal:   NewCounterVec("bifrost_connections_total", "MQTT connections accepted.", "listener"),
+		MessagesDropped:    NewCounterVec("bifrost_messages_dropped_total", "Messages not delivered, by reason.", "reason"),
+		ConnectsRefused:    NewCounterVec("bifrost_connects_refused_total", "CONNECTs refused, by reason.", "reason"),
+		Denied:             NewCounterVec("bifrost_denied_total", "Operations refused by the ACL or a limit, by action.", "action"),
 	}
-	received := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "bifrost_messages_received_total",
-		Help: "PUBLISH packets received from clients, by QoS.",
-	}, []string{"qos"})
-	sent := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "bifrost_messages_sent_total",
-		Help: "PUBLISH packets sent to clients, by QoS.",
-	}, []string{"qos"})
+	received := NewCounterVec("bifrost_messages_received_total", "PUBLISH packets received from clients, by QoS.", "qos")
+	sent := NewCounterVec("bifrost_messages_sent_total", "PUBLISH packets sent to clients, by QoS.", "qos")
 	for qos := range 3 {
 		r.MessagesReceived[qos] = received.WithLabelValues(strconv.Itoa(qos))
 		r.MessagesSent[qos] = sent.WithLabelValues(strconv.Itoa(qos))
 	}
-	loadGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "bifrost_load",
-		Help: "Load from 0 (idle) to 1 (full): the most used of connections and memory.",
-	}, func() float64 { return r.Load().Load })
+	// Families of one series without labels: the series exists, at 0, from the start.
+	bytesRecv := NewCounterVec("bifrost_bytes_received_total", "Bytes read from MQTT connections.")
+	bytesSent := NewCounterVec("bifrost_bytes_sent_total", "Bytes written to MQTT connections.")
+	subs := NewGaugeVec("bifrost_subscriptions_current", "Subscriptions in the topic index.")
+	retained := NewGaugeVec("bifrost_retained_messages_current", "Retained messages held.")
+	r.BytesReceived, r.BytesSent = bytesRecv.WithLabelValues(), bytesSent.WithLabelValues()
+	r.Subscriptions, r.RetainedMessages = subs.WithLabelValues(), retained.WithLabelValues()
+	loadGauge := NewGaugeFunc("bifrost_load", "Load from 0 (idle) to 1 (full): the most used of connections and memory.",
+		func() float64 { return r.Load().Load })
 
-	r.reg.MustRegister(
-		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(runtimeMetrics...)),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		collectors.NewBuildInfoCollector(),
-		newGCCPUCollector(),
-		loadGauge,
-		r.ConnectionsCurrent, r.ConnectionsTotal, received, sent, r.MessagesDropped,
-		r.BytesReceived, r.BytesSent, r.Subscriptions, r.RetainedMessages,
-		r.ConnectsRefused, r.Denied,
-	)
+	for _, c := range []Collector{loadGauge, r.ConnectionsCurrent, r.ConnectionsTotal, received, sent,
+		r.MessagesDropped, bytesRecv, bytesSent, subs, retained, r.ConnectsRefused, r.Denied} {
+		if err := r.Register(c); err != nil {
+			panic(err) // the names above are distinct
+		}
+	}
 	return r
 }
 
-// Register adds a collector of another part of the broker to the registry.
-func (r *Registry) Register(c prometheus.Collector) error {
-	if err := r.reg.Register(c); err != nil {
-		return fmt.Errorf("metrics: register: %w", err)
+// Register adds a collector of another part of the broker. A family name registered
+// before is refused.
+func (r *Registry) Register(c Collector) error {
+	descs := c.Describe()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, d := range descs {
+		if r.names[d.Name] {
+			return fmt.Errorf("metrics: register: %s registered twice", d.Name)
+		}
 	}
+	for _, d := range descs {
+		r.names[d.Name] = true
+	}
+	r.collectors = append(r.collectors, c)
 	return nil
+}
+
+// RegisterPrometheus keeps c, a collector of the Prometheus client
+// (prometheus.Collector), for the HTTP endpoint to export beside the Registry's own. The
+// cluster's series are such collectors: the cluster links the Prometheus client anyway,
+// and this package does not. A program without the endpoint keeps c unread.
+func (r *Registry) RegisterPrometheus(c any) error {
+	if c == nil {
+		return fmt.Errorf("metrics: register: nil collector")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.prometheus = append(r.prometheus, c)
+	return nil
+}
+
+// Prometheus returns the collectors RegisterPrometheus kept.
+func (r *Registry) Prometheus() []any {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]any(nil), r.prometheus...)
+}
+
+// Collect reports every registered collector's series to w.
+func (r *Registry) Collect(w Writer) {
+	r.mu.Lock()
+	cs := append([]Collector(nil), r.collectors...)
+	r.mu.Unlock()
+	for _, c := range cs {
+		c.Collect(w)
+	}
 }
 
 // Load returns the current load figure with the inputs it was computed from.
@@ -175,8 +172,8 @@ func (r *Registry) Nodes() []NodeLoad {
 	return r.nodes()
 }
 
-// report is the body of GET /load.
-func (r *Registry) report() LoadReport {
+// Report is the body of GET /load: the load figure, and on a cluster node every node.
+func (r *Registry) Report() LoadReport {
 	rep := r.Load()
 	if r.nodes != nil {
 		rep.Nodes = r.nodes()

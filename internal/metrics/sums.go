@@ -1,47 +1,32 @@
 package metrics
 
-import (
-	"strings"
+import "strings"
 
-	dto "github.com/prometheus/client_model/go"
-)
-
-// Sums gathers the registry's bifrost_ families and returns each counter's and gauge's
-// value by family name and by its label values joined with ","; a histogram gives
-// name+"_sum" and name+"_count". The dashboard reads it once a second while someone
-// watches, and nothing reads it otherwise.
+// Sums returns the value of each of the registry's counters and gauges by family name
+// and by its label values joined with ","; a histogram gives name+"_sum" and
+// name+"_count". The dashboard reads it once a second while someone watches, and nothing
+// reads it otherwise. The collectors kept by RegisterPrometheus are not in it.
 func (r *Registry) Sums() map[string]map[string]float64 {
-	fams, _ := r.reg.Gather() // what gathered is usable even when a collector failed
-	out := make(map[string]map[string]float64, len(fams))
-	add := func(name, key string, v float64) {
-		m := out[name]
-		if m == nil {
-			m = map[string]float64{}
-			out[name] = m
-		}
-		m[key] += v
+	s := sums{}
+	r.Collect(s)
+	return s
+}
+
+// sums is a Writer that adds up what it is given.
+type sums map[string]map[string]float64
+
+func (s sums) add(name string, labelValues []string, v float64) {
+	m := s[name]
+	if m == nil {
+		m = map[string]float64{}
+		s[name] = m
 	}
-	for _, f := range fams {
-		name := f.GetName()
-		if !strings.HasPrefix(name, "bifrost_") {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			vals := make([]string, 0, len(m.GetLabel()))
-			for _, l := range m.GetLabel() {
-				vals = append(vals, l.GetValue())
-			}
-			key := strings.Join(vals, ",")
-			switch f.GetType() {
-			case dto.MetricType_COUNTER:
-				add(name, key, m.GetCounter().GetValue())
-			case dto.MetricType_GAUGE:
-				add(name, key, m.GetGauge().GetValue())
-			case dto.MetricType_HISTOGRAM:
-				add(name+"_sum", key, m.GetHistogram().GetSampleSum())
-				add(name+"_count", key, float64(m.GetHistogram().GetSampleCount()))
-			}
-		}
-	}
-	return out
+	m[strings.Join(labelValues, ",")] += v
+}
+
+func (s sums) Value(d *Desc, v float64, labelValues ...string) { s.add(d.Name, labelValues, v) }
+
+func (s sums) Histogram(d *Desc, h HistogramValue, labelValues ...string) {
+	s.add(d.Name+"_sum", labelValues, h.Sum)
+	s.add(d.Name+"_count", labelValues, float64(h.Count))
 }

@@ -10,9 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/metrics"
 )
 
 // Group commit.
@@ -181,12 +180,12 @@ type store struct {
 	wg sync.WaitGroup
 
 	// Counted for tests and metrics (metrics.go); written by the committer only.
-	commits  atomic.Uint64        // batches written, or tried
-	failed   atomic.Uint64        // batches whose commit failed
-	groups   atomic.Uint64        // groups written
-	flushes  atomic.Uint64        // interval fsyncs, with a group or bare
-	written  atomic.Uint64        // bytes of the batches written (Batch.Size)
-	duration prometheus.Histogram // time to write a group, its fsync included
+	commits  atomic.Uint64      // batches written, or tried
+	failed   atomic.Uint64      // batches whose commit failed
+	groups   atomic.Uint64      // groups written
+	flushes  atomic.Uint64      // interval fsyncs, with a group or bare
+	written  atomic.Uint64      // bytes of the batches written (Batch.Size)
+	duration *metrics.Histogram // time to write a group, its fsync included
 }
 
 // A pending commit.

@@ -1,8 +1,6 @@
 package store
 
-import (
-	"github.com/prometheus/client_golang/prometheus"
-)
+import "github.com/bifrost-mqtt/bifrost/internal/metrics"
 
 // Metrics
 //
@@ -41,12 +39,10 @@ import (
 var commitBuckets = []float64{50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3,
 	50e-3, 100e-3, 250e-3, 500e-3, 1, 2.5}
 
-func newCommitHistogram() prometheus.Histogram {
-	return prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "bifrost_store_commit_duration_seconds",
-		Help:    "Time to write one group of batches to the store, the fsync included when the sync policy asks for one.",
-		Buckets: commitBuckets,
-	})
+func newCommitHistogram() *metrics.Histogram {
+	return metrics.NewHistogram("bifrost_store_commit_duration_seconds",
+		"Time to write one group of batches to the store, the fsync included when the sync policy asks for one.",
+		commitBuckets)
 }
 
 // engineStats are an engine's figures for metrics.
@@ -62,59 +58,51 @@ func (e *memEngine) stats() (engineStats, bool) { return engineStats{}, false }
 // metricsCollector exports a store's metrics.
 type metricsCollector struct {
 	s                                       *store
-	commits, failures, groups, written      *prometheus.Desc
-	diskWritten, disk, memtable, blockCache *prometheus.Desc
+	commits, failures, groups, written      *metrics.Desc
+	diskWritten, disk, memtable, blockCache *metrics.Desc
 }
 
-// Collector returns a prometheus.Collector of st's metrics (see above), for the caller
+// Collector returns a metrics.Collector of st's metrics (see above), for the caller
 // to register, or nil if st was made neither by Open nor by NewMemory.
-func Collector(st Store) prometheus.Collector {
+func Collector(st Store) metrics.Collector {
 	s, ok := st.(*store)
 	if !ok {
 		return nil
 	}
-	desc := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
+	counter := func(name, help string) *metrics.Desc { return metrics.NewDesc(metrics.KindCounter, name, help) }
+	gauge := func(name, help string) *metrics.Desc { return metrics.NewDesc(metrics.KindGauge, name, help) }
 	return &metricsCollector{
 		s:        s,
-		commits:  desc("bifrost_store_commits_total", "Batches the store's committer wrote or tried to write."),
-		failures: desc("bifrost_store_commit_failures_total", "Batches whose commit failed (disk full, I/O error): their acknowledgements were refused."),
-		groups:   desc("bifrost_store_commit_groups_total", "Groups of batches written: one WAL write each, and one fsync each under sync: always."),
-		written:  desc("bifrost_store_written_bytes_total", "Bytes of the batches committed to the store."),
-		diskWritten: desc("bifrost_store_disk_written_bytes_total",
+		commits:  counter("bifrost_store_commits_total", "Batches the store's committer wrote or tried to write."),
+		failures: counter("bifrost_store_commit_failures_total", "Batches whose commit failed (disk full, I/O error): their acknowledgements were refused."),
+		groups:   counter("bifrost_store_commit_groups_total", "Groups of batches written: one WAL write each, and one fsync each under sync: always."),
+		written:  counter("bifrost_store_written_bytes_total", "Bytes of the batches committed to the store."),
+		diskWritten: counter("bifrost_store_disk_written_bytes_total",
 			"Bytes the store's engine wrote to disk: write-ahead log, memtable flushes and compactions."),
-		disk:       desc("bifrost_store_disk_bytes", "Disk space the store's files take, live and obsolete."),
-		memtable:   desc("bifrost_store_memtable_bytes", "Memory of the store's memtables (C memory in a cgo build, Go heap otherwise)."),
-		blockCache: desc("bifrost_store_block_cache_bytes", "Memory of the store's block cache (C memory in a cgo build, Go heap otherwise)."),
+		disk:       gauge("bifrost_store_disk_bytes", "Disk space the store's files take, live and obsolete."),
+		memtable:   gauge("bifrost_store_memtable_bytes", "Memory of the store's memtables (C memory in a cgo build, Go heap otherwise)."),
+		blockCache: gauge("bifrost_store_block_cache_bytes", "Memory of the store's block cache (C memory in a cgo build, Go heap otherwise)."),
 	}
 }
 
-// Describe implements prometheus.Collector.
-func (c *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.commits, c.failures, c.groups, c.written, c.diskWritten, c.disk,
-		c.memtable, c.blockCache} {
-		ch <- d
-	}
-	c.s.duration.Describe(ch)
+// Describe implements metrics.Collector.
+func (c *metricsCollector) Describe() []*metrics.Desc {
+	return append([]*metrics.Desc{c.commits, c.failures, c.groups, c.written, c.diskWritten, c.disk,
+		c.memtable, c.blockCache}, c.s.duration.Describe()...)
 }
 
-// Collect implements prometheus.Collector.
-func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
+// Collect implements metrics.Collector.
+func (c *metricsCollector) Collect(w metrics.Writer) {
 	s := c.s
-	counter := func(d *prometheus.Desc, v uint64) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
-	}
-	gauge := func(d *prometheus.Desc, v float64) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
-	}
-	counter(c.commits, s.commits.Load())
-	counter(c.failures, s.failed.Load())
-	counter(c.groups, s.groups.Load())
-	counter(c.written, s.written.Load())
-	s.duration.Collect(ch)
+	w.Value(c.commits, float64(s.commits.Load()))
+	w.Value(c.failures, float64(s.failed.Load()))
+	w.Value(c.groups, float64(s.groups.Load()))
+	w.Value(c.written, float64(s.written.Load()))
+	s.duration.Collect(w)
 	if st, ok := s.eng.stats(); ok {
-		counter(c.diskWritten, st.diskWrittenBytes)
-		gauge(c.disk, float64(st.diskBytes))
-		gauge(c.memtable, float64(st.memtableBytes))
-		gauge(c.blockCache, float64(st.cacheBytes))
+		w.Value(c.diskWritten, float64(st.diskWrittenBytes))
+		w.Value(c.disk, float64(st.diskBytes))
+		w.Value(c.memtable, float64(st.memtableBytes))
+		w.Value(c.blockCache, float64(st.cacheBytes))
 	}
 }

@@ -5,33 +5,27 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/metrics"
 )
 
 // gather collects c's series by name; a histogram's value is its sample count.
-func gather(t testing.TB, c prometheus.Collector) map[string]float64 {
+func gather(t testing.TB, c metrics.Collector) map[string]float64 {
 	t.Helper()
-	reg := prometheus.NewPedanticRegistry() // also checks Describe against Collect
-	if err := reg.Register(c); err != nil {
-		t.Fatal(err)
-	}
-	mfs, err := reg.Gather()
+	sums, err := metrics.Gather(c) // also checks Describe against Collect
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]float64{}
-	for _, mf := range mfs {
-		m := mf.GetMetric()[0]
-		switch {
-		case m.GetCounter() != nil:
-			out[mf.GetName()] = m.GetCounter().GetValue()
-		case m.GetGauge() != nil:
-			out[mf.GetName()] = m.GetGauge().GetValue()
-		case m.GetHistogram() != nil:
-			out[mf.GetName()] = float64(m.GetHistogram().GetSampleCount())
+	for name, m := range sums {
+		if h, ok := strings.CutSuffix(name, "_count"); ok && sums[h+"_sum"] != nil {
+			out[h] = m[""]
+			continue
 		}
+		if _, ok := strings.CutSuffix(name, "_sum"); ok && sums[strings.TrimSuffix(name, "_sum")+"_count"] != nil {
+			continue
+		}
+		out[name] = m[""]
 	}
 	return out
 }

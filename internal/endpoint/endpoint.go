@@ -1,4 +1,11 @@
-package metrics
+// Package endpoint is the operator's HTTP endpoint: /metrics in Prometheus's format (the
+// broker's registry with the Go runtime's and the process's series), /healthz, /load,
+// pprof, the admin API and dashboard (internal/admin) and a cluster node's /cluster. It
+// is linked only into programs that import github.com/bifrost-mqtt/bifrost/endpoint,
+// which registers it with internal/httplink: the Prometheus client, net/http and the
+// admin API cost an embedder that does not serve them nothing (docs/edge.md,
+// "Embedding").
+package endpoint
 
 import (
 	"context"
@@ -12,13 +19,16 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/metrics"
 )
 
 // A Server is the operator's HTTP endpoint:
 //
-//	/metrics        Prometheus exposition of the Registry
+//	/metrics        Prometheus exposition of the metrics.Registry and the runtime's series
 //	/healthz        200 "ok" while serving, 503 "shutting down" once SetReady(false)
 //	/load           the load figure as JSON (LoadReport; on a cluster node, every node's)
 //	/debug/pprof/   net/http/pprof, on this server's own mux
@@ -28,25 +38,31 @@ import (
 // net/http/pprof also registers its handlers on http.DefaultServeMux (its init does so
 // unconditionally): an embedder that serves DefaultServeMux to the world exposes them.
 type Server struct {
-	reg      *Registry
+	reg      *metrics.Registry
+	prom     *prometheus.Registry // reg's series and the runtime collectors (prom.go)
 	log      *slog.Logger
 	ln       net.Listener
 	srv      *http.Server
 	mux      *http.ServeMux
+	paths    string      // what it serves, for the log
 	notReady atomic.Bool // set by SetReady(false): /healthz answers 503
 }
 
 // Listen binds the endpoint to cfg.Address (port 0 picks a free port; see Addr). When
 // cfg.Address is "off", Listen returns a nil Server and no error: the endpoint is disabled.
-func Listen(cfg conf.HTTP, reg *Registry, log *slog.Logger) (*Server, error) {
-	if cfg.Address == "off" {
+func Listen(cfg conf.HTTP, reg *metrics.Registry, log *slog.Logger) (*Server, error) {
+	if cfg.Address == conf.HTTPOff {
 		return nil, nil
+	}
+	prom, err := newPrometheus(reg)
+	if err != nil {
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", cfg.Address)
 	if err != nil {
-		return nil, fmt.Errorf("metrics: http listen: %w", err)
+		return nil, fmt.Errorf("endpoint: http listen: %w", err)
 	}
-	s := &Server{reg: reg, log: log, ln: ln}
+	s := &Server{reg: reg, prom: prom, log: log, ln: ln, paths: "/metrics /healthz /load /debug/pprof/"}
 	s.srv = &http.Server{
 		Handler: s.routes(),
 		// A scrape or health check sends its headers at once; a client that does not is
@@ -63,9 +79,9 @@ func Listen(cfg conf.HTTP, reg *Registry, log *slog.Logger) (*Server, error) {
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	s.mux = mux
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg.reg, promhttp.HandlerOpts{
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.prom, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-		Registry: s.reg.reg, // counts promhttp's own errors
+		Registry: s.prom, // counts promhttp's own errors
 	}))
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /load", s.loadReport)
@@ -90,7 +106,7 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Server) loadReport(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	if err := json.NewEncoder(w).Encode(s.reg.report()); err != nil {
+	if err := json.NewEncoder(w).Encode(s.reg.Report()); err != nil {
 		s.log.Debug("http /load: write failed", "err", err)
 	}
 }
@@ -98,6 +114,13 @@ func (s *Server) loadReport(w http.ResponseWriter, _ *http.Request) {
 // Handle serves pattern (as http.ServeMux takes it) with h besides the endpoint's own
 // paths: another part of the broker's, such as the cluster's /cluster.
 func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// Paths lists the paths the endpoint serves, for the log: its own and those given to
+// AddPaths.
+func (s *Server) Paths() string { return s.paths }
+
+// AddPaths adds to what Paths lists.
+func (s *Server) AddPaths(p string) { s.paths += " " + p }
 
 // Addr returns the address the endpoint listens on, with the port chosen when it was 0.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
@@ -115,7 +138,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
-	return fmt.Errorf("metrics: http serve on %s: %w", s.ln.Addr(), err)
+	return fmt.Errorf("endpoint: http serve on %s: %w", s.ln.Addr(), err)
 }
 
 // Shutdown marks the endpoint not ready, stops accepting and waits for requests in
@@ -124,7 +147,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.SetReady(false)
 	err := s.srv.Shutdown(ctx)
 	if err != nil {
-		err = errors.Join(fmt.Errorf("metrics: http shutdown: %w", err), s.srv.Close())
+		err = errors.Join(fmt.Errorf("endpoint: http shutdown: %w", err), s.srv.Close())
 	}
 	return err
 }

@@ -1,4 +1,4 @@
-package metrics
+package endpoint
 
 import (
 	"context"
@@ -11,10 +11,11 @@ import (
 	"testing"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/metrics"
 )
 
 // serve starts an endpoint on a random loopback port and shuts it down when t ends.
-func serve(t *testing.T, reg *Registry) *Server {
+func serve(t *testing.T, reg *metrics.Registry) *Server {
 	t.Helper()
 	s, err := Listen(conf.HTTP{Address: "127.0.0.1:0"}, reg, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -48,7 +49,7 @@ func get(t *testing.T, s *Server, path string) (int, string) {
 }
 
 func TestHTTPMetrics(t *testing.T) {
-	reg := New(nil)
+	reg := metrics.New(nil)
 	reg.ConnectionsCurrent.WithLabelValues("tcp").Set(3)
 	s := serve(t, reg)
 	code, body := get(t, s, "/metrics")
@@ -74,7 +75,7 @@ func TestHTTPMetrics(t *testing.T) {
 }
 
 func TestHTTPHealthz(t *testing.T) {
-	s := serve(t, New(nil))
+	s := serve(t, metrics.New(nil))
 	if code, body := get(t, s, "/healthz"); code != http.StatusOK || body != "ok\n" {
 		t.Fatalf("/healthz = %d %q, want 200 ok", code, body)
 	}
@@ -89,7 +90,7 @@ func TestHTTPHealthz(t *testing.T) {
 }
 
 func TestHTTPPprof(t *testing.T) {
-	s := serve(t, New(nil))
+	s := serve(t, metrics.New(nil))
 	for _, path := range []string{"/debug/pprof/", "/debug/pprof/goroutine?debug=1", "/debug/pprof/cmdline"} {
 		if code, _ := get(t, s, path); code != http.StatusOK {
 			t.Errorf("%s: %d, want 200", path, code)
@@ -98,8 +99,8 @@ func TestHTTPPprof(t *testing.T) {
 }
 
 func TestHTTPLoad(t *testing.T) {
-	in := LoadInput{Connections: 20, MaxConnections: 80, MemoryBytes: 10, MemoryLimitBytes: 100}
-	s := serve(t, New(func() LoadInput { return in }))
+	in := metrics.LoadInput{Connections: 20, MaxConnections: 80, MemoryBytes: 10, MemoryLimitBytes: 100}
+	s := serve(t, metrics.New(func() metrics.LoadInput { return in }))
 	code, body := get(t, s, "/load")
 	if code != http.StatusOK {
 		t.Fatalf("/load: %d", code)
@@ -114,22 +115,22 @@ func TestHTTPLoad(t *testing.T) {
 			t.Errorf("/load %s = %v, want %v (body %s)", k, got[k], v, body)
 		}
 	}
-	if _, metrics := get(t, s, "/metrics"); !strings.Contains(metrics, "\nbifrost_load 0.25\n") {
+	if _, body := get(t, s, "/metrics"); !strings.Contains(body, "\nbifrost_load 0.25\n") {
 		t.Errorf("/metrics lacks bifrost_load 0.25")
 	}
 }
 
 func TestListenOff(t *testing.T) {
-	s, err := Listen(conf.HTTP{Address: "off"}, New(nil), slog.New(slog.DiscardHandler))
+	s, err := Listen(conf.HTTP{Address: "off"}, metrics.New(nil), slog.New(slog.DiscardHandler))
 	if s != nil || err != nil {
 		t.Fatalf("Listen(off) = %v, %v; want nil, nil", s, err)
 	}
 }
 
 func TestListenInUse(t *testing.T) {
-	s := serve(t, New(nil))
-	_, err := Listen(conf.HTTP{Address: s.Addr().String()}, New(nil), slog.New(slog.DiscardHandler))
-	if err == nil || !strings.HasPrefix(err.Error(), "metrics: http listen:") {
+	s := serve(t, metrics.New(nil))
+	_, err := Listen(conf.HTTP{Address: s.Addr().String()}, metrics.New(nil), slog.New(slog.DiscardHandler))
+	if err == nil || !strings.HasPrefix(err.Error(), "endpoint: http listen:") {
 		t.Fatalf("Listen on a taken port: %v", err)
 	}
 }
@@ -137,17 +138,17 @@ func TestListenInUse(t *testing.T) {
 // TestHTTPLoadNodes: a cluster node's /load lists the nodes SetNodes gives, and a single
 // node's has no nodes field at all; Handle adds a path.
 func TestHTTPLoadNodes(t *testing.T) {
-	reg := New(nil)
+	reg := metrics.New(nil)
 	s := serve(t, reg)
 	if _, body := get(t, s, "/load"); strings.Contains(body, "nodes") {
 		t.Errorf("a single node's /load: %s", body)
 	}
-	nodes := []NodeLoad{{Name: "n1", State: "alive", Leader: true, Self: true, RPC: "10.0.0.1:7947", MQTT: "10.0.0.1:1883", Load: 0.5},
+	nodes := []metrics.NodeLoad{{Name: "n1", State: "alive", Leader: true, Self: true, RPC: "10.0.0.1:7947", MQTT: "10.0.0.1:1883", Load: 0.5},
 		{Name: "n2", State: "suspect", RPC: "10.0.0.2:7947", MQTT: "10.0.0.2:1883", Load: 0.25}}
-	reg.SetNodes(func() []NodeLoad { return nodes })
+	reg.SetNodes(func() []metrics.NodeLoad { return nodes })
 	s.Handle("GET /extra", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("x")) }))
 	_, body := get(t, s, "/load")
-	var got LoadReport
+	var got metrics.LoadReport
 	if err := json.Unmarshal([]byte(body), &got); err != nil {
 		t.Fatal(err)
 	}

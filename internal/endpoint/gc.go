@@ -1,4 +1,4 @@
-package metrics
+package endpoint
 
 import (
 	rtmetrics "runtime/metrics"

@@ -1,0 +1,68 @@
+package endpoint
+
+import (
+	"net/http"
+
+	"github.com/bifrost-mqtt/bifrost/internal/admin"
+	"github.com/bifrost-mqtt/bifrost/internal/auth"
+	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/internal/httplink"
+)
+
+var _ httplink.Server = (*Server)(nil)
+
+// Open opens the server's endpoint as env describes it: the endpoint's own paths, the
+// admin API (unless it would be open off loopback) and, on a cluster node, /cluster.
+// The endpoint package registers it with httplink.
+func Open(env httplink.Env) (httplink.Server, error) {
+	srv, err := Listen(env.Config.HTTP, env.Metrics, env.Logger)
+	if err != nil || srv == nil {
+		return nil, err
+	}
+	if mountAdmin(srv, env) {
+		srv.AddPaths("/api/v1/ /dashboard/")
+	}
+	if h, ok := env.Cluster.(http.Handler); ok {
+		srv.Handle("GET /cluster", h)
+		srv.AddPaths("/cluster")
+	}
+	return srv, nil
+}
+
+// mountAdmin mounts the admin API (internal/admin) on the endpoint, unless it would be
+// open off loopback: then it stays off and the log says why. It reports whether it runs.
+func mountAdmin(srv *Server, env httplink.Env) bool {
+	cfg := env.Config.HTTP.Admin
+	if len(cfg.Users) == 0 && cfg.TokenFile == "" && !conf.IsLoopback(env.Config.HTTP.Address) {
+		env.Logger.Warn("admin API off: http.address is not on loopback and http.admin names no users or token_file")
+		return false
+	}
+	acc, err := auth.NewAdminAccess(cfg.Users, cfg.TokenFile, env.CheckAdmin)
+	if err != nil {
+		env.Logger.Error("admin API off", "err", err)
+		return false
+	}
+	if env.AdminOn != nil {
+		env.AdminOn(acc)
+	}
+	mqtt := env.Broker
+	o := admin.Options{Broker: mqtt, Access: acc, Log: env.Logger, Reload: env.Reload, Config: env.MaskedConfig,
+		Metrics: env.Metrics, Source: mqtt,
+		Listeners: func() []admin.Listener {
+			var out []admin.Listener
+			for _, l := range mqtt.Listeners() {
+				out = append(out, admin.Listener{Name: l.Name(), Type: l.Type(), Address: l.Addr().String(), Connections: l.Conns()})
+			}
+			return out
+		}}
+	if c := env.Cluster; c != nil {
+		o.Nodes = env.Metrics.Nodes
+		o.Cluster = c
+		o.Owner = func(cid string) (string, string) {
+			node, _ := c.Owner(cid)
+			return node, c.NodeName()
+		}
+	}
+	admin.Register(srv, o)
+	return true
+}

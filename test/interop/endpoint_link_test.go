@@ -1,0 +1,3 @@
+package interop
+
+import _ "github.com/bifrost-mqtt/bifrost/endpoint" // the tests read /metrics and the dashboard
