@@ -25,6 +25,12 @@ type storedBroker struct {
 // given; close stops it as bifrost does (bridges, broker, store).
 func startStored(t *testing.T, dir, engine string, bridges ...conf.Bridge) *storedBroker {
 	t.Helper()
+	return startStoredWrap(t, dir, engine, nil, bridges...)
+}
+
+// startStoredWrap is startStored with the store wrapped by wrap, if not nil.
+func startStoredWrap(t *testing.T, dir, engine string, wrap func(store.Store) store.Store, bridges ...conf.Bridge) *storedBroker {
+	t.Helper()
 	cfg := conf.Default()
 	cfg.Listeners = []conf.Listener{{Type: conf.ListenerTCP, Address: "127.0.0.1:0"}}
 	cfg.Store.Dir, cfg.Store.Engine, cfg.Store.Sync = dir, engine, "always"
@@ -43,6 +49,9 @@ func startStored(t *testing.T, dir, engine string, bridges ...conf.Bridge) *stor
 	st, err := store.Open(cfg.Store, log)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if wrap != nil {
+		st = wrap(st)
 	}
 	sb := &storedBroker{b: b, st: st}
 	t.Cleanup(sb.close)
