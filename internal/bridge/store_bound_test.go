@@ -23,13 +23,13 @@ type storedBroker struct {
 
 // startStored runs a broker on the store in dir (engine, sync always) with the bridges
 // given; close stops it as bifrost does (bridges, broker, store).
-func startStored(t *testing.T, dir, engine string, bridges ...conf.Bridge) *storedBroker {
+func startStored(t testing.TB, dir, engine string, bridges ...conf.Bridge) *storedBroker {
 	t.Helper()
 	return startStoredWrap(t, dir, engine, nil, bridges...)
 }
 
 // startStoredWrap is startStored with the store wrapped by wrap, if not nil.
-func startStoredWrap(t *testing.T, dir, engine string, wrap func(store.Store) store.Store, bridges ...conf.Bridge) *storedBroker {
+func startStoredWrap(t testing.TB, dir, engine string, wrap func(store.Store) store.Store, bridges ...conf.Bridge) *storedBroker {
 	t.Helper()
 	cfg := conf.Default()
 	cfg.Listeners = []conf.Listener{{Type: conf.ListenerTCP, Address: "127.0.0.1:0"}}
