@@ -3,7 +3,9 @@ package bridge
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,5 +71,49 @@ func TestStoredQueueAckWaits(t *testing.T) {
 	gs.release()
 	if !tok.WaitTimeout(testenv.Timeout) || tok.Error() != nil {
 		t.Fatalf("no PUBACK once the store has the entry: %v", tok.Error())
+	}
+}
+
+// A failStore fails the next commit when told to: the batch is not written, and its done
+// reports a write error, as a full disk would.
+type failStore struct {
+	store.Store
+	fail atomic.Bool
+}
+
+func (f *failStore) Commit(b *store.Batch, done func(error)) {
+	if f.fail.CompareAndSwap(true, false) {
+		b.Reset()
+		f.Store.Commit(b, func(error) { done(store.ErrNoSpace) })
+		return
+	}
+	f.Store.Commit(b, done)
+}
+
+// TestStoredQueueResync: a commit that fails loses the bridge's entries it carried; the
+// broker's resync after it writes the bridge's queue whole again, so a restart finds
+// every message the queue held (fails without the bridge's rewrite at the resync).
+func TestStoredQueueResync(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	bc := bridgeConf("up", fmt.Sprintf("127.0.0.1:%d", freePort(t)), conf.BridgeV5,
+		conf.BridgeTopic{Pattern: "q/#", Direction: conf.BridgeOut, QoS: 1})
+	fs := &failStore{}
+	sb := startStoredWrap(t, dir, conf.EngineLog, func(st store.Store) store.Store { fs.Store = st; return fs }, bc)
+	j := sb.b.Journal()
+	fs.fail.Store(true)
+	if err := sb.b.Publish("q/m", []byte("m0"), 1, false); err != nil {
+		t.Fatal(err)
+	}
+	j.WaitCommitted() // m0's commit failed
+	// m1's commit rewrites the whole state first.
+	if err := sb.b.Publish("q/m", []byte("m1"), 1, false); err != nil {
+		t.Fatal(err)
+	}
+	j.WaitCommitted()
+	sb.close()
+
+	sb = startStored(t, dir, conf.EngineLog, bc)
+	if got := sb.set.Bridges()[0].waiting(); !slices.Equal(got, []string{"m0", "m1"}) {
+		t.Fatalf("after a failed commit and a restart the store holds %v, want [m0 m1]", got)
 	}
 }
