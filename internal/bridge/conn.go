@@ -256,6 +256,7 @@ func (cn *conn) commitForgotten() {
 	}
 }
 
+// sendReady writes what the queue lets go now and flushes it, under wmu.
 func (cn *conn) sendReady() error {
 	br := cn.br
 	cn.wmu.Lock()
