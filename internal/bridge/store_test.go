@@ -18,22 +18,28 @@ import (
 // bifrost process (its store under sync: always) and acknowledged by it survive a
 // restart of bifrost, graceful (SIGTERM) or not (SIGKILL, while the publisher still
 // sends), and reach a subscriber on Mosquitto once it comes up: every acknowledged
-// message arrives, duplicates are counted and logged. Both store engines.
+// message arrives, duplicates are counted and logged. Both store engines. RemoteUp: the
+// same kill with Mosquitto up and the bridge carrying the messages as they come, so that
+// some are in flight to Mosquitto when bifrost dies: sent again after the restart, they
+// are the duplicates.
 func TestStoredQueueRestart(t *testing.T) {
 	for _, engine := range []string{conf.EnginePebble, conf.EngineLog} {
 		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
-			t.Run(engine+"/"+sig.String(), func(t *testing.T) { storedQueueRestart(t, engine, sig) })
+			t.Run(engine+"/"+sig.String(), func(t *testing.T) { storedQueueRestart(t, engine, sig, false) })
 		}
+		t.Run(engine+"/killed/RemoteUp", func(t *testing.T) { storedQueueRestart(t, engine, syscall.SIGKILL, true) })
 	}
 }
 
-func storedQueueRestart(t *testing.T, engine string, sig syscall.Signal) {
+func storedQueueRestart(t *testing.T, engine string, sig syscall.Signal, remoteUp bool) {
 	mq := startMosquitto(t, "")
 	// The subscriber's persistent session on Mosquitto queues what the bridge brings
 	// while it is away; then Mosquitto goes down (SIGTERM: it saves that session).
-	sub, _ := client(t, mq.addr(), "remote-sub", false, "q/#")
-	sub.Disconnect(100)
-	mq.stop(syscall.SIGTERM)
+	sub, remote := client(t, mq.addr(), "remote-sub", false, "q/#")
+	if !remoteUp {
+		sub.Disconnect(100)
+		mq.stop(syscall.SIGTERM)
+	}
 
 	bridgeYAML := fmt.Sprintf(`  - name: up
     address: %s
@@ -115,8 +121,10 @@ func storedQueueRestart(t *testing.T, engine string, sig syscall.Signal) {
 	t.Logf("%d messages acknowledged by bifrost before the %s", len(want), sig)
 
 	startProc(t, path)
-	mq.start()
-	_, remote := client(t, mq.addr(), "remote-sub", false, "q/#")
+	if !remoteUp {
+		mq.start()
+		_, remote = client(t, mq.addr(), "remote-sub", false, "q/#")
+	}
 	missing := func() (miss []string) {
 		got := remote.payloads()
 		for _, w := range want {
@@ -136,5 +144,5 @@ func storedQueueRestart(t *testing.T, engine string, sig syscall.Signal) {
 	for _, c := range remote.payloads() {
 		dups += max(c-1, 0)
 	}
-	t.Logf("%s %s: %d acknowledged, all arrived; %d duplicates", engine, sig, len(want), dups)
+	t.Logf("%s %s remote up %v: %d acknowledged, all arrived; %d duplicates", engine, sig, remoteUp, len(want), dups)
 }
