@@ -131,8 +131,8 @@ func New(cfg *Config, opts ...Option) (*Broker, error) {
 
 // Start opens the store and restores what it holds (unless store.dir is off), starts the
 // cluster part (with a cluster block: membership, the rpc port and Raft; the cluster
-// forms in the background), then opens the MQTT listeners, starts the bridges (each
-// connects to its remote in the background) and opens the HTTP endpoint. It
+// forms in the background), then starts the bridges (each connects to its remote in the
+// background), opens the MQTT listeners and opens the HTTP endpoint. It
 // returns once they accept connections (Addrs and HTTPAddr are then set) or with the
 // error that prevented it (a store that is corrupt, foreign or locked by another process
 // among them); after an error, Close the Broker. ctx bounds the start only: the broker
@@ -194,9 +194,8 @@ func (b *Broker) start(ctx context.Context) error {
 	if err := b.startCluster(ctx); err != nil {
 		return fmt.Errorf("bifrost: %w", err)
 	}
-	if err := b.mqtt.Start(); err != nil {
-		return fmt.Errorf("bifrost: %w", err)
-	}
+	// The bridges' local subscriptions are in place before a client can publish: a
+	// message acknowledged to a publisher that connected at once is queued for the remote.
 	if len(b.cfg.Bridges) > 0 {
 		set, err := bridge.Start(b.cfg.Bridges, b.mqtt, b.log, b.routines.start)
 		if err != nil {
@@ -206,6 +205,11 @@ func (b *Broker) start(ctx context.Context) error {
 		if err := b.metrics.Register(set.Collector()); err != nil {
 			return fmt.Errorf("bifrost: %w", err)
 		}
+	} else {
+		bridge.DropStale(b.mqtt, b.log)
+	}
+	if err := b.mqtt.Start(); err != nil {
+		return fmt.Errorf("bifrost: %w", err)
 	}
 	b.log.Info("connection cap", "max_connections", connectionCap(b.cfg), "open_file_limit_room", broker.ConnectionCap(0))
 	b.advertiseMQTT()

@@ -79,6 +79,9 @@ const (
 	BridgeBoth = conf.BridgeBoth // BridgeTopic.Direction: both ways
 	BridgeV5   = conf.BridgeV5   // Bridge.Protocol: MQTT 5.0 (default)
 	BridgeV311 = conf.BridgeV311 // Bridge.Protocol: MQTT 3.1.1
+
+	BridgeDropNew    = conf.BridgeDropNew    // Bridge.QueueFull: a full queue drops the new message (default)
+	BridgeDropOldest = conf.BridgeDropOldest // Bridge.QueueFull: a full queue drops its oldest waiting message
 )
 
 // DefaultConfig returns the server profile's defaults, the configuration New uses when

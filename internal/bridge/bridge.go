@@ -28,20 +28,24 @@ type Bridge struct {
 	noPrivate bool
 
 	up                           atomic.Bool
-	in, out, dropped, expired    atomic.Uint64
+	in, out, dropped, dropped0   atomic.Uint64
+	expired, restored            atomic.Uint64
 	resent, reconnects, tooLarge atomic.Uint64
 }
 
 // Stats are a bridge's figures, as its metrics show them.
 type Stats struct {
-	Up         bool   // connected to the remote
-	In, Out    uint64 // messages carried in (published locally) and out (sent to the remote)
-	Dropped    uint64 // refused by a full queue
-	Expired    uint64 // their message expiry ran out while queued
-	TooLarge   uint64 // above the remote's Maximum Packet Size
-	Resent     uint64 // sent again after a connection broke before their PUBACK
-	Reconnects uint64 // connections to the remote after the first
-	Depth      int    // messages queued or in flight
+	Up          bool   // connected to the remote
+	In, Out     uint64 // messages carried in (published locally) and out (sent to the remote)
+	Dropped     uint64 // QoS 1 messages dropped by a full queue (queue_full)
+	DroppedQoS0 uint64 // QoS 0 messages dropped by a full queue, or to make room
+	Restored    uint64 // found in the store at start, and queued again
+	Expired     uint64 // their message expiry ran out while queued
+	TooLarge    uint64 // above the remote's Maximum Packet Size
+	Resent      uint64 // sent again after a connection broke before their PUBACK
+	Reconnects  uint64 // connections to the remote after the first
+	Depth       int    // messages queued or in flight
+	Stored      int    // of those, the messages kept in the store
 }
 
 // New builds the bridge c describes on broker b: its tap subscribes at once, so messages
@@ -52,7 +56,7 @@ func New(c conf.Bridge, b *broker.Broker, log *slog.Logger) (*Bridge, error) {
 	if c.Protocol == conf.BridgeV311 {
 		br.version = packet.V311
 	}
-	br.q = queue{maxMsgs: c.QueueMessages, maxBytes: int(c.QueueBytes)}
+	br.q = queue{maxMsgs: c.QueueMessages, maxBytes: int(c.QueueBytes), dropOldest: c.QueueFull == conf.BridgeDropOldest}
 	if c.TLS != nil {
 		if _, err := tlsConfig(&c); err != nil {
 			return nil, fmt.Errorf("bridge %s: %w", c.Name, err)
@@ -73,6 +77,20 @@ func New(c conf.Bridge, b *broker.Broker, log *slog.Logger) (*Bridge, error) {
 		}
 		br.filters = append(br.filters, r.localFilter)
 	}
+	if j := b.Journal(); j != nil {
+		// Before the first message arrives through the tap: the queue's stored entries
+		// come first, and the tap's new ones number after them.
+		br.q.j, br.q.cid = j, ownedID(c.Name)
+		kept, dropped := br.q.restore(b.TakeOwned(br.q.cid))
+		j.StageOwner(br.q.cid)
+		b.OnResync(br.q.rewrite)
+		br.q.commit()
+		br.restored.Store(uint64(kept))
+		br.dropped.Add(uint64(dropped))
+		if kept+dropped > 0 {
+			br.log.Info("bridge: stored queue restored", "messages", kept, "dropped_queue_full", dropped)
+		}
+	}
 	return br, nil
 }
 
@@ -81,9 +99,11 @@ func (br *Bridge) Name() string { return br.cfg.Name }
 
 // Stats returns the bridge's figures now.
 func (br *Bridge) Stats() Stats {
+	depth, stored := br.q.depths()
 	return Stats{Up: br.up.Load(), In: br.in.Load(), Out: br.out.Load(), Dropped: br.dropped.Load(),
-		Expired: br.expired.Load(), TooLarge: br.tooLarge.Load(), Resent: br.resent.Load(),
-		Reconnects: br.reconnects.Load(), Depth: br.q.depth()}
+		DroppedQoS0: br.dropped0.Load(), Restored: br.restored.Load(), Expired: br.expired.Load(),
+		TooLarge: br.tooLarge.Load(), Resent: br.resent.Load(), Reconnects: br.reconnects.Load(),
+		Depth: depth, Stored: stored}
 }
 
 // Run keeps a connection to the remote until ctx is cancelled: it connects, serves the
@@ -167,6 +187,7 @@ func Start(cs []conf.Bridge, b *broker.Broker, log *slog.Logger, goFn func(strin
 		}
 		s.bridges = append(s.bridges, br)
 	}
+	DropStale(b, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	for _, br := range s.bridges {

@@ -33,6 +33,7 @@ type conn struct {
 	w         *bufio.Writer
 	lastWrite time.Time // wmu
 	scratch   []byte    // wmu: encoding buffer
+	forgot    bool      // wmu: store entries of messages not sent were deleted; commit after wmu
 }
 
 var errClosing = errors.New("bridge: closing")
@@ -184,6 +185,7 @@ func (cn *conn) writeLoop(ctx context.Context, readErr <-chan error) error {
 		err = cn.flush()
 	}
 	cn.wmu.Unlock()
+	cn.commitForgotten()
 	if err != nil {
 		return err
 	}
@@ -238,6 +240,24 @@ func (cn *conn) subscribe() error {
 
 // drain sends what the queue lets go now, in one flush.
 func (cn *conn) drain() error {
+	err := cn.sendReady()
+	cn.commitForgotten()
+	return err
+}
+
+// commitForgotten commits the deletions writePublish staged. wmu is not held.
+func (cn *conn) commitForgotten() {
+	cn.wmu.Lock()
+	forgot := cn.forgot
+	cn.forgot = false
+	cn.wmu.Unlock()
+	if forgot {
+		cn.br.q.commit()
+	}
+}
+
+// sendReady writes what the queue lets go now and flushes it, under wmu.
+func (cn *conn) sendReady() error {
 	br := cn.br
 	cn.wmu.Lock()
 	defer cn.wmu.Unlock()
@@ -266,7 +286,7 @@ func (cn *conn) writePublish(m *msg) error {
 	secs, has, alive := m.remaining(time.Now())
 	if !alive {
 		br.expired.Add(1)
-		br.q.forget(m)
+		cn.forgot = br.q.forget(m) || cn.forgot
 		return nil
 	}
 	if cn.v == packet.V5 {
@@ -277,7 +297,7 @@ func (cn *conn) writePublish(m *msg) error {
 	}
 	if cn.maxPacket > 0 && p.Size(cn.v) > int(cn.maxPacket) {
 		br.tooLarge.Add(1)
-		br.q.forget(m)
+		cn.forgot = br.q.forget(m) || cn.forgot
 		return nil
 	}
 	cn.scratch = p.AppendTo(cn.scratch[:0], cn.v)
@@ -319,7 +339,7 @@ func (cn *conn) readLoop() error {
 			return err
 		}
 		r.Feed(buf[:n])
-		answered := false
+		answered, acked := false, false
 		for {
 			h, body, ok, err := r.Next()
 			if err != nil {
@@ -357,7 +377,8 @@ func (cn *conn) readLoop() error {
 				if err := ack.Decode(h, body, cn.v); err != nil {
 					return err
 				}
-				br.q.ack(ack.PacketID)
+				_, staged := br.q.ack(ack.PacketID)
+				acked = acked || staged
 				select {
 				case br.wake <- struct{}{}:
 				default:
@@ -379,6 +400,9 @@ func (cn *conn) readLoop() error {
 			default:
 				return fmt.Errorf("bridge: unexpected %s from the remote", h.Type)
 			}
+		}
+		if acked {
+			br.q.commit() // the acknowledged entries' deletion; nothing waits for it
 		}
 		if answered {
 			cn.wmu.Lock()

@@ -22,14 +22,19 @@
 //
 // # Guarantees
 //
-// The queue is in memory, bounded by queue_messages and queue_bytes; past either bound a
-// new message is dropped and counted (bifrost_bridge_dropped_total). A QoS 1 message the
-// local broker acknowledged to its publisher, and that found room in the queue, reaches
-// the remote at least once while the bifrost process lives: it stays queued, or in flight
-// until the remote's PUBACK, across any number of reconnects, and what was in flight when
-// a connection broke is sent again with DUP set (counted in resent). A bifrost restart
-// loses what the queue held: a persistent local session kept in the store would survive
-// it, at the price of a store write per message on the hot path; that is left for later.
+// The queue is bounded by queue_messages and queue_bytes; a full queue drops its oldest
+// waiting QoS 0 message first, then the new message or, with queue_full: drop_oldest,
+// its oldest waiting one, and counts each (bifrost_bridge_dropped_total). With the
+// broker's store on, the QoS 1 messages are kept in it (store.go): the publisher's
+// PUBACK waits until the store has the message under the store's sync policy, and the
+// message leaves the store when the remote acknowledged it. So a QoS 1 message the local
+// broker acknowledged, and that a full queue did not drop, reaches the remote at least
+// once across reconnects and restarts of bifrost (a kill -9 too, under sync: always): it
+// stays queued, or in flight until the remote's PUBACK; what was in flight when a
+// connection broke is sent again with DUP set (counted in resent); after a restart every
+// stored message is sent again (counted in restored), so what was in flight when bifrost
+// stopped may reach the remote twice. With the store off the queue is in memory only
+// and a restart loses it.
 // QoS 0 messages are sent at most once.
 //
 // # Loops
@@ -43,7 +48,8 @@
 // way.
 //
 // Files: bridge.go the Bridge and its reconnect loop; conn.go one connection's reader and
-// writer; queue.go the bounded queue and the in-flight window; tap.go the local side;
+// writer; queue.go the bounded queue and the in-flight window; store.go the queue in the
+// broker's store; tap.go the local side;
 // topics.go prefixes and matching; backoff.go the reconnect waits; metrics.go the
 // collector; dial.go TCP and TLS.
 package bridge

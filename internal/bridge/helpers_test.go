@@ -149,11 +149,13 @@ func startBifrost(t testing.TB, bridges ...conf.Bridge) (*broker.Broker, string,
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Start(); err != nil {
+	set, err := Start(cfg.Bridges, b, log, nil) // before the listeners, as bifrost.Start does
+	if err != nil {
+		b.Close()
 		t.Fatal(err)
 	}
-	set, err := Start(cfg.Bridges, b, log, nil)
-	if err != nil {
+	if err := b.Start(); err != nil {
+		set.Close()
 		b.Close()
 		t.Fatal(err)
 	}
@@ -229,6 +231,9 @@ func client(t testing.TB, addr, id string, clean bool, filter string) (paho.Clie
 		SetAutoReconnect(true).SetConnectRetry(true).SetConnectRetryInterval(50 * time.Millisecond).
 		SetMaxReconnectInterval(200 * time.Millisecond).SetOrderMatters(false)
 	if filter != "" {
+		// A resumed session's messages may come before Subscribe registers its handler:
+		// without a default one, Paho acknowledges and drops them.
+		o.SetDefaultPublishHandler(in.add)
 		o.SetOnConnectHandler(func(c paho.Client) {
 			c.Subscribe(filter, 1, in.add)
 		})

@@ -3,18 +3,22 @@ package bridge
 import (
 	"sync"
 	"time"
+
+	"github.com/bifrost-mqtt/bifrost/internal/session"
+	"github.com/bifrost-mqtt/bifrost/internal/store"
 )
 
 // A msg is a message on its way to the remote, owned by the bridge: its topic (the remote
 // name), payload and encoded pass-through properties share one allocation.
 type msg struct {
-	buf    []byte
-	tl, pl int
-	expiry int64 // Unix nanoseconds; 0: never
-	qos    uint8
-	retain bool
-	dup    bool   // sent before: a resend carries DUP [MQTT-3.3.1-1]
-	id     uint16 // packet id while in flight (QoS 1)
+	buf      []byte
+	tl, pl   int
+	expiry   int64  // Unix nanoseconds; 0: never
+	seq, sid uint64 // its entry's seq and its message id in the store; sid 0: not stored
+	qos      uint8
+	retain   bool
+	dup      bool   // sent before: a resend carries DUP [MQTT-3.3.1-1]
+	id       uint16 // packet id while in flight (QoS 1)
 }
 
 func newMsg(topic string, payload, props []byte, expiry int64, qos uint8, retain bool) *msg {
@@ -27,6 +31,12 @@ func (m *msg) topic() []byte   { return m.buf[:m.tl] }
 func (m *msg) payload() []byte { return m.buf[m.tl : m.tl+m.pl] }
 func (m *msg) props() []byte   { return m.buf[m.tl+m.pl:] }
 func (m *msg) size() int       { return len(m.buf) }
+
+// record is m as the store keeps it: under its remote topic name.
+func (m *msg) record() *store.MessageRecord {
+	return &store.MessageRecord{Topic: m.topic(), Payload: m.payload(), Props: m.props(), Expiry: m.expiry,
+		QoS: m.qos, Retain: m.retain}
+}
 
 // remaining is the message expiry interval left at now in whole seconds, rounded up;
 // alive is false once it has run out.
@@ -43,30 +53,121 @@ func (m *msg) remaining(now time.Time) (secs uint32, has, alive bool) {
 
 // A queue holds the messages for the remote: those waiting to be sent, in order, and the
 // QoS 1 messages in flight, awaiting the remote's PUBACK. Both count against one bound
-// of messages and bytes; a message pushed past it is refused, and the caller counts the
-// drop. It is safe for concurrent use: the tap pushes from publishers' goroutines, the
-// connection's writer pops and its reader acknowledges.
+// of messages and bytes (push says what a full queue drops). It is safe for concurrent
+// use: the tap pushes from publishers' goroutines, the connection's writer pops and its
+// reader acknowledges.
+//
+// With a journal (the broker's store is on), every QoS 1 message is also an entry of the
+// owned queue cid in the store (store.go explains why a session's records): staged when
+// pushed, in the same critical section, so the store sees the entries in queue order;
+// deleted when the remote acknowledged it, or when it is dropped. QoS 0 messages stay in
+// memory only.
 type queue struct {
 	maxMsgs, maxBytes int
+	dropOldest        bool             // a full queue drops its oldest QoS 1 message, not the new one
+	j                 *session.Journal // nil: the queue lives in memory only
+	cid               string           // the owned queue's client id in the store
 
 	mu       sync.Mutex
 	pending  []*msg // pending[head:] wait, oldest first
 	head     int
 	inflight []*msg // in send order
 	bytes    int    // of pending and inflight
+	qos0     int    // QoS 0 messages waiting
+	stored   int    // messages with an entry in the store
+	seq      uint64 // the last store entry's seq
 	lastID   uint16
 	sub      uint16 // a SUBSCRIBE's packet id awaiting its SUBACK; 0: none
 }
 
-// push appends m and reports whether it fit.
-func (q *queue) push(m *msg) bool {
+// A pushed is what push did: whether the message was kept and staged into the store, and
+// how many messages a full queue dropped, by QoS (the new one, or older ones that made
+// room for it).
+type pushed struct {
+	kept, stored bool
+	drop0, drop1 int
+}
+
+// push appends m. A full queue first drops its oldest waiting QoS 0 message, as often as
+// it takes; with none left, a new QoS 0 message is dropped, and a new QoS 1 message is
+// dropped too unless dropOldest, which drops the oldest waiting QoS 1 message instead.
+// Messages in flight are never dropped.
+func (q *queue) push(m *msg) (r pushed) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.len() >= q.maxMsgs || q.bytes+m.size() > q.maxBytes {
-		return false
+	if m.size() > q.maxBytes {
+		r.count(m)
+		return r
+	}
+	for q.len() >= q.maxMsgs || q.bytes+m.size() > q.maxBytes {
+		i := q.victim(m.qos)
+		if i < 0 {
+			r.count(m)
+			return r
+		}
+		r.count(q.dropAt(i))
 	}
 	q.pending = append(q.pending, m)
 	q.bytes += m.size()
+	r.kept = true
+	if m.qos == 0 {
+		q.qos0++
+	} else if q.j != nil {
+		q.seq++
+		m.seq = q.seq
+		m.sid = q.j.StageOwnedEntry(q.cid, m.seq, 0, m.record())
+		q.stored++
+		r.stored = true
+	}
+	return r
+}
+
+func (r *pushed) count(m *msg) {
+	if m.qos == 0 {
+		r.drop0++
+	} else {
+		r.drop1++
+	}
+}
+
+// victim is the index in pending of the message a full queue drops to make room for a
+// new message of qos, or -1 to drop the new one. q.mu is held.
+func (q *queue) victim(qos uint8) int {
+	switch {
+	case q.qos0 > 0:
+		for i := q.head; i < len(q.pending); i++ {
+			if q.pending[i].qos == 0 {
+				return i
+			}
+		}
+	case qos > 0 && q.dropOldest && q.head < len(q.pending):
+		return q.head
+	}
+	return -1
+}
+
+// dropAt removes pending[i], and its store entry, and returns it. q.mu is held.
+func (q *queue) dropAt(i int) *msg {
+	m := q.pending[i]
+	copy(q.pending[i:], q.pending[i+1:])
+	q.pending[len(q.pending)-1] = nil
+	q.pending = q.pending[:len(q.pending)-1]
+	q.bytes -= m.size()
+	if m.qos == 0 {
+		q.qos0--
+	}
+	q.unstore(m)
+	return m
+}
+
+// unstore stages the deletion of m's store entry, if it has one. q.mu is held.
+func (q *queue) unstore(m *msg) bool {
+	if m.sid == 0 {
+		return false
+	}
+	q.j.StageOwnedDone(q.cid, m.seq, m.sid)
+	m.sid = 0
+	q.stored--
 	return true
 }
 
@@ -74,9 +175,15 @@ func (q *queue) len() int { return len(q.pending) - q.head + len(q.inflight) }
 
 // depth is the number of messages held, waiting or in flight.
 func (q *queue) depth() int {
+	n, _ := q.depths()
+	return n
+}
+
+// depths is the number of messages held, and of those with a store entry.
+func (q *queue) depths() (held, stored int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.len()
+	return q.len(), q.stored
 }
 
 // next pops the oldest waiting message, or returns nil when none waits or the oldest is
@@ -101,6 +208,7 @@ func (q *queue) next(window int) *msg {
 	}
 	if m.qos == 0 {
 		q.bytes -= m.size()
+		q.qos0--
 		return m
 	}
 	m.id = q.freeID()
@@ -128,19 +236,20 @@ func (q *queue) freeID() uint16 {
 	}
 }
 
-// ack ends the flight of packet id and reports whether one was in flight. PUBACKs come
-// mostly in send order, so the search stops at the first entry.
-func (q *queue) ack(id uint16) bool {
+// ack ends the flight of packet id and reports whether one was in flight, and whether
+// the deletion of its store entry was staged (the caller commits). PUBACKs come mostly
+// in send order, so the search stops at the first entry.
+func (q *queue) ack(id uint16) (found, staged bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for i, m := range q.inflight {
 		if m.id == id {
 			q.bytes -= m.size()
 			q.inflight = append(q.inflight[:i], q.inflight[i+1:]...)
-			return true
+			return true, q.unstore(m)
 		}
 	}
-	return false
+	return false, false
 }
 
 // unacked returns the messages in flight, in send order, marked as sent before: a new
@@ -156,10 +265,21 @@ func (q *queue) unacked() []*msg {
 	return out
 }
 
-// forget removes m, popped by next, without its flight: it was not sent.
-func (q *queue) forget(m *msg) {
-	if m.qos > 0 {
-		q.ack(m.id)
+// forget removes m, popped by next, without its flight: it was not sent. It reports
+// whether the deletion of its store entry was staged.
+func (q *queue) forget(m *msg) bool {
+	if m.qos == 0 {
+		return false
+	}
+	_, staged := q.ack(m.id)
+	return staged
+}
+
+// commit hands what the queue staged to the store, outside the publish path (whose round
+// commits). No lock may be held.
+func (q *queue) commit() {
+	if q.j != nil {
+		q.j.Commit()
 	}
 }
 

@@ -6,21 +6,30 @@ import (
 )
 
 // onLocal is the tap's function: a local message for an out topic is copied into the
-// queue under its remote name. It runs on the publisher's goroutine and never blocks; a
-// full queue drops the message and counts it.
-func (br *Bridge) onLocal(m *session.Message, qos uint8, retain bool) {
+// queue under its remote name, and reports whether its entry was staged into the store
+// (store.go): the publisher's acknowledgement then waits for it. It runs on the
+// publisher's goroutine and never blocks; a full queue drops a message (queue.push) and
+// counts it.
+func (br *Bridge) onLocal(m *session.Message, qos uint8, retain bool) bool {
 	topic, ok := toRemote(br.routes, string(m.Topic()))
 	if !ok {
-		return // matched by a filter of another route's prefix only; not this bridge's
+		return false // matched by a filter of another route's prefix only; not this bridge's
 	}
-	if !br.q.push(newMsg(topic, m.Payload(), m.Props(), m.Expiry, qos, retain)) {
-		br.dropped.Add(1)
-		return
+	r := br.q.push(newMsg(topic, m.Payload(), m.Props(), m.Expiry, qos, retain))
+	if r.drop0 > 0 {
+		br.dropped0.Add(uint64(r.drop0))
+	}
+	if r.drop1 > 0 {
+		br.dropped.Add(uint64(r.drop1))
+	}
+	if !r.kept {
+		return false
 	}
 	select {
 	case br.wake <- struct{}{}:
 	default:
 	}
+	return r.stored
 }
 
 // onRemote publishes a message from the remote locally, under its local name, with the

@@ -87,6 +87,7 @@ func (b *Broker) resync() {
 	for _, s := range all {
 		s.Rewrite()
 	}
+	b.rewriteOwned()
 	b.retMu.Lock()
 	b.ret.Match([]byte("#"), func(topic string, m *session.Message) bool {
 		b.j.RewriteRetained(topic, m) // "#" does not match $SYS [MQTT-4.7.2-1]

@@ -322,8 +322,7 @@ func (b *Broker) deliverTo(bt *batch, id pubsub.SubscriberID, d session.Delivery
 		t.local(string(d.Msg.Topic()), d.Msg.Payload())
 		return true, false
 	case t.tap != nil:
-		t.tap(d.Msg, d.QoS, d.Retain)
-		return true, false
+		return true, t.tap(d.Msg, d.QoS, d.Retain)
 	case t.s == nil:
 		return false, false
 	case check && !b.allowSession(t.s, auth.Read, d.Msg.Topic()):

@@ -59,6 +59,7 @@ type restorer struct {
 	msgs     map[uint64]*session.Message // by store id, while Load runs
 	maxID    uint64                      // the highest message id met
 	cur      *restored                   // the session whose records Load is visiting
+	curOwned string                      // or the owned queue (ownedqueue.go)
 	sessions []restored
 	queued   int
 	retained int
@@ -80,6 +81,11 @@ func (r *restorer) Message(id uint64, m store.MessageRecord) error {
 
 func (r *restorer) Session(rec store.SessionRecord) error {
 	b := r.b
+	if ownedID(rec.ClientID) {
+		r.restoreOwned(rec.ClientID)
+		return nil
+	}
+	r.curOwned = ""
 	if b.sessions[rec.ClientID] != nil {
 		return fmt.Errorf("%w: client %q twice", store.ErrCorrupt, rec.ClientID)
 	}
@@ -104,6 +110,9 @@ func (r *restorer) session(clientID string) (*restored, error) {
 }
 
 func (r *restorer) Queued(clientID string, seq uint64, q store.QueuedRecord) error {
+	if clientID == r.curOwned && clientID != "" {
+		return r.ownedQueued(clientID, seq, &q)
+	}
 	rs, err := r.session(clientID)
 	if err != nil {
 		return err
@@ -121,6 +130,9 @@ func (r *restorer) Queued(clientID string, seq uint64, q store.QueuedRecord) err
 }
 
 func (r *restorer) Inbound(clientID string, pid uint16) error {
+	if clientID == r.curOwned && clientID != "" {
+		return nil // an owned queue receives nothing
+	}
 	rs, err := r.session(clientID)
 	if err != nil {
 		return err
@@ -130,6 +142,9 @@ func (r *restorer) Inbound(clientID string, pid uint16) error {
 }
 
 func (r *restorer) Will(clientID string, w store.WillRecord) error {
+	if clientID == r.curOwned && clientID != "" {
+		return nil // an owned queue has no will
+	}
 	rs, err := r.session(clientID)
 	if err != nil {
 		return err

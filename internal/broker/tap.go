@@ -14,8 +14,9 @@ import (
 // the publisher's retain flag, as Retain As Published keeps it). It runs on the
 // publisher's goroutine, often a network event loop: it must not block, and m is valid
 // only during the call (it may point into the publisher's read buffer), so fn copies what
-// it keeps.
-type TapFunc func(m *session.Message, qos uint8, retain bool)
+// it keeps. fn reports whether it staged the message into the Journal (an owned queue,
+// ownedqueue.go): the publisher's acknowledgement then waits until the store has it.
+type TapFunc func(m *session.Message, qos uint8, retain bool) (stored bool)
 
 // A Tap is an in-process subscriber that sees each message once with its QoS, retain flag
 // and properties, as a bridge needs: its subscriptions are No Local and Retain As

@@ -21,6 +21,13 @@ const (
 	BridgeV311 = "3.1.1"
 )
 
+// What a bridge's full queue drops: the values of Bridge.QueueFull. Either way, QoS 0
+// messages go first.
+const (
+	BridgeDropNew    = "drop_new"    // the new message, as Mosquitto's max_queued_messages
+	BridgeDropOldest = "drop_oldest" // the oldest waiting one, as EMQX's bridge buffer
+)
+
 // Bridge connects this broker to a remote MQTT broker as a client and carries messages
 // between them (internal/bridge), as Mosquitto's `connection` does; the Mosquitto option
 // each field stands for is named beside it. Every field needs a restart to change.
@@ -55,10 +62,16 @@ type Bridge struct {
 	Notifications     *bool  `yaml:"notifications"`
 	NotificationTopic string `yaml:"notification_topic"` // default $SYS/broker/connection/<remote_clientid>/state
 	// QueueMessages and QueueBytes bound the messages kept for the remote while it is
-	// down or slow (payload and topic bytes); past either, new messages are dropped and
-	// counted. Default 1000 and 16MiB.
+	// down or slow (payload, topic and property bytes), in flight ones included; with the
+	// store on, the QoS 1 ones are kept in it and survive a restart. Default 1000 and
+	// 16MiB (max_queued_messages, max_queued_bytes).
 	QueueMessages int      `yaml:"queue_messages"`
 	QueueBytes    ByteSize `yaml:"queue_bytes"`
+	// QueueFull says what a full queue drops, counted: first its oldest waiting QoS 0
+	// message, then, for a new QoS 1 message, drop_new (default) the new one or
+	// drop_oldest the oldest waiting one. A new QoS 0 message finding no QoS 0 message
+	// to drop is dropped.
+	QueueFull string `yaml:"queue_full"`
 	// MaxInflight is how many QoS 1 messages may await the remote's PUBACK
 	// (max_inflight_messages); the remote's Receive Maximum lowers it. Default 20.
 	MaxInflight int        `yaml:"max_inflight"`
@@ -110,6 +123,7 @@ func (br *Bridge) ensureDefaults(host string) {
 	orDefault(&br.NotificationTopic, "$SYS/broker/connection/"+br.ClientID+"/state")
 	orDefault(&br.QueueMessages, defaultBridgeQueue)
 	orDefault(&br.QueueBytes, defaultBridgeQueueBytes)
+	orDefault(&br.QueueFull, BridgeDropNew)
 	orDefault(&br.MaxInflight, defaultBridgeMaxInflight)
 	for i := range br.Topics {
 		orDefault(&br.Topics[i].Direction, BridgeOut)
@@ -156,6 +170,7 @@ func (c *Config) validateBridges(errs *errorList) {
 		}
 		between(errs, at+".queue_messages", br.QueueMessages, 1, math.MaxInt32)
 		size(errs, at+".queue_bytes", br.QueueBytes, 1, math.MaxInt64)
+		oneOf(errs, at+".queue_full", br.QueueFull, BridgeDropNew, BridgeDropOldest)
 		between(errs, at+".max_inflight", br.MaxInflight, 1, math.MaxUint16)
 		if t := br.TLS; t != nil && (t.CertFile == "") != (t.KeyFile == "") {
 			errs.add(at+".tls", "cert_file and key_file go together")

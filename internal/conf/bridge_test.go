@@ -69,6 +69,8 @@ func TestBridgeValidate(t *testing.T) {
 		{"prefix-wildcard", "bridges[0].topics[0].local_prefix", func(b *Bridge) { b.Topics[0].LocalPrefix = "+/" }},
 		{"tls-cert-alone", "bridges[0].tls", func(b *Bridge) { b.TLS = &BridgeTLS{CertFile: "c.pem"} }},
 		{"inflight", "bridges[0].max_inflight", func(b *Bridge) { b.MaxInflight = 70000 }},
+		{"queue-full", "bridges[0].queue_full", func(b *Bridge) { b.QueueFull = "drop_all" }},
+		{"queue-messages", "bridges[0].queue_messages", func(b *Bridge) { b.QueueMessages = -1 }},
 		{"notification-wildcard", "bridges[0].notification_topic", func(b *Bridge) { b.NotificationTopic = "x/#" }},
 	}
 	ok := Default()
