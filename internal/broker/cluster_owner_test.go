@@ -419,8 +419,10 @@ func TestClusterStaleDropped(t *testing.T) {
 	fc.apply("b", "y")
 	fc.apply("a", "y") // y came back here before its fenced session was dropped
 	fc.apply("b", "x")
-	testenv.WaitFor(t, "x's stale session dropped", func() bool { return !a.hasSession("x") })
-	if d := loadDump(t, stA); len(d.sessions) != 1 {
+	testenv.WaitFor(t, "x's stale session dropped, memory and store", func() bool {
+		return !a.hasSession("x") && len(loadDump(t, stA).sessions) == 1
+	})
+	if d := loadDump(t, stA); len(d.sessions) != 1 || d.sessions["y"].ClientID != "y" {
 		t.Fatalf("a's store keeps %v; want y's session only", d.sessions)
 	}
 	if !a.hasSession("y") {

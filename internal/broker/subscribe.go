@@ -75,15 +75,12 @@ func (b *Broker) onSubscribe(bt *batch, cl *client, p *packet.Subscribe) error {
 		if sub.RetainAsPublished {
 			flags |= pubsub.RetainAsPublished
 		}
-		existed := b.index.Subscribe(sub.Filter, pubsub.Sub{Subscriber: pubsub.SubscriberID(s.ID()), ID: subID, QoS: granted, Flags: flags})
-		filter := string(sub.Filter) // the session's, shared with the cluster's route table
+		filter := string(sub.Filter) // the session's, shared with the cluster's route queues
+		existed := b.indexSubscribe(sub.Filter, filter, pubsub.Sub{Subscriber: pubsub.SubscriberID(s.ID()), ID: subID, QoS: granted, Flags: flags}, routed)
 		s.AddSub(session.Sub{Filter: filter, ID: subID, Opts: session.SubOpts{QoS: granted,
 			NoLocal: sub.NoLocal, RetainAsPublished: sub.RetainAsPublished, RetainHandling: sub.RetainHandling}})
 		if !existed {
 			b.stats.subscriptions(1)
-			if routed != nil {
-				b.addRoute(filter, routed)
-			}
 		}
 		ack.Codes = append(ack.Codes, packet.ReasonCode(granted))
 		_, _, shared := packet.SplitShared(sub.Filter)
@@ -173,14 +170,11 @@ func (b *Broker) onUnsubscribe(bt *batch, cl *client, p *packet.Unsubscribe) {
 	ack.Codes = ack.Codes[:0]
 	ack.Props.Reset()
 	for _, f := range p.Filters {
-		removed := b.index.Unsubscribe(f, pubsub.SubscriberID(s.ID()))
+		removed := b.indexUnsubscribe(f, pubsub.SubscriberID(s.ID()))
 		s.RemoveSub(f)
 		code := packet.Success
 		if removed {
 			b.stats.subscriptions(-1)
-			if b.cluster != nil {
-				b.removeRoute(string(f))
-			}
 		} else {
 			code = packet.NoSubscriptionExisted
 		}

@@ -14,8 +14,8 @@ var _ broker.ClusterRoutes = (*Cluster)(nil)
 func (c *Cluster) SetLocal(l Local) { c.fwd.local.Store(&l) }
 
 // AddRoute is broker.ClusterRoutes'.
-func (c *Cluster) AddRoute(filter string, done func()) bool {
-	v := c.routes.add(filter)
+func (c *Cluster) AddRoute(filter string, first bool, done func()) bool {
+	v := c.routes.add(filter, first)
 	if done == nil {
 		return false
 	}
