@@ -265,6 +265,20 @@ func (r *routes) snapshot(locked func()) (filters []string, version uint64) {
 	return filters, version
 }
 
+// resnap has every link send its snapshot again.
+func (r *routes) resnap() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range r.links {
+		clear(l.pending)
+		l.pending, l.resnap = nil, true
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // local returns the broker, once SetLocal has connected it.
 func (r *routes) local() Local {
 	if r.c.fwd == nil {

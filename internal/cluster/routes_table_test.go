@@ -288,3 +288,17 @@ func TestSubackWaitsForSeeds(t *testing.T) {
 		t.Fatal("still waiting once the seeds were tried, with no live peer")
 	}
 }
+
+// TestRouteResnapOnLocal: connecting the broker has every link send its snapshot again:
+// one sent before had none of the broker's filters.
+func TestRouteResnapOnLocal(t *testing.T) {
+	c := &Cluster{}
+	c.routes = newRoutes(c)
+	c.fwd = newForwarder(c)
+	l := idleLink(c.routes, "p")
+	c.routes.add("a", true)
+	c.SetLocal(&listedLocal{filters: []string{"a"}})
+	if !l.resnap || len(l.pending) != 0 {
+		t.Fatalf("resnap %v, %d deltas after SetLocal; want a snapshot", l.resnap, len(l.pending))
+	}
+}
