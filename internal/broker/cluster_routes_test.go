@@ -9,6 +9,7 @@ import (
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
+	"github.com/bifrost-mqtt/bifrost/internal/pubsub"
 	"github.com/bifrost-mqtt/bifrost/internal/session"
 	"github.com/bifrost-mqtt/bifrost/internal/store"
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
@@ -208,5 +209,27 @@ func TestRoutesChurn(t *testing.T) {
 	defer rec.mu.Unlock()
 	if len(rec.wrong) != 0 || len(rec.routes) != 0 {
 		t.Fatalf("out of order: %d changes (first %q); left routed: %v", len(rec.wrong), rec.wrong[:min(len(rec.wrong), 3)], rec.routes)
+	}
+}
+
+// TestDistrustKeepsNoOrphan: a reload's pass over a session's subscriptions does not
+// bring back one that left the index meanwhile: on a node of a cluster it would make its
+// filter look routed while no subscriber has it.
+func TestDistrustKeepsNoOrphan(t *testing.T) {
+	b, rec := recorderBroker(t)
+	x, _ := dialC(t, b, packet.V5, "x", persist(300))
+	x.subscribe(1, 1, "t")
+	b.mu.Lock()
+	s := b.sessions["x"]
+	b.mu.Unlock()
+	b.indexUnsubscribe([]byte("t"), pubsub.SubscriberID(s.ID())) // an UNSUBSCRIBE's first step
+	b.distrust(s)                                                // a reload, with the session's list from before
+	if b.index.Subscribed([]byte("t")) {
+		t.Fatal("the index keeps a subscription its session left")
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.routes) != 0 {
+		t.Fatalf("routes %v; want none", rec.routes)
 	}
 }

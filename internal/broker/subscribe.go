@@ -143,7 +143,21 @@ func (b *Broker) distrust(s *session.Session) {
 		if sub.Opts.RetainAsPublished {
 			flags |= pubsub.RetainAsPublished
 		}
-		b.index.Subscribe([]byte(sub.Filter), pubsub.Sub{Subscriber: pubsub.SubscriberID(s.ID()), ID: sub.ID, QoS: sub.Opts.QoS, Flags: flags})
+		b.reindexSub([]byte(sub.Filter), pubsub.Sub{Subscriber: pubsub.SubscriberID(s.ID()), ID: sub.ID, QoS: sub.Opts.QoS, Flags: flags})
+	}
+}
+
+// reindexSub replaces the options of a subscription the index has. One that left it
+// meanwhile (an UNSUBSCRIBE, the session's end, on another goroutine than a reload's) is
+// not brought back: the index would keep a subscription of no session, and on a node of
+// a cluster a filter that looks routed (cluster_routes.go).
+func (b *Broker) reindexSub(filter []byte, sub pubsub.Sub) {
+	if b.cluster != nil {
+		b.routeMu.Lock()
+		defer b.routeMu.Unlock()
+	}
+	if !b.index.Subscribe(filter, sub) {
+		b.index.Unsubscribe(filter, sub.Subscriber)
 	}
 }
 
