@@ -27,10 +27,12 @@ import (
 // The epoch of this node's claim of a client id it has a session of is the cluster's
 // ownership entry of the id while that names this node (ours): the broker keeps no map of
 // its own beside it, which would cost every connection of a cluster node its entry
-// (~43 B). Every claim applied after this node's names another node, so the entry names
-// this node exactly while this node's latest claim is the id's last one; a CONNECT between
-// its claim and its CONNACK (claiming) is the one case where the entry is newer than the
-// session's claim, and each use below asks claiming first.
+// (~43 B). A claim applied after this node's latest one names another node, so the entry
+// names this node exactly while that claim is the id's last; Owner answers a claim of
+// this node as soon as its outcome is known, before this node's log has it (a follower's
+// claims, internal/cluster/owner_pending.go). A CONNECT between its claim and its CONNACK
+// (claiming) is the one case where the entry is newer than the session's claim, and each
+// use below asks claiming first.
 //
 // The node that owned the id hands its session over (HandOver): it closes the connection,
 // exports the session and deletes it. Every session ending on a node releases its claim
@@ -253,8 +255,9 @@ func (b *Broker) releaseLocked(cid string) (epoch uint64, ok bool) {
 // node's connections of them under older claims are closed (v5 0x8E). Their sessions stay
 // for the new owner's hand-over; one it never asks for (it could not reach this node) is
 // dropped after staleAfter (dropStale). It runs on Raft's FSM goroutine, right after the
-// claim is applied: every session here is under an older claim, unless the table names
-// this node at epoch or later (a call out of order).
+// claim is applied: every session here is under an older claim, unless Owner names this
+// node at epoch or later (a claim of this node that a follower's log has not applied yet
+// when it applies the earlier one of another).
 func (b *Broker) Fence(epoch uint64, ids []string) {
 	var fenced []*session.Session
 	b.mu.Lock()
