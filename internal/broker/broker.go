@@ -24,6 +24,7 @@
 //	Journal.commitMu → Broker.mu → session.Session's lock → Journal.mu
 //	session.Session's lock → session.Sweeper's lock → sweep.mu
 //	Broker.retMu → pubsub's locks, Journal.mu
+//	client.mu → Broker.routeMu → pubsub's locks, the cluster's route table
 //
 // No code holds two clients' or two sessions' locks at once; idMu (the ID → session
 // table) is a leaf. Journal.Commit (commitMu) is called with no lock held: it may block
@@ -93,7 +94,8 @@ type Broker struct {
 	start   time.Time
 	goFn    func(name string, f func(ctx context.Context)) bool
 	press   func() memory.Level
-	cluster Cluster // nil: a single node
+	cluster Cluster    // nil: a single node
+	routeMu sync.Mutex // a cluster's: orders the index's changes with the routes told (cluster_routes.go)
 
 	mu       sync.Mutex // guards the fields below
 	sessions map[string]*session.Session

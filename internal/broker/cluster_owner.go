@@ -24,6 +24,16 @@ import (
 // then looks at the applied log, and a later claim either is there already (it closes
 // itself) or is applied afterwards and finds it attached (Fence closes it).
 //
+// The epoch of this node's claim of a client id it has a session of is the cluster's
+// ownership entry of the id while that names this node (ours): the broker keeps no map of
+// its own beside it, which would cost every connection of a cluster node its entry
+// (~43 B). A claim applied after this node's latest one names another node, so the entry
+// names this node exactly while that claim is the id's last; Owner answers a claim of
+// this node as soon as its outcome is known, before this node's log has it (a follower's
+// claims, internal/cluster/owner_pending.go). A CONNECT between its claim and its CONNACK
+// (claiming) is the one case where the entry is newer than the session's claim, and each
+// use below asks claiming first.
+//
 // The node that owned the id hands its session over (HandOver): it closes the connection,
 // exports the session and deletes it. Every session ending on a node releases its claim
 // (Release), so the cluster's table holds the live and persistent sessions only.
@@ -57,9 +67,6 @@ type ClusterOwner interface {
 type ownerState struct {
 	staleAfter time.Duration // see staleAfter; set by New
 
-	// epochs holds the epoch of this node's claim of each client id it has a session of
-	// since a CONNECT here: what Fence compares and Release names.
-	epochs map[string]uint64
 	// claiming counts the CONNECTs of a client id between their claim and their CONNACK,
 	// with the highest epoch known of them (0 while none has its outcome).
 	claiming map[string]claiming
@@ -82,7 +89,6 @@ func (b *Broker) claimInCluster(cl *client, a *admission) {
 	b.mu.Lock()
 	if b.own.claiming == nil {
 		b.own.claiming = make(map[string]claiming)
-		b.own.epochs = make(map[string]uint64)
 	}
 	c := b.own.claiming[a.cid]
 	c.n++
@@ -102,7 +108,7 @@ func (b *Broker) claimed(cl *client, st *authState, a *admission, epoch uint64, 
 		b.own.claiming[a.cid] = c
 		b.mu.Unlock()
 		if moved {
-			b.adopt(a.cid, epoch, image)
+			b.adopt(a.cid, image)
 		}
 	}
 	bt := b.getBatch()
@@ -142,29 +148,28 @@ func (b *Broker) claimedLocked(bt *batch, cl *client, st *authState, a *admissio
 	b.handlePackets(bt, cl)
 }
 
-// ownedAttached records the claim of a session just attached, and fences it at once if a
-// later claim of another node is applied already.
+// ownedAttached fences a session just attached under the claim at epoch at once if a
+// later claim of another node is applied already. A Fence of that claim that ran before
+// the session attached (b.claims held it) has found it being claimed and left it: the
+// claim was applied before its Fence ran, so this look at the table sees it.
 func (b *Broker) ownedAttached(bt *batch, s *session.Session, epoch uint64) {
-	cid := s.ClientID()
-	b.mu.Lock()
-	if e := b.own.epochs[cid]; epoch > e {
-		b.own.epochs[cid] = epoch
-	}
-	b.mu.Unlock()
-	if node, e := b.cluster.Owner(cid); e > epoch && node != b.cluster.NodeName() {
-		b.mu.Lock()
-		if b.own.epochs[cid] == epoch {
-			delete(b.own.epochs, cid)
-		}
-		b.mu.Unlock()
+	if node, e := b.cluster.Owner(s.ClientID()); e > epoch && node != b.cluster.NodeName() && s.Online() {
 		b.takeOver(bt, s, false)
 		b.sessionOffline(bt, s, nil)
 	}
 }
 
+// ours returns the epoch of this node's claim of cid, as the cluster's ownership entry
+// says; ok false when the entry names another node or none. Asked with b.mu held, it is
+// only exact for a client id no CONNECT here is claiming (see above).
+func (b *Broker) ours(cid string) (epoch uint64, ok bool) {
+	node, epoch := b.cluster.Owner(cid)
+	return epoch, node == b.cluster.NodeName()
+}
+
 // adopt makes a handed-over session (image; nil: none came) the session of cid on this
 // node, dropping a stale one: another node owned cid since.
-func (b *Broker) adopt(cid string, epoch uint64, image []byte) {
+func (b *Broker) adopt(cid string, image []byte) {
 	b.mu.Lock()
 	stale := b.sessions[cid]
 	if stale != nil && b.claims[stale] == 0 {
@@ -200,7 +205,6 @@ func (b *Broker) adopt(cid string, epoch uint64, image []byte) {
 	b.mu.Lock()
 	if b.sessions[cid] == nil && !b.closed {
 		b.sessions[cid] = s
-		b.own.epochs[cid] = epoch
 		installed = true
 	}
 	b.mu.Unlock()
@@ -223,7 +227,6 @@ func (b *Broker) forgetLocked(s *session.Session) {
 	if b.sessions[cid] == s {
 		delete(b.sessions, cid)
 	}
-	delete(b.own.epochs, cid)
 	if t := b.wills[s]; t != nil {
 		t.Stop()
 		delete(b.wills, s)
@@ -235,43 +238,36 @@ func (b *Broker) forgetLocked(s *session.Session) {
 }
 
 // releaseLocked is endSession's: the ended session's claim, to release once b.mu is let
-// go. A session restored from the store has no claim of this run: the applied table's
-// entry is released if this node owns it, unless a CONNECT of the id is claiming it now.
-// b.mu is held.
+// go: the applied table's entry if it names this node (a session restored from the
+// store has no claim of this run, and releases the entry of the run before), unless a
+// CONNECT of the id is claiming it now, whose claim may be that entry. b.mu is held.
 func (b *Broker) releaseLocked(cid string) (epoch uint64, ok bool) {
 	if b.cluster == nil {
 		return 0, false
 	}
-	if epoch, ok = b.own.epochs[cid]; ok {
-		delete(b.own.epochs, cid)
-		return epoch, true
-	}
 	if _, claiming := b.own.claiming[cid]; claiming {
 		return 0, false
 	}
-	node, epoch := b.cluster.Owner(cid)
-	return epoch, node == b.cluster.NodeName()
+	return b.ours(cid)
 }
 
 // Fence implements the cluster's Host: client ids claimed by another node at epoch; this
 // node's connections of them under older claims are closed (v5 0x8E). Their sessions stay
 // for the new owner's hand-over; one it never asks for (it could not reach this node) is
-// dropped after staleAfter (dropStale). It runs on Raft's FSM goroutine.
+// dropped after staleAfter (dropStale). It runs on Raft's FSM goroutine, right after the
+// claim is applied: every session here is under an older claim, unless Owner names this
+// node at epoch or later (a claim of this node that a follower's log has not applied yet
+// when it applies the earlier one of another).
 func (b *Broker) Fence(epoch uint64, ids []string) {
 	var fenced []*session.Session
 	b.mu.Lock()
 	for _, cid := range ids {
 		s := b.sessions[cid]
 		if s == nil || b.claims[s] > 0 {
-			continue // none, or a CONNECT here about to attach: its own claim decides
+			continue // none, or a CONNECT here about to attach: ownedAttached decides
 		}
-		if e, ok := b.own.epochs[cid]; ok {
-			if e >= epoch {
-				continue
-			}
-			delete(b.own.epochs, cid)
-		} else if s.Online() {
-			continue // attached, its claim not yet recorded: ownedAttached decides
+		if e, ok := b.ours(cid); ok && e >= epoch {
+			continue
 		}
 		fenced = append(fenced, s)
 	}
@@ -301,8 +297,7 @@ func (b *Broker) dropStale(s *session.Session) {
 	cid := s.ClientID()
 	b.mu.Lock()
 	_, claiming := b.own.claiming[cid]
-	_, ours := b.own.epochs[cid]
-	if b.closed || b.sessions[cid] != s || s.Online() || b.claims[s] > 0 || claiming || ours {
+	if b.closed || b.sessions[cid] != s || s.Online() || b.claims[s] > 0 || claiming {
 		b.mu.Unlock()
 		return
 	}
@@ -328,9 +323,9 @@ func (b *Broker) HandOver(cid string, epoch uint64, discard bool) (image []byte,
 		}
 		return nil, false, true, false, nil // it attaches soon; then it is taken
 	}
-	if e := b.own.epochs[cid]; e > epoch {
+	if e, ok := b.ours(cid); ok && e > epoch {
 		b.mu.Unlock()
-		return nil, false, false, true, nil
+		return nil, false, false, true, nil // claimed here again since
 	}
 	s := b.sessions[cid]
 	if s == nil || b.claims[s] > 0 {

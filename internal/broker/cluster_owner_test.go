@@ -331,6 +331,31 @@ func TestClusterWillDelayMoves(t *testing.T) {
 	equalLines(t, "will subscriber", s.lines(), nil)
 }
 
+// TestClusterHandOverSuperseded: a hand-over asked for a claim older than this node's
+// (as the ownership table names it) changes nothing; one for a later claim takes the
+// session.
+func TestClusterHandOverSuperseded(t *testing.T) {
+	fc := newFakeCluster()
+	a, _, _ := clusterBroker(t, fc, "a")
+	dialC(t, a, packet.V5, "y", nil) // epoch 1
+	x, _ := dialC(t, a, packet.V5, "x", persist(300))
+	if n, e := a.cluster.Owner("x"); n != "a" || e != 2 {
+		t.Fatalf("x's entry: %s@%d; want a@2", n, e)
+	}
+	if _, found, busy, superseded, err := a.HandOver("x", 1, false); found || busy || !superseded || err != nil {
+		t.Fatalf("hand-over for epoch 1: found %v busy %v superseded %v err %v; want superseded", found, busy, superseded, err)
+	}
+	x.send(packet.Pingreq{})
+	equalLines(t, "x after a superseded hand-over", x.waitLines(1), []string{"PINGRESP"})
+	im, found, _, superseded, err := a.HandOver("x", 3, false)
+	if !found || superseded || err != nil || len(im) == 0 {
+		t.Fatalf("hand-over for epoch 3: found %v superseded %v err %v, %d bytes", found, superseded, err, len(im))
+	}
+	if a.hasSession("x") {
+		t.Fatal("the session handed over is still here")
+	}
+}
+
 // TestClusterRelease: a session that ends releases the claim it was made under.
 func TestClusterRelease(t *testing.T) {
 	fc := newFakeCluster()
@@ -394,8 +419,10 @@ func TestClusterStaleDropped(t *testing.T) {
 	fc.apply("b", "y")
 	fc.apply("a", "y") // y came back here before its fenced session was dropped
 	fc.apply("b", "x")
-	testenv.WaitFor(t, "x's stale session dropped", func() bool { return !a.hasSession("x") })
-	if d := loadDump(t, stA); len(d.sessions) != 1 {
+	testenv.WaitFor(t, "x's stale session dropped, memory and store", func() bool {
+		return !a.hasSession("x") && len(loadDump(t, stA).sessions) == 1
+	})
+	if d := loadDump(t, stA); len(d.sessions) != 1 || d.sessions["y"].ClientID != "y" {
 		t.Fatalf("a's store keeps %v; want y's session only", d.sessions)
 	}
 	if !a.hasSession("y") {

@@ -9,13 +9,16 @@ import (
 
 // Publish anywhere, receive anywhere: the broker's side.
 //
-// Routes. Every filter a local session subscribes to ("$share/{group}/{filter}" for a
-// shared one) is a route of this node, which the cluster refcounts and streams to the
-// peers: AddRoute for each new subscription of a session, RemoveRoute for each one gone
-// (UNSUBSCRIBE, a clean start, the session's end). SUBACK means routed: the SUBACK is
-// encoded behind a session.Gate that opens once every live peer has acknowledged the
-// routes of the SUBSCRIBE, as a PUBACK waits for the store (persist.go): the poller goes
-// on, the output waits.
+// Routes. Every filter a local subscriber has ("$share/{group}/{filter}" for a shared
+// one) is a route of this node, which the cluster streams to the peers. The index is the
+// table: indexSubscribe tells the cluster of a filter's first local subscriber (AddRoute
+// with first) and indexUnsubscribe of its last leaving (RemoveRoute), both under routeMu
+// with the index's change, so that the cluster gets them in the index's order and keeps
+// no count per filter; RoutedFilters gives it the whole set, for a peer's snapshot, under
+// the same lock. SUBACK means routed: the SUBACK is encoded behind a session.Gate that
+// opens once every live peer has acknowledged the routes of the SUBSCRIBE (a later
+// subscriber waits for its filter's first one's), as a PUBACK waits for the store
+// (persist.go): the poller goes on, the output waits.
 //
 // Forwarding. After local delivery, deliver hands the message to the cluster (Forward),
 // which matches it against the peers' routes and queues it once per matching node. A
@@ -35,11 +38,14 @@ import (
 // ClusterRoutes is the routing part of Cluster. Its methods may be called from any
 // goroutine, the pollers' included: none blocks.
 type ClusterRoutes interface {
-	// AddRoute counts one more local subscription to filter. It reports wait when done
-	// is to be called once every live peer has acknowledged the route (bounded by
-	// failure detection); false when they have already, and done is not called.
-	AddRoute(filter string, done func()) (wait bool)
-	// RemoveRoute counts one local subscription to filter less.
+	// AddRoute tells of a new local subscription to filter: its first (first), which
+	// makes filter a route, or a later one, whose SUBACK waits for the route too (it is
+	// told only with done). It reports wait when done is to be called once every live
+	// peer has acknowledged the route (bounded by failure detection); false when they
+	// have already, and done is not called. The broker tells first subscriptions and
+	// last leavings in the order its index had them.
+	AddRoute(filter string, first bool, done func()) (wait bool)
+	// RemoveRoute tells that filter's last local subscription is gone.
 	RemoveRoute(filter string)
 	// RemoteGroup reports whether a peer has members of shared group share
 	// ("$share/{group}/{filter}").
@@ -87,25 +93,61 @@ func (g *subscribeGate) done() {
 	}
 }
 
-// addRoute tells the cluster of a new local subscription to filter; with g, the SUBACK
-// being built waits for its acknowledgement. filter is the string the session keeps: the
-// cluster's table keys its first subscriber's filter by it, without a copy of its own.
-func (b *Broker) addRoute(filter string, g *subscribeGate) {
+// indexSubscribe is b.index.Subscribe (existed: sub replaced the options of the same
+// subscriber's subscription), and on a node of a cluster it tells the cluster of a new
+// subscription to filter; with g, the SUBACK being built waits for the route's
+// acknowledgement. route is filter as a string the caller keeps anyway (the session's):
+// the cluster's queues keep it while the change is in flight.
+func (b *Broker) indexSubscribe(filter []byte, route string, sub pubsub.Sub, g *subscribeGate) (existed bool) {
+	if b.cluster == nil {
+		return b.index.Subscribe(filter, sub)
+	}
+	b.routeMu.Lock()
+	defer b.routeMu.Unlock()
+	first := !b.index.Subscribed(filter)
+	if existed = b.index.Subscribe(filter, sub); existed || !first && g == nil {
+		return existed
+	}
 	if g == nil {
-		b.cluster.AddRoute(filter, nil)
-		return
+		b.cluster.AddRoute(route, true, nil)
+		return false
 	}
 	g.left.Add(1)
-	if !b.cluster.AddRoute(filter, g.done) {
+	if !b.cluster.AddRoute(route, first, g.done) {
 		g.left.Add(-1)
 	}
+	return false
 }
 
-// removeRoute tells the cluster a local subscription to filter is gone.
-func (b *Broker) removeRoute(filter string) {
-	if b.cluster != nil {
-		b.cluster.RemoveRoute(filter)
+// indexUnsubscribe is b.index.Unsubscribe, and on a node of a cluster it tells the
+// cluster when filter's last local subscription is gone.
+func (b *Broker) indexUnsubscribe(filter []byte, id pubsub.SubscriberID) (removed bool) {
+	if b.cluster == nil {
+		return b.index.Unsubscribe(filter, id)
 	}
+	b.routeMu.Lock()
+	defer b.routeMu.Unlock()
+	if removed = b.index.Unsubscribe(filter, id); removed && !b.index.Subscribed(filter) {
+		b.cluster.RemoveRoute(string(filter))
+	}
+	return removed
+}
+
+// RoutedFilters calls fn with every filter that has a local subscriber, each once, under
+// routeMu: no route change reaches the cluster meanwhile, so the version of the cluster's
+// table read in fn is the set's (package cluster's snapshot for a peer).
+func (b *Broker) RoutedFilters(fn func(filters []string)) {
+	b.routeMu.Lock()
+	defer b.routeMu.Unlock()
+	var out []string
+	b.index.Walk(func(filter []byte, _ pubsub.Sub) bool {
+		// A filter's subscribers come one after another.
+		if n := len(out); n == 0 || out[n-1] != string(filter) {
+			out = append(out, string(filter))
+		}
+		return true
+	})
+	fn(out)
 }
 
 // forward is deliver's last step on a node of a cluster: the message goes to the peers

@@ -2,12 +2,14 @@ package broker
 
 import (
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"unsafe"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
+	"github.com/bifrost-mqtt/bifrost/internal/pubsub"
 	"github.com/bifrost-mqtt/bifrost/internal/session"
 	"github.com/bifrost-mqtt/bifrost/internal/store"
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
@@ -17,7 +19,7 @@ import (
 // elsewhere and nothing waits.
 type noRoutes struct{}
 
-func (noRoutes) AddRoute(string, func()) bool                { return false }
+func (noRoutes) AddRoute(string, bool, func()) bool          { return false }
 func (noRoutes) RemoveRoute(string)                          {}
 func (noRoutes) RemoteGroup(string) bool                     { return false }
 func (noRoutes) Forward(*Outbound) int                       { return 0 }
@@ -65,26 +67,46 @@ func TestInboundWaitsForStore(t *testing.T) {
 	}
 }
 
-// routeRecorder is a node of a fake cluster that keeps the filters AddRoute got.
+// routeRecorder is a node of a fake cluster that keeps the filters AddRoute got and
+// the route changes it was told, as a table would.
 type routeRecorder struct {
 	*fakeNode
-	mu    sync.Mutex
-	added []string
+	mu     sync.Mutex
+	added  []string
+	later  int             // AddRoute calls without first
+	routes map[string]bool // filter → routed, from first and last
+	wrong  []string        // a first for a routed filter, a last for one not routed
 }
 
-func (r *routeRecorder) AddRoute(filter string, _ func()) bool {
+func (r *routeRecorder) AddRoute(filter string, first bool, _ func()) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.added = append(r.added, filter)
+	switch {
+	case !first:
+		r.later++
+	case r.routes[filter]:
+		r.wrong = append(r.wrong, "first "+filter)
+	default:
+		r.routes[filter] = true
+	}
 	return false
 }
 
-// TestAddRouteSharesFilter: the filter a subscription hands the cluster is the string
-// its session keeps, not a copy: the cluster's route table keys by it, and a copy would
-// cost every local route its filter's bytes again.
-func TestAddRouteSharesFilter(t *testing.T) {
+func (r *routeRecorder) RemoveRoute(filter string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.routes[filter] {
+		r.wrong = append(r.wrong, "last "+filter)
+	}
+	delete(r.routes, filter)
+}
+
+// recorderBroker is a broker whose cluster records routes.
+func recorderBroker(t *testing.T) (*Broker, *routeRecorder) {
+	t.Helper()
 	c := newFakeCluster()
-	rec := &routeRecorder{fakeNode: &fakeNode{c: c, name: "n1", serving: true}}
+	rec := &routeRecorder{fakeNode: &fakeNode{c: c, name: "n1", serving: true}, routes: map[string]bool{}}
 	cfg := conf.Default()
 	cfg.Listeners = nil
 	cfg.SysInterval = new(conf.Duration)
@@ -98,6 +120,14 @@ func TestAddRouteSharesFilter(t *testing.T) {
 	}
 	t.Cleanup(func() { b.Close() })
 	c.nodes["n1"] = b
+	return b, rec
+}
+
+// TestAddRouteSharesFilter: the filter a subscription hands the cluster is the string
+// its session keeps, not a copy: the cluster's queues keep it while the route is in
+// flight, and a copy would cost them its bytes again.
+func TestAddRouteSharesFilter(t *testing.T) {
+	b, rec := recorderBroker(t)
 	cl, _ := dialC(t, b, packet.V5, "sub", nil)
 	cl.subscribe(1, 1, "devices/1/cmd")
 	b.mu.Lock()
@@ -110,5 +140,96 @@ func TestAddRouteSharesFilter(t *testing.T) {
 	}
 	if unsafe.StringData(rec.added[0]) != unsafe.StringData(subs[0].Filter) {
 		t.Fatal("the route's filter is a copy of the session's")
+	}
+}
+
+// TestRoutesFollowIndex: a filter's first local subscriber routes it, a later one only
+// asks for its SUBACK's version, and the last one leaving withdraws it; shared groups are
+// routes of their own; RoutedFilters names each routed filter once.
+func TestRoutesFollowIndex(t *testing.T) {
+	b, rec := recorderBroker(t)
+	x, _ := dialC(t, b, packet.V5, "x", nil)
+	y, _ := dialC(t, b, packet.V5, "y", nil)
+	x.subscribe(1, 1, "t/#")
+	y.subscribe(1, 1, "t/#")
+	x.subscribe(2, 1, "$share/g/t/#")
+	y.subscribe(2, 1, "$share/g/t/#")
+	var got []string
+	b.RoutedFilters(func(filters []string) { got = append(got, filters...) })
+	slices.Sort(got)
+	if want := []string{"$share/g/t/#", "t/#"}; !slices.Equal(got, want) {
+		t.Fatalf("RoutedFilters %q; want %q", got, want)
+	}
+	rec.mu.Lock()
+	if rec.later != 2 || len(rec.routes) != 2 {
+		t.Fatalf("routes %v, %d later subscribers told; want 2 routes and 2", rec.routes, rec.later)
+	}
+	rec.mu.Unlock()
+	x.send(&packet.Unsubscribe{PacketID: 3, Filters: [][]byte{[]byte("t/#"), []byte("$share/g/t/#")}})
+	x.waitLines(1)
+	rec.mu.Lock()
+	if len(rec.routes) != 2 {
+		t.Fatalf("routes %v after one of two subscribers left; want both", rec.routes)
+	}
+	rec.mu.Unlock()
+	y.send(&packet.Disconnect{}) // the session ends: its subscriptions go
+	testenv.WaitFor(t, "routes withdrawn", func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return len(rec.routes) == 0
+	})
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.wrong) != 0 {
+		t.Fatalf("changes out of order: %q", rec.wrong)
+	}
+}
+
+// TestRoutesChurn: subscribers of one filter come and go on many goroutines at once; the
+// cluster is told first subscribers and last leavings in the index's order, never a
+// first for a filter routed or a last for one not, and nothing is left routed.
+func TestRoutesChurn(t *testing.T) {
+	b, rec := recorderBroker(t)
+	const workers, rounds = 8, 300
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for range rounds {
+				cancel, err := b.Subscribe("churn/#", func(string, []byte) {})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.wrong) != 0 || len(rec.routes) != 0 {
+		t.Fatalf("out of order: %d changes (first %q); left routed: %v", len(rec.wrong), rec.wrong[:min(len(rec.wrong), 3)], rec.routes)
+	}
+}
+
+// TestDistrustKeepsNoOrphan: a reload's pass over a session's subscriptions does not
+// bring back one that left the index meanwhile: on a node of a cluster it would make its
+// filter look routed while no subscriber has it.
+func TestDistrustKeepsNoOrphan(t *testing.T) {
+	b, rec := recorderBroker(t)
+	x, _ := dialC(t, b, packet.V5, "x", persist(300))
+	x.subscribe(1, 1, "t")
+	b.mu.Lock()
+	s := b.sessions["x"]
+	b.mu.Unlock()
+	b.indexUnsubscribe([]byte("t"), pubsub.SubscriberID(s.ID())) // an UNSUBSCRIBE's first step
+	b.distrust(s)                                                // a reload, with the session's list from before
+	if b.index.Subscribed([]byte("t")) {
+		t.Fatal("the index keeps a subscription its session left")
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.routes) != 0 {
+		t.Fatalf("routes %v; want none", rec.routes)
 	}
 }

@@ -155,9 +155,8 @@ func (b *Broker) unsubscribeAll(s *session.Session) {
 // removeSubs takes s's subscriptions subs out of the index.
 func (b *Broker) removeSubs(s *session.Session, subs []session.Sub) {
 	for _, sub := range subs {
-		if b.index.Unsubscribe([]byte(sub.Filter), pubsub.SubscriberID(s.ID())) {
+		if b.indexUnsubscribe([]byte(sub.Filter), pubsub.SubscriberID(s.ID())) {
 			b.stats.subscriptions(-1)
-			b.removeRoute(sub.Filter)
 		}
 	}
 }

@@ -43,11 +43,8 @@ func (b *Broker) Subscribe(filter string, fn func(topic string, payload []byte))
 		return nil, errors.New("broker: topic filter is not valid UTF-8")
 	}
 	id := b.allocID(target{local: fn})
-	b.index.Subscribe([]byte(filter), pubsub.Sub{Subscriber: pubsub.SubscriberID(id), QoS: 2})
+	b.indexSubscribe([]byte(filter), filter, pubsub.Sub{Subscriber: pubsub.SubscriberID(id), QoS: 2}, nil)
 	b.stats.subscriptions(1)
-	if b.cluster != nil {
-		b.addRoute(filter, nil)
-	}
 	done := false
 	return func() {
 		b.mu.Lock()
@@ -57,9 +54,8 @@ func (b *Broker) Subscribe(filter string, fn func(topic string, payload []byte))
 		}
 		done = true
 		b.mu.Unlock()
-		if b.index.Unsubscribe([]byte(filter), pubsub.SubscriberID(id)) {
+		if b.indexUnsubscribe([]byte(filter), pubsub.SubscriberID(id)) {
 			b.stats.subscriptions(-1)
-			b.removeRoute(filter)
 		}
 		b.freeID(id)
 	}, nil

@@ -225,11 +225,8 @@ func (b *Broker) indexSub(s *session.Session, sub session.Sub) {
 	if sub.Opts.RetainAsPublished {
 		flags |= pubsub.RetainAsPublished
 	}
-	if !b.index.Subscribe([]byte(sub.Filter), pubsub.Sub{Subscriber: pubsub.SubscriberID(s.ID()), ID: sub.ID,
-		QoS: sub.Opts.QoS, Flags: flags}) {
+	if !b.indexSubscribe([]byte(sub.Filter), sub.Filter, pubsub.Sub{Subscriber: pubsub.SubscriberID(s.ID()), ID: sub.ID,
+		QoS: sub.Opts.QoS, Flags: flags}, nil) {
 		b.stats.subscriptions(1)
-		if b.cluster != nil {
-			b.addRoute(sub.Filter, nil)
-		}
 	}
 }

@@ -75,15 +75,12 @@ func (b *Broker) onSubscribe(bt *batch, cl *client, p *packet.Subscribe) error {
 		if sub.RetainAsPublished {
 			flags |= pubsub.RetainAsPublished
 		}
-		existed := b.index.Subscribe(sub.Filter, pubsub.Sub{Subscriber: pubsub.SubscriberID(s.ID()), ID: subID, QoS: granted, Flags: flags})
-		filter := string(sub.Filter) // the session's, shared with the cluster's route table
+		filter := string(sub.Filter) // the session's, shared with the cluster's route queues
+		existed := b.indexSubscribe(sub.Filter, filter, pubsub.Sub{Subscriber: pubsub.SubscriberID(s.ID()), ID: subID, QoS: granted, Flags: flags}, routed)
 		s.AddSub(session.Sub{Filter: filter, ID: subID, Opts: session.SubOpts{QoS: granted,
 			NoLocal: sub.NoLocal, RetainAsPublished: sub.RetainAsPublished, RetainHandling: sub.RetainHandling}})
 		if !existed {
 			b.stats.subscriptions(1)
-			if routed != nil {
-				b.addRoute(filter, routed)
-			}
 		}
 		ack.Codes = append(ack.Codes, packet.ReasonCode(granted))
 		_, _, shared := packet.SplitShared(sub.Filter)
@@ -146,7 +143,21 @@ func (b *Broker) distrust(s *session.Session) {
 		if sub.Opts.RetainAsPublished {
 			flags |= pubsub.RetainAsPublished
 		}
-		b.index.Subscribe([]byte(sub.Filter), pubsub.Sub{Subscriber: pubsub.SubscriberID(s.ID()), ID: sub.ID, QoS: sub.Opts.QoS, Flags: flags})
+		b.reindexSub([]byte(sub.Filter), pubsub.Sub{Subscriber: pubsub.SubscriberID(s.ID()), ID: sub.ID, QoS: sub.Opts.QoS, Flags: flags})
+	}
+}
+
+// reindexSub replaces the options of a subscription the index has. One that left it
+// meanwhile (an UNSUBSCRIBE, the session's end, on another goroutine than a reload's) is
+// not brought back: the index would keep a subscription of no session, and on a node of
+// a cluster a filter that looks routed (cluster_routes.go).
+func (b *Broker) reindexSub(filter []byte, sub pubsub.Sub) {
+	if b.cluster != nil {
+		b.routeMu.Lock()
+		defer b.routeMu.Unlock()
+	}
+	if !b.index.Subscribe(filter, sub) {
+		b.index.Unsubscribe(filter, sub.Subscriber)
 	}
 }
 
@@ -173,14 +184,11 @@ func (b *Broker) onUnsubscribe(bt *batch, cl *client, p *packet.Unsubscribe) {
 	ack.Codes = ack.Codes[:0]
 	ack.Props.Reset()
 	for _, f := range p.Filters {
-		removed := b.index.Unsubscribe(f, pubsub.SubscriberID(s.ID()))
+		removed := b.indexUnsubscribe(f, pubsub.SubscriberID(s.ID()))
 		s.RemoveSub(f)
 		code := packet.Success
 		if removed {
 			b.stats.subscriptions(-1)
-			if b.cluster != nil {
-				b.removeRoute(string(f))
-			}
 		} else {
 			code = packet.NoSubscriptionExisted
 		}

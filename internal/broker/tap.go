@@ -48,11 +48,8 @@ func (t *Tap) Subscribe(filter string, qos uint8) error {
 	if _, _, shared := packet.SplitShared([]byte(filter)); shared {
 		flags = pubsub.RetainAsPublished // No Local is not allowed on a shared subscription
 	}
-	if !b.index.Subscribe([]byte(filter), pubsub.Sub{Subscriber: pubsub.SubscriberID(t.id), QoS: min(qos, b.set.Load().maxQoS), Flags: flags}) {
+	if !b.indexSubscribe([]byte(filter), filter, pubsub.Sub{Subscriber: pubsub.SubscriberID(t.id), QoS: min(qos, b.set.Load().maxQoS), Flags: flags}, nil) {
 		b.stats.subscriptions(1)
-		if b.cluster != nil {
-			b.addRoute(filter, nil)
-		}
 	}
 	return nil
 }
@@ -62,11 +59,8 @@ func (t *Tap) Subscribe(filter string, qos uint8) error {
 func (t *Tap) Close(filters []string) {
 	b := t.b
 	for _, f := range filters {
-		if b.index.Unsubscribe([]byte(f), pubsub.SubscriberID(t.id)) {
+		if b.indexUnsubscribe([]byte(f), pubsub.SubscriberID(t.id)) {
 			b.stats.subscriptions(-1)
-			if b.cluster != nil {
-				b.removeRoute(f)
-			}
 		}
 	}
 	b.freeID(t.id)

@@ -126,6 +126,9 @@ type applied struct {
 type FSM struct {
 	mu sync.RWMutex // guards s
 	s  state
+	// omu guards s.owners too: Apply and Restore hold it beside mu while they change
+	// the table, so that Owner reads it under omu alone (owner_fsm.go).
+	omu sync.RWMutex
 	// changed, when set, runs after each applied command and after a Restore, on Raft's
 	// FSM goroutine without the lock: it must return quickly.
 	changed func()
@@ -146,7 +149,14 @@ func (f *FSM) Apply(l *raft.Log) any {
 		return applied{err: err}
 	}
 	f.mu.Lock()
+	_, owning := c.(ownerCommand)
+	if owning {
+		f.omu.Lock()
+	}
 	data, err := c.apply(&f.s, l.Index)
+	if owning {
+		f.omu.Unlock()
+	}
 	f.mu.Unlock()
 	if err == nil && f.applied != nil {
 		f.applied(c, l.Index)
@@ -182,8 +192,10 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	f.mu.Lock()
+	f.omu.Lock()
 	s.ret.adopt(&f.s.ret)
 	f.s = s
+	f.omu.Unlock()
 	f.mu.Unlock()
 	if f.changed != nil {
 		f.changed()

@@ -85,8 +85,9 @@ type ownership struct {
 	claimWake   chan struct{}
 	releaseWake chan struct{}
 
-	fence  fenceState  // fence.go
-	counts ownerCounts // owner_metrics.go
+	fence   fenceState    // fence.go
+	counts  ownerCounts   // owner_metrics.go
+	pending pendingClaims // owner_pending.go
 }
 
 func (o *ownership) init() {
@@ -209,6 +210,7 @@ func (c *Cluster) applyClaims(ctx context.Context, batch []pendingClaim) {
 	}
 	c.own.counts.claims.Add(uint64(len(batch)))
 	c.own.counts.entries.Add(1)
+	c.own.pending.add(epoch, ids)
 	for i, pc := range batch {
 		prev := out[i].prev
 		if prev == "" || prev == self {
@@ -273,6 +275,7 @@ func (c *Cluster) releaseLoop(ctx context.Context) {
 // applied is the FSM's hook: a claim by another node fences this node's connections of
 // its ids.
 func (c *Cluster) applied(cmd command, index uint64) {
+	c.own.pending.applied(index)
 	cl, ok := cmd.(claims)
 	if !ok || cl.node == c.cfg.NodeName {
 		return
@@ -284,8 +287,12 @@ func (c *Cluster) applied(cmd command, index uint64) {
 }
 
 // Owner returns the owner of client id cid and its epoch as this node's applied log
-// says; "" when it has none.
+// says, or this node for a claim of its own whose outcome is known before the log here
+// has it (owner_pending.go); "" when it has none.
 func (c *Cluster) Owner(cid string) (node string, epoch uint64) {
+	if e, ok := c.own.pending.epoch(cid); ok {
+		return c.cfg.NodeName, e
+	}
 	if c.fsm == nil {
 		return "", 0
 	}

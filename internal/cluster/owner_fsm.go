@@ -304,26 +304,34 @@ func restoreOwnersWith(s *state, r *reader, key func(r *reader) ownerKey) {
 	s.owners = o
 }
 
+// An ownerCommand changes the ownership table: FSM.Apply holds omu for it.
+type ownerCommand interface{ ownerCommand() }
+
+func (claims) ownerCommand()   {}
+func (releases) ownerCommand() {}
+
 // Owner returns the owner of client id cid and its epoch as the applied log says; "" when
-// it has none.
+// it has none. It takes omu, not the FSM's lock: the broker asks it under its own lock,
+// which an Apply holding the FSM's lock may wait for (a retained message's commit).
 func (f *FSM) Owner(cid string) (node string, epoch uint64) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.s.owners.get(keyOf(cid))
+	k := keyOf(cid)
+	f.omu.RLock()
+	defer f.omu.RUnlock()
+	return f.s.owners.get(k)
 }
 
 // Owners returns the number of ownership entries.
 func (f *FSM) Owners() int {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
+	f.omu.RLock()
+	defer f.omu.RUnlock()
 	return len(f.s.owners.m)
 }
 
 // ownedBy returns how many client ids node owns; for tests and diagnostics (the table
 // keeps no ids: a node's broker knows its own clients).
 func (f *FSM) ownedBy(node string) int {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
+	f.omu.RLock()
+	defer f.omu.RUnlock()
 	o := &f.s.owners
 	n, ok := o.nodeIdx[node]
 	if !ok {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // claim applies a claims entry at index and decodes its result.
@@ -270,5 +271,28 @@ func benchOwnerTable(b *testing.B, n int) {
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(n), "heap-B/entry")
 		b.ReportMetric(float64(len(data))/float64(n), "snapshot-B/entry")
 		runtime.KeepAlive(&f)
+	}
+}
+
+// TestOwnerBesideApply: Owner answers while an Apply holds the FSM's lock. The broker asks
+// it under its own lock, which an Apply may wait for (a retained message's commit may
+// restage the broker's sessions): Owner waiting for the FSM's lock would close the cycle.
+func TestOwnerBesideApply(t *testing.T) {
+	var f FSM
+	claim(t, &f, 1, "n1", "x")
+	f.mu.Lock() // an Apply of another part, in progress
+	defer f.mu.Unlock()
+	done := make(chan string)
+	go func() {
+		n, _ := f.Owner("x")
+		done <- n
+	}()
+	select {
+	case n := <-done:
+		if n != "n1" {
+			t.Fatalf("owner of x: %q; want n1", n)
+		}
+	case <-time.After(10 * time.Second): // a bound on a deadlock, not a wait for an event
+		t.Fatal("Owner waits for the FSM's lock")
 	}
 }

@@ -14,13 +14,14 @@ import (
 
 // Routes: which node wants which messages.
 //
-// Each node owns its routes, the filters its local sessions subscribe to
-// ("$share/{group}/{filter}" for a shared one), refcounted: the broker calls AddRoute and
-// RemoveRoute once per session subscription, and only a filter's first subscriber and
-// its last leaving change the table. Every change gets the next version. To each live
-// peer a link (routes_stream.go) streams the table: a snapshot with its version on
-// connect, then the deltas; the peer acknowledges each version once its remote index has
-// it.
+// Each node owns its routes, the filters its local subscribers have
+// ("$share/{group}/{filter}" for a shared one). The broker's index is the table: the
+// broker tells a filter's first local subscriber (AddRoute, first) and its last leaving
+// (RemoveRoute) in its index's order, and lists the routed filters for a snapshot
+// (Local.RoutedFilters), so that this side keeps no entry per route, only the changes in
+// flight. Every change gets the next version. To each live peer a link
+// (routes_stream.go) streams the table: a snapshot with its version on connect, then the
+// deltas; the peer acknowledges each version once its remote index has it.
 //
 // The remote index is a pubsub.Index whose subscribers are node ids: matching a topic
 // there names each node with a matching route once, however many of its clients
@@ -53,6 +54,9 @@ type Local interface {
 	// BeginForwarded starts delivering a batch of forwarded messages to the local
 	// subscribers (Inbound.Deliver), written to them at Inbound.End.
 	BeginForwarded() *broker.Inbound
+	// RoutedFilters calls fn with every filter that has a local subscriber, each once,
+	// while no AddRoute or RemoveRoute runs.
+	RoutedFilters(fn func(filters []string))
 }
 
 // A routeWaiter is a SUBACK waiting for version to reach every live peer.
@@ -68,11 +72,11 @@ type routes struct {
 	c     *Cluster
 	epoch uint64 // this incarnation: peers de-duplicate forwarded messages by it
 
-	mu      sync.Mutex        // guards the fields below; never held while calling out
-	table   map[string]uint32 // filter → local subscriptions
+	mu      sync.Mutex // guards the fields below; never held while calling out
+	count   int        // routed filters
 	version uint64
 	// fresh holds the version that added each filter added after floor: a later
-	// subscriber to one waits for it. Every filter of table not in fresh was added at or
+	// subscriber to one waits for it. Every routed filter not in fresh was added at or
 	// before floor, which every live peer had acknowledged when it was set (settle), so a
 	// version per route is kept only while it is in flight.
 	fresh    map[string]uint64
@@ -109,24 +113,24 @@ func newRoutes(c *Cluster) *routes {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return &routes{c: c, epoch: binary.LittleEndian.Uint64(b[:]) | 1,
-		table: map[string]uint32{}, fresh: map[string]uint64{}, links: map[string]*routeLink{},
+		fresh: map[string]uint64{}, links: map[string]*routeLink{},
 		remote: pubsub.NewIndex(), exact: newExactRoutes(), ids: map[string]pubsub.SubscriberID{}, names: []string{""},
 		peers: map[string]*peerTable{}, wake: make(chan struct{}, 1)}
 }
 
-// add counts a local subscription to filter and returns the version that added it, or
-// a later one, queueing the change for every link when it is new.
-func (r *routes) add(filter string) uint64 {
+// add takes a local subscription to filter, its first (first: filter becomes a route)
+// or a later one, and returns the version that added filter, or a later one, queueing
+// the change for every link when it is new.
+func (r *routes) add(filter string, first bool) uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n, ok := r.table[filter]
-	r.table[filter] = n + 1
-	if ok {
+	if !first {
 		if v, ok := r.fresh[filter]; ok {
 			return v
 		}
 		return r.floor
 	}
+	r.count++
 	r.version++
 	r.fresh[filter] = r.version
 	for _, l := range r.links {
@@ -135,19 +139,11 @@ func (r *routes) add(filter string) uint64 {
 	return r.version
 }
 
-// remove counts a local subscription to filter less.
+// remove takes filter's last local subscription leaving: it is no route any more.
 func (r *routes) remove(filter string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n, ok := r.table[filter]
-	if !ok {
-		return
-	}
-	if n > 1 {
-		r.table[filter] = n - 1
-		return
-	}
-	delete(r.table, filter)
+	r.count--
 	delete(r.fresh, filter)
 	r.version++
 	for _, l := range r.links {
@@ -248,13 +244,50 @@ func (r *routes) settle() {
 	}
 }
 
-// snapshotLocked returns the whole table and its version.
-func (r *routes) snapshotLocked() ([]string, uint64) {
-	out := make([]string, 0, len(r.table))
-	for f := range r.table {
-		out = append(out, f)
+// snapshot returns the whole table, from the broker (none before it is connected), and
+// its version; locked, if not nil, runs under r.mu with them. The broker lists its
+// filters while no change reaches add or remove, so the version read meanwhile is the
+// list's.
+func (r *routes) snapshot(locked func()) (filters []string, version uint64) {
+	take := func(fs []string) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		filters, version = fs, r.version
+		if locked != nil {
+			locked()
+		}
 	}
-	return out, r.version
+	if l := r.local(); l != nil {
+		l.RoutedFilters(take)
+	} else {
+		take(nil)
+	}
+	return filters, version
+}
+
+// resnap has every link send its snapshot again.
+func (r *routes) resnap() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range r.links {
+		clear(l.pending)
+		l.pending, l.resnap = nil, true
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// local returns the broker, once SetLocal has connected it.
+func (r *routes) local() Local {
+	if r.c.fwd == nil {
+		return nil
+	}
+	if l := r.c.fwd.local.Load(); l != nil {
+		return *l
+	}
+	return nil
 }
 
 // nodeID returns name's id in the remote index, giving it one on first use. rmu is held.
@@ -431,7 +464,7 @@ func (r *routes) peerRoutes() map[string]int {
 func (r *routes) localRoutes() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.table)
+	return r.count
 }
 
 // run keeps a link to each live peer and expires waits, until done is closed.

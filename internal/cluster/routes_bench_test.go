@@ -11,8 +11,9 @@ import (
 )
 
 // BenchmarkRouteMemory reports the heap a route costs: a filter of this node's table
-// (its entry and refcount once the peers have it; the key's bytes are the subscribing
-// session's) and a filter of a peer's table, exact
+// once the peers have it (the table is the broker's index: nothing is kept here but the
+// changes in flight, and the filter's bytes are the subscribing session's) and a filter
+// of a peer's table, exact
 // ("devices/{n}/cmd": a hash in the peer's exact set) or with a wildcard
 // ("devices/{n}/cmd/#": its entry in the remote index), 100,000 of them.
 //
@@ -38,7 +39,7 @@ func BenchmarkRouteMemory(b *testing.B) {
 			r := newRoutes(&Cluster{})
 			before := heap()
 			for _, f := range fs {
-				r.add(f) // as AddRoute gets it from the broker: the session's string
+				r.add(f, true) // as AddRoute gets it from the broker: the session's string
 			}
 			r.mu.Lock()
 			r.raiseFloorLocked(nil) // as settle does once every live peer has them

@@ -93,12 +93,11 @@ func (l *routeLink) stream(ctx context.Context) error {
 		return err
 	}
 	r := l.r
-	r.mu.Lock()
-	l.acked = 0 // a new stream: the peer may be a new process without our table
-	add, version := r.snapshotLocked()
-	clear(l.pending)
-	l.pending, l.resnap = l.pending[:0], false
-	r.mu.Unlock()
+	add, version := r.snapshot(func() {
+		l.acked = 0 // a new stream: the peer may be a new process without our table
+		clear(l.pending)
+		l.pending, l.resnap = l.pending[:0], false
+	})
 	if err := st.Send(&clusterpb.RouteUpdate{Node: c.cfg.NodeName, Version: version, Snapshot: true, Add: add}); err != nil {
 		return err
 	}
@@ -116,14 +115,17 @@ func (l *routeLink) stream(ctx context.Context) error {
 		case <-l.wake:
 		}
 		r.mu.Lock()
-		var u *clusterpb.RouteUpdate
-		if l.resnap { // the deltas overflowed: the whole table again
-			add, version := r.snapshotLocked()
-			l.resnap = false
-			u = &clusterpb.RouteUpdate{Snapshot: true, Add: add, Version: version}
-		}
+		resnap := l.resnap
 		pending, l.pending = l.pending, pending[:0]
 		r.mu.Unlock()
+		var u *clusterpb.RouteUpdate
+		if resnap { // the deltas overflowed: the whole table again
+			add, version := r.snapshot(func() {
+				clear(l.pending)
+				l.pending, l.resnap = l.pending[:0], false
+			})
+			u = &clusterpb.RouteUpdate{Snapshot: true, Add: add, Version: version}
+		}
 		if u == nil {
 			if len(pending) == 0 {
 				continue

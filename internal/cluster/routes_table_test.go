@@ -31,32 +31,47 @@ func pendingOf(l *routeLink) []string {
 	return out
 }
 
-// TestRouteRefcount: only a filter's first subscription and its last one leaving change
-// the table; a shared filter is a route of its own; every change gets the next version,
-// and a later subscriber to a filter waits for the version that added it.
-func TestRouteRefcount(t *testing.T) {
-	r := newRoutes(&Cluster{})
+// listedLocal is a broker that lists the filters of its index for a snapshot.
+type listedLocal struct {
+	Local
+	filters []string
+}
+
+func (l *listedLocal) RoutedFilters(fn func([]string)) { fn(l.filters) }
+
+// TestRouteChanges: a filter's first subscription and its last one leaving change the
+// table; a shared filter is a route of its own; every change gets the next version, and
+// a later subscriber to a filter waits for the version that added it. A snapshot is the
+// broker's list with the version of the last change.
+func TestRouteChanges(t *testing.T) {
+	c := &Cluster{}
+	c.routes = newRoutes(c)
+	r := c.routes
 	l := idleLink(r, "p")
-	if v := r.add("a/+"); v != 1 {
+	if v := r.add("a/+", true); v != 1 {
 		t.Fatalf("first add: version %d", v)
 	}
-	if v := r.add("a/+"); v != 1 {
+	if v := r.add("a/+", false); v != 1 {
 		t.Fatalf("second subscriber: version %d, want the one that added the filter", v)
 	}
-	r.add("$share/g/a/+")
+	r.add("$share/g/a/+", true)
 	r.remove("a/+")
-	if got := pendingOf(l); len(got) != 2 {
-		t.Fatalf("one of two subscribers left: deltas %v", got)
-	}
-	r.remove("a/+")
-	r.remove("a/+") // more removals than subscriptions change nothing
 	want := []string{"+a/+@1", "+$share/g/a/+@2", "-a/+@3"}
 	if got := pendingOf(l); !slices.Equal(got, want) {
 		t.Fatalf("deltas %v, want %v", got, want)
 	}
-	snap, v := r.snapshotLocked()
-	if !slices.Equal(snap, []string{"$share/g/a/+"}) || v != 3 {
-		t.Fatalf("snapshot %v at %d", snap, v)
+	if n := r.localRoutes(); n != 1 {
+		t.Fatalf("%d local routes; want 1", n)
+	}
+	if snap, v := r.snapshot(nil); len(snap) != 0 || v != 3 {
+		t.Fatalf("snapshot %v at %d before the broker is connected; want none at 3", snap, v)
+	}
+	c.fwd = newForwarder(c)
+	c.SetLocal(&listedLocal{filters: []string{"$share/g/a/+"}})
+	locked := false
+	snap, v := r.snapshot(func() { locked = true })
+	if !slices.Equal(snap, []string{"$share/g/a/+"}) || v != 3 || !locked {
+		t.Fatalf("snapshot %v at %d (locked ran: %v)", snap, v, locked)
 	}
 }
 
@@ -66,9 +81,9 @@ func TestRouteRefcount(t *testing.T) {
 func TestRouteVersionFloor(t *testing.T) {
 	r := newRoutes(&Cluster{})
 	l := idleLink(r, "p")
-	r.add("a")
-	r.add("b")
-	r.add("c")
+	r.add("a", true)
+	r.add("b", true)
+	r.add("c", true)
 	l.acked = 2 // p has a and b
 	r.mu.Lock()
 	r.raiseFloorLocked([]string{"p"})
@@ -76,7 +91,7 @@ func TestRouteVersionFloor(t *testing.T) {
 	if len(r.fresh) != 1 || r.floor != 2 {
 		t.Fatalf("versions kept %v, floor %d; want c's only, floor 2", r.fresh, r.floor)
 	}
-	if va, vc := r.add("a"), r.add("c"); va != 2 || vc != 3 {
+	if va, vc := r.add("a", false), r.add("c", false); va != 2 || vc != 3 {
 		t.Fatalf("later subscribers of a and c wait for %d and %d; want 2 and 3", va, vc)
 	}
 	r.mu.Lock()
@@ -93,8 +108,7 @@ func TestRouteVersionFloor(t *testing.T) {
 		t.Fatalf("versions kept %v, floor %d once p has all", r.fresh, r.floor)
 	}
 	r.remove("c")
-	r.remove("c")
-	if v := r.add("c"); v != 5 {
+	if v := r.add("c", true); v != 5 {
 		t.Fatalf("c added again at %d; want 5", v)
 	}
 }
@@ -105,7 +119,7 @@ func TestRouteDeltasOverflow(t *testing.T) {
 	r := newRoutes(&Cluster{})
 	l := idleLink(r, "p")
 	for i := range routeDeltaMax + 1 {
-		r.add(fmt.Sprintf("f/%d", i))
+		r.add(fmt.Sprintf("f/%d", i), true)
 	}
 	if !l.resnap || len(l.pending) != 0 {
 		t.Fatalf("resnap %v with %d deltas kept", l.resnap, len(l.pending))
@@ -208,17 +222,17 @@ func TestExactRoutes(t *testing.T) {
 // peer already has would count twice in its exact set).
 func TestRouteDeltasNet(t *testing.T) {
 	r := newRoutes(&Cluster{})
-	r.add("a")
-	r.add("b")
+	r.add("a", true)
+	r.add("b", true)
 	l := idleLink(r, "p")
 	r.remove("a")
-	r.add("a") // the peer has a: nothing to send
-	r.add("c")
+	r.add("a", true) // the peer has a: nothing to send
+	r.add("c", true)
 	r.remove("c") // the peer lacks c: nothing to send
 	r.remove("b")
-	r.add("d")
+	r.add("d", true)
 	r.remove("d")
-	r.add("d")
+	r.add("d", true)
 	add, remove := netDeltas(l.pending)
 	if !slices.Equal(add, []string{"d"}) || !slices.Equal(remove, []string{"b"}) {
 		t.Fatalf("sent +%v -%v; want +[d] -[b]", add, remove)
@@ -261,7 +275,7 @@ func TestSubackWaitsForSeeds(t *testing.T) {
 	c := &Cluster{formed: make(chan struct{})}
 	c.routes = newRoutes(c)
 	done := false
-	if !c.routes.wait(c.routes.add("a"), func() { done = true }) {
+	if !c.routes.wait(c.routes.add("a", true), func() { done = true }) {
 		t.Fatal("a SUBACK on a node that has not joined went at once")
 	}
 	c.routes.settle()
@@ -272,5 +286,19 @@ func TestSubackWaitsForSeeds(t *testing.T) {
 	c.routes.settle()
 	if !done {
 		t.Fatal("still waiting once the seeds were tried, with no live peer")
+	}
+}
+
+// TestRouteResnapOnLocal: connecting the broker has every link send its snapshot again:
+// one sent before had none of the broker's filters.
+func TestRouteResnapOnLocal(t *testing.T) {
+	c := &Cluster{}
+	c.routes = newRoutes(c)
+	c.fwd = newForwarder(c)
+	l := idleLink(c.routes, "p")
+	c.routes.add("a", true)
+	c.SetLocal(&listedLocal{filters: []string{"a"}})
+	if !l.resnap || len(l.pending) != 0 {
+		t.Fatalf("resnap %v, %d deltas after SetLocal; want a snapshot", l.resnap, len(l.pending))
 	}
 }

@@ -321,6 +321,8 @@ func holdLocal(n *brokerNode) *heldLocal {
 	return h
 }
 
+func (h *heldLocal) RoutedFilters(fn func([]string)) { h.inner.RoutedFilters(fn) }
+
 func (h *heldLocal) BeginForwarded() *broker.Inbound {
 	h.once.Do(func() {
 		close(h.entered)

@@ -95,6 +95,28 @@ func (x *Index) Unsubscribe(filter []byte, id SubscriberID) bool {
 	return true
 }
 
+// Subscribed reports whether filter ("$share/{group}/{filter}" for a shared group) has a
+// subscriber. A node of a cluster asks it around each change, under a lock of its own, to
+// route a filter while it has local subscribers (broker/cluster_routes.go).
+func (x *Index) Subscribed(filter []byte) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	f := filter
+	_, sf, shared := packet.SplitShared(filter)
+	if shared {
+		f = sf
+	}
+	n := x.tree.lookup(f)
+	switch {
+	case n == 0:
+		return false
+	case shared:
+		return x.groups.find(&x.tree, n, filter) != 0 // a group without members is removed
+	default:
+		return x.tree.node(n).n > 0
+	}
+}
+
 // upkeep does the index's bounded housekeeping at the end of a write operation (see
 // tree.upkeep): it gives everything back when the index is empty, and compacts the slab
 // pages that removals left mostly free.

@@ -257,3 +257,25 @@ func TestWalkEmpty(t *testing.T) {
 	x.Unsubscribe([]byte("a/b"), 1)
 	x.Walk(func([]byte, Sub) bool { t.Error("called on an emptied index"); return true })
 }
+
+// TestSubscribed: a filter is subscribed while it has a subscriber of its own, a shared
+// group while it has a member; a filter's group or a deeper filter does not count.
+func TestSubscribed(t *testing.T) {
+	x := NewIndex()
+	x.Subscribe([]byte("a/b/c"), Sub{Subscriber: 1})
+	x.Subscribe([]byte("$share/g/a/b"), Sub{Subscriber: 2})
+	for _, c := range []struct {
+		filter string
+		want   bool
+	}{{"a/b/c", true}, {"a/b", false}, {"a", false}, {"$share/g/a/b", true}, {"$share/h/a/b", false},
+		{"$share/g/a/b/c", false}, {"x", false}} {
+		if got := x.Subscribed([]byte(c.filter)); got != c.want {
+			t.Errorf("Subscribed(%q) = %v; want %v", c.filter, got, c.want)
+		}
+	}
+	x.Unsubscribe([]byte("a/b/c"), 1)
+	x.Unsubscribe([]byte("$share/g/a/b"), 2)
+	if x.Subscribed([]byte("a/b/c")) || x.Subscribed([]byte("$share/g/a/b")) {
+		t.Fatal("subscribed after the last subscriber left")
+	}
+}
