@@ -43,9 +43,15 @@ func TestCollector(t *testing.T) {
 			got[mf.GetName()] = m.GetCounter().GetValue()
 		}
 	}
+	// Hard since Apply: some time, however little, is counted.
+	if got["bifrost_memory_hard_seconds_total"] <= 0 {
+		t.Errorf("bifrost_memory_hard_seconds_total = %v at hard, want > 0", got["bifrost_memory_hard_seconds_total"])
+	}
+	delete(got, "bifrost_memory_hard_seconds_total")
 	want := map[string]float64{
 		"bifrost_memory_pressure":             float64(Hard),
 		"bifrost_memory_used_bytes":           95 * mib,
+		"bifrost_memory_pressure_limit_bytes": 100 * mib,
 		"bifrost_memory_returned_total":       3,
 		"bifrost_memory_returned_bytes_total": 30 * mib,
 	}

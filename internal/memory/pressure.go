@@ -20,10 +20,10 @@ const (
 	// exceeded) and shed QoS 0 messages queued for slow consumers. What is left of the
 	// limit is kept for the clients already connected.
 	Soft
-	// Hard (used ≥ 90%): also stop reading from publishers, so that backpressure reaches
-	// them through TCP instead of the heap growing until the kernel kills the process.
-	// The broker does not do that yet (the listener cannot pause a connection's reads):
-	// at Hard it acts as at Soft; docs/edge.md, "Under a hard memory cap".
+	// Hard (used ≥ 90%): also stop reading from connections that publish, so that
+	// backpressure reaches them through TCP instead of the heap growing until the kernel
+	// kills the process; subscribers are still read and written to, so their queues drain.
+	// Reading resumes once the level falls below Hard (Policy.OnChange).
 	Hard
 )
 
@@ -41,10 +41,11 @@ func (l Level) String() string {
 
 // Thresholds of the pressure levels, in percent of the limit.
 //
-// The figure compared with the limit is runtimeSample.Used: the live heap after the last
-// GC plus the runtime's non-heap memory. It is not the heap in use: with GOGC=400 the heap
-// grows towards the limit between cycles by design, and garbage is not pressure. Used only
-// changes meaningfully when a GC cycle ends, so it is sampled then.
+// The figure compared with the limit is what the kernel charges for the process's memory
+// less the heap the next GC frees, and the limit is the one the kernel enforces on that
+// figure (charge.go). It is not the heap in use: with GOGC=400 the heap grows towards the
+// limit between cycles by design, and garbage is not pressure. The live heap only changes
+// when a GC cycle ends, so it is sampled then.
 //
 // Soft at 80% leaves the last fifth of the limit to the clients already connected; Hard
 // at 90% stops intake before the soft limit makes the GC run back to back. A level is left
@@ -103,11 +104,19 @@ func nextLevel(prev Level, used, limit uint64) Level {
 // cycles Pressure is one atomic load.
 type pressure struct {
 	cur     atomic.Uint32 // Level
-	used    atomic.Uint64 // Used at the last sample
+	used    atomic.Uint64 // pressureUsed at the last sample
+	ceiling atomic.Uint64 // what used was compared with at the last sample
 	samples atomic.Uint64 // samples taken, for tests
 	stopped atomic.Bool
 	// after, when set, runs after each cycle's sample (the headroom tuner).
 	after atomic.Pointer[func()]
+	// changed, when set, runs after a sample that changed the level, outside mu.
+	changed atomic.Pointer[func()]
+	// meter, when set, reads what the kernel charges; nil: the runtime's figure alone.
+	meter atomic.Pointer[meter]
+	// hardNanos is the time spent at Hard before hardSince; hardSince is when the level
+	// last rose to Hard (Unix nanoseconds), 0 while it is below.
+	hardNanos, hardSince atomic.Int64
 
 	limit func() int64
 	read  func() runtimeSample
@@ -170,15 +179,33 @@ func onGC(p *pressure) {
 // level returns the level of the last sample.
 func (p *pressure) level() Level { return Level(p.cur.Load()) }
 
-// refresh samples the runtime and updates the level, logging changes.
+// refresh samples the runtime and the kernel's charge and updates the level, logging
+// changes; after a change it runs the changed hook.
 func (p *pressure) refresh() {
+	if p.refreshLocked() {
+		if f := p.changed.Load(); f != nil {
+			(*f)()
+		}
+	}
+}
+
+// refreshLocked is refresh under mu; it reports whether the level changed.
+func (p *pressure) refreshLocked() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.read()
-	used := s.Used()
-	limit := uint64(max(p.limit(), 0))
+	var charged uint64
+	ok := false
+	ceiling := uint64(max(p.limit(), 0))
+	if m := p.meter.Load(); m != nil {
+		charged, ok = m.read()
+		if ok && m.ceiling > 0 {
+			ceiling = uint64(m.ceiling)
+		}
+	}
+	used := pressureUsed(s, charged, ok)
 	prev := p.level()
-	next := nextLevel(prev, used, limit)
+	next := nextLevel(prev, used, ceiling)
 	now := p.now()
 	switch {
 	case next > prev:
@@ -187,6 +214,14 @@ func (p *pressure) refresh() {
 		next = prev
 	}
 	p.used.Store(used)
+	p.ceiling.Store(ceiling)
+	switch {
+	case next == Hard && prev != Hard:
+		p.hardSince.Store(max(now.UnixNano(), 1))
+	case next != Hard && prev == Hard:
+		p.hardNanos.Add(now.UnixNano() - p.hardSince.Load())
+		p.hardSince.Store(0)
+	}
 	p.cur.Store(uint32(next))
 	p.samples.Add(1)
 	if next > None && p.recheck == nil && !p.stopped.Load() {
@@ -194,15 +229,25 @@ func (p *pressure) refresh() {
 		p.recheck = time.AfterFunc(p.every, p.onRecheck)
 	}
 	if next == prev {
-		return
+		return false
 	}
 	attrs := []any{"level", next.String(), "was", prev.String(),
-		"used", formatBytes(int64(used)), "limit", formatBytes(int64(limit))}
+		"used", formatBytes(int64(used)), "limit", formatBytes(int64(ceiling))}
 	if next > prev {
 		p.log.Warn("memory: pressure rising", attrs...)
 	} else {
 		p.log.Info("memory: pressure falling", attrs...)
 	}
+	return true
+}
+
+// hardTime returns the time spent at Hard so far.
+func (p *pressure) hardTime() time.Duration {
+	d := p.hardNanos.Load()
+	if since := p.hardSince.Load(); since != 0 {
+		d += max(p.now().UnixNano()-since, 0)
+	}
+	return time.Duration(d)
 }
 
 // onRecheck runs every p.every while the level is above none: it forces a GC, whose hook
