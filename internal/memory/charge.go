@@ -26,22 +26,27 @@ import (
 //     That is the anonymous memory of the group's processes plus the kernel memory charged
 //     to it (socket buffers, the sockets themselves: ~2 KB per connection), which the OOM
 //     killer counts and the runtime cannot see; page cache is left out, as the kernel
-//     reclaims it before it kills. It is compared with the cgroup's limit, the one the
-//     kernel enforces on that same figure.
+//     reclaims it before it kills.
 //   - otherwise (a configured memory.limit, GOMEMLIMIT, no cgroup limit): the process's
 //     anonymous resident memory, /proc/self/statm's resident less its shared (file-backed)
-//     pages, compared with the runtime's limit.
+//     pages.
+//
+// Either is compared with the policy's limit, not with the cgroup's: with memory.limit:
+// auto that is 80% of the cgroup's, and the fifth above it is what the kernel's own
+// memory and a surge's growth between two samples need. Compared with the cgroup's limit
+// itself (soft at 9.6 MiB of 12), the edge broker in a 12 MiB group under
+// bench/edge-memcap.sh's surge never reached hard: the level went none and soft every
+// second, each dip let the surge's clients in, and the kernel killed it 14 s into the
+// surge.
 //
 // From either, the heap the next GC frees is taken out (the heap the runtime holds less
 // the live heap): garbage is not pressure, as the heap grows towards its goal between
 // cycles by design. Where neither can be read (not Linux), the runtime's figure is used.
 
-// A meter reads the memory pressure is computed from and the ceiling it is compared with.
+// A meter reads the memory pressure is computed from.
 type meter struct {
 	// read returns the bytes charged, false when they cannot be read.
 	read func() (uint64, bool)
-	// ceiling is the limit the figure is compared with; 0: the runtime's limit.
-	ceiling int64
 	// what names the figure, for logs.
 	what string
 }
@@ -64,15 +69,13 @@ func newMeter(fsys fs.FS, lim Limit, envLimit bool) meter {
 		switch lim.From.Source {
 		case SourceCgroupV2:
 			return meter{
-				read:    func() (uint64, bool) { return cgroupCharge(fsys, dir, cgroupV2CurrentFile, "file") },
-				ceiling: lim.From.Bytes,
-				what:    "cgroup-v2 memory.current - file",
+				read: func() (uint64, bool) { return cgroupCharge(fsys, dir, cgroupV2CurrentFile, "file") },
+				what: "cgroup-v2 memory.current - file",
 			}
 		case SourceCgroupV1:
 			return meter{
-				read:    func() (uint64, bool) { return cgroupCharge(fsys, dir, cgroupV1UsageFile, "total_cache") },
-				ceiling: lim.From.Bytes,
-				what:    "cgroup-v1 memory.usage_in_bytes - total_cache",
+				read: func() (uint64, bool) { return cgroupCharge(fsys, dir, cgroupV1UsageFile, "total_cache") },
+				what: "cgroup-v1 memory.usage_in_bytes - total_cache",
 			}
 		}
 	}
@@ -138,7 +141,7 @@ func readAnon(fsys fs.FS) (uint64, bool) {
 	return (resident - shared) * uint64(os.Getpagesize()), true
 }
 
-// pressureUsed is the figure pressure compares with its ceiling: charged (ok: it could be
+// pressureUsed is the figure pressure compares with the limit: charged (ok: it could be
 // read) less the heap the next GC frees, never below the live heap; the runtime's own
 // figure (Used) where nothing charged could be read.
 func pressureUsed(s runtimeSample, charged uint64, ok bool) uint64 {

@@ -15,7 +15,6 @@ type collector struct {
 	p             *Policy
 	pressure      *prometheus.Desc
 	used          *prometheus.Desc
-	ceiling       *prometheus.Desc
 	hard          *prometheus.Desc
 	returned      *prometheus.Desc
 	returnedBytes *prometheus.Desc
@@ -25,8 +24,7 @@ type collector struct {
 // register (metrics.Registry.Register):
 //
 //	bifrost_memory_pressure              gauge: 0 none, 1 soft, 2 hard
-//	bifrost_memory_used_bytes            gauge: what pressure compares with its limit
-//	bifrost_memory_pressure_limit_bytes  gauge: that limit
+//	bifrost_memory_used_bytes            gauge: what pressure compares with the limit
 //	bifrost_memory_hard_seconds_total    counter: time spent at hard
 //	bifrost_memory_returned_total        counter: debug.FreeOSMemory calls
 //	bifrost_memory_returned_bytes_total  counter: RSS those calls gave back
@@ -39,10 +37,7 @@ func (p *Policy) Collector() prometheus.Collector {
 			"Memory pressure level admission control acts on: 0 none, 1 soft (refuse connections, shed QoS 0), 2 hard (also stop reading from connections that publish).",
 			nil, nil),
 		used: prometheus.NewDesc("bifrost_memory_used_bytes",
-			"Memory the kernel charges (in a cgroup: its usage less page cache; else the anonymous RSS) less the heap the next GC frees; pressure compares it with bifrost_memory_pressure_limit_bytes.",
-			nil, nil),
-		ceiling: prometheus.NewDesc("bifrost_memory_pressure_limit_bytes",
-			"The limit pressure compares bifrost_memory_used_bytes with: the cgroup's limit, else the runtime's (go_gc_gomemlimit_bytes).",
+			"Memory the kernel charges (in a cgroup: its usage less page cache; else the anonymous RSS) less the heap the next GC frees; pressure compares it with go_gc_gomemlimit_bytes.",
 			nil, nil),
 		hard: prometheus.NewDesc("bifrost_memory_hard_seconds_total",
 			"Time spent at hard memory pressure, reading paused on publishing connections.",
@@ -60,7 +55,6 @@ func (p *Policy) Collector() prometheus.Collector {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.pressure
 	ch <- c.used
-	ch <- c.ceiling
 	ch <- c.hard
 	ch <- c.returned
 	ch <- c.returnedBytes
@@ -71,7 +65,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	p := c.p
 	ch <- prometheus.MustNewConstMetric(c.pressure, prometheus.GaugeValue, float64(p.Pressure()))
 	ch <- prometheus.MustNewConstMetric(c.used, prometheus.GaugeValue, float64(p.press.used.Load()))
-	ch <- prometheus.MustNewConstMetric(c.ceiling, prometheus.GaugeValue, float64(p.press.ceiling.Load()))
 	ch <- prometheus.MustNewConstMetric(c.hard, prometheus.CounterValue, p.HardTime().Seconds())
 	ch <- prometheus.MustNewConstMetric(c.returned, prometheus.CounterValue, float64(p.returned.Load()))
 	ch <- prometheus.MustNewConstMetric(c.returnedBytes, prometheus.CounterValue, float64(p.retBytes.Load()))

@@ -51,7 +51,6 @@ func TestCollector(t *testing.T) {
 	want := map[string]float64{
 		"bifrost_memory_pressure":             float64(Hard),
 		"bifrost_memory_used_bytes":           95 * mib,
-		"bifrost_memory_pressure_limit_bytes": 100 * mib,
 		"bifrost_memory_returned_total":       3,
 		"bifrost_memory_returned_bytes_total": 30 * mib,
 	}

@@ -42,8 +42,7 @@ func (l Level) String() string {
 // Thresholds of the pressure levels, in percent of the limit.
 //
 // The figure compared with the limit is what the kernel charges for the process's memory
-// less the heap the next GC frees, and the limit is the one the kernel enforces on that
-// figure (charge.go). It is not the heap in use: with GOGC=400 the heap grows towards the
+// less the heap the next GC frees (charge.go). It is not the heap in use: with GOGC=400 the heap grows towards the
 // limit between cycles by design, and garbage is not pressure. The live heap only changes
 // when a GC cycle ends, so it is sampled then.
 //
@@ -105,7 +104,6 @@ func nextLevel(prev Level, used, limit uint64) Level {
 type pressure struct {
 	cur     atomic.Uint32 // Level
 	used    atomic.Uint64 // pressureUsed at the last sample
-	ceiling atomic.Uint64 // what used was compared with at the last sample
 	samples atomic.Uint64 // samples taken, for tests
 	stopped atomic.Bool
 	// after, when set, runs after each cycle's sample (the headroom tuner).
@@ -196,16 +194,13 @@ func (p *pressure) refreshLocked() bool {
 	s := p.read()
 	var charged uint64
 	ok := false
-	ceiling := uint64(max(p.limit(), 0))
 	if m := p.meter.Load(); m != nil {
 		charged, ok = m.read()
-		if ok && m.ceiling > 0 {
-			ceiling = uint64(m.ceiling)
-		}
 	}
 	used := pressureUsed(s, charged, ok)
+	limit := uint64(max(p.limit(), 0))
 	prev := p.level()
-	next := nextLevel(prev, used, ceiling)
+	next := nextLevel(prev, used, limit)
 	now := p.now()
 	switch {
 	case next > prev:
@@ -214,7 +209,6 @@ func (p *pressure) refreshLocked() bool {
 		next = prev
 	}
 	p.used.Store(used)
-	p.ceiling.Store(ceiling)
 	switch {
 	case next == Hard && prev != Hard:
 		p.hardSince.Store(max(now.UnixNano(), 1))
@@ -232,7 +226,7 @@ func (p *pressure) refreshLocked() bool {
 		return false
 	}
 	attrs := []any{"level", next.String(), "was", prev.String(),
-		"used", formatBytes(int64(used)), "limit", formatBytes(int64(ceiling))}
+		"used", formatBytes(int64(used)), "limit", formatBytes(int64(limit))}
 	if next > prev {
 		p.log.Warn("memory: pressure rising", attrs...)
 	} else {
