@@ -16,9 +16,9 @@ type Level uint32
 const (
 	// None: admit everything.
 	None Level = iota
-	// Soft (used ≥ 80% of the limit): refuse new connections (CONNACK server busy / quota
-	// exceeded) and shed QoS 0 messages queued for slow consumers. What is left of the
-	// limit is kept for the clients already connected.
+	// Soft (used ≥ 80% of the limit): refuse new connections (CONNACK quota exceeded;
+	// 3.1.1: server unavailable) and shed QoS 0 messages queued for slow consumers. What
+	// is left of the limit is kept for the clients already connected.
 	Soft
 	// Hard (used ≥ 90%): also stop reading from connections that publish, so that
 	// backpressure reaches them through TCP instead of the heap growing until the kernel
