@@ -105,8 +105,8 @@ log "broker pid $broker_pid in $(awk -F: '$2 ~ /memory/ {print $3}' "/proc/$brok
 start=$(now)
 
 # Every 0.5 s: seconds, VmRSS, RssAnon, RssFile (kB), the group's usage and the kernel
-# memory in it (bytes), and every second the broker's pressure level and the memory it
-# reports as used (bytes).
+# memory in it (bytes), and every second the broker's pressure level, the memory it
+# reports as used (bytes) and the connections whose reads it has paused.
 (
 	i=0
 	while kill -0 "$broker_pid" 2>/dev/null; do
@@ -114,9 +114,9 @@ start=$(now)
 		u=$(cat "$cg/memory.usage_in_bytes" "$cg/memory.kmem.usage_in_bytes" 2>/dev/null | tr '\n' ' ')
 		if [ $((i % 2)) = 0 ]; then
 			m=$(curl -s -m 1 "http://127.0.0.1:$http_port/metrics" 2>/dev/null |
-				awk '/^bifrost_memory_pressure / {p = $2} /^bifrost_memory_used_bytes / {u = $2} END {printf "%s %s", p, u}')
+				awk '/^bifrost_memory_pressure / {p = $2} /^bifrost_memory_used_bytes / {u = $2} /^bifrost_connections_paused / {c = $2} END {printf "%s %s %s", p, u, c}')
 		fi
-		[ -n "$s" ] && echo "$(since "$start")$s ${u:-- - }${m:-- -}"
+		[ -n "$s" ] && echo "$(since "$start")$s ${u:-- - }${m:-- - -}"
 		i=$((i + 1))
 		sleep 0.5
 	done
@@ -175,6 +175,8 @@ cp "$cg/memory.stat" "$results/memory.stat" 2>/dev/null || true
 	echo "limit in force:      $(grep -o "msg=\"memory policy\".*" "$results/broker.log" | head -1)"
 	echo "broker alive:        $alive; cgroup max_usage $(awk -v b="$max_usage" 'BEGIN {printf "%.1f MiB", b / 1048576}') of ${limit_mib} MiB, failcnt $failcnt, oom_control: $oom"
 	echo "peak VmRSS:          $(awk '{if ($2 > m) m = $2} END {printf "%.1f MiB", m / 1024}' "$results/samples.txt"), peak memory_used $(awk '$8 != "-" {if ($8 > m) m = $8} END {printf "%.1f MiB", m / 1048576}' "$results/samples.txt"), max pressure $(awk '$7 != "-" {if ($7 > m) m = $7} END {print m + 0}' "$results/samples.txt")"
+	echo "settled (last):      $(tail -1 "$results/samples.txt" | awk '{printf "VmRSS %.1f MiB, RssAnon %.1f MiB, group usage %.1f MiB, pressure %s, memory_used %.1f MiB", $2 / 1024, $3 / 1024, $5 / 1048576, $7, $8 / 1048576}')"
+	echo "paused publishers:   max $(awk '$9 != "-" && $9 != "" {if ($9 > m) m = $9} END {print m + 0}' "$results/samples.txt") at once; $(grep -E '^bifrost_memory_hard_seconds_total' "$results/metrics.txt" | awk '{printf "%.1f s at hard", $2}')"
 	echo "slow subscribers:    $(cat "$results/slow.json" | head -1)"
 	echo "QoS 0 flood:         $(cat "$results"/flood-*.json | jq -s 'map(.sent) | add') sent"
 	echo "surge connections:   $(jq -c '.conns | {connected, failed}' "$results/surge-conns.json" 2>/dev/null || echo see surge-conns.err)"
