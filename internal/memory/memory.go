@@ -34,8 +34,8 @@
 // # Pressure and admission control
 //
 // Pressure reports None, Soft or Hard from the memory the kernel charges, less the heap
-// the next GC frees, against the limit the kernel enforces (charge.go; see Level for the
-// thresholds and what the broker does at each). The broker reads it on its accept, CONNECT
+// the next GC frees, against the limit (charge.go; see Level for the thresholds and what
+// the broker does at each). The broker reads it on its accept, CONNECT
 // and publish paths: it costs one atomic load. OnChange tells it when the level changes.
 //
 // # Returning memory to the OS

@@ -42,9 +42,9 @@ func (l Level) String() string {
 // Thresholds of the pressure levels, in percent of the limit.
 //
 // The figure compared with the limit is what the kernel charges for the process's memory
-// less the heap the next GC frees (charge.go). It is not the heap in use: with GOGC=400 the heap grows towards the
-// limit between cycles by design, and garbage is not pressure. The live heap only changes
-// when a GC cycle ends, so it is sampled then.
+// less the heap the next GC frees (charge.go). It is not the heap in use: with GOGC=400
+// the heap grows towards the limit between cycles by design, and garbage is not pressure.
+// The live heap only changes when a GC cycle ends, so it is sampled then.
 //
 // Soft at 80% leaves the last fifth of the limit to the clients already connected; Hard
 // at 90% stops intake before the soft limit makes the GC run back to back. A level is left
