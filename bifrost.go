@@ -170,6 +170,7 @@ func (b *Broker) start(ctx context.Context) error {
 	}
 	b.memory = pol
 	b.policy.Store(pol)
+	pol.OnChange(b.mqtt.PressureChanged) // resumes the publishers paused at hard
 	if err := b.metrics.Register(pol.Collector()); err != nil {
 		return fmt.Errorf("bifrost: %w", err)
 	}

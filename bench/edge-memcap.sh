@@ -10,6 +10,9 @@
 #
 #   bench/edge-memcap.sh                 LIMIT=32 (MiB)
 #   LIMIT=12 bench/edge-memcap.sh        a limit the load exceeds on purpose
+#   NOCGROUP=1 LIMIT=12 bench/edge-memcap.sh
+#                                        no cgroup: GOMEMLIMIT alone, set to 80% of LIMIT
+#                                        (what memory.limit: auto takes of a group's)
 #
 # Environment: LIMIT (32, MiB), PORT (27883), HTTP_PORT (27880), CONNS (1000), PAIRS (10),
 # RATE (10), SURGE (20, seconds), SURGE_CONNS (4000), SLOW (200), FLOODERS (4),
@@ -46,10 +49,17 @@ for p in "$port" "$http_port"; do
 	fi
 done
 
+nocgroup=${NOCGROUP:-}
+where="cgroup v1, memory.limit_in_bytes $limit_mib MiB"
+[ -n "$nocgroup" ] && where="no cgroup, GOMEMLIMIT $((limit_mib * 1024 * 8 / 10))KiB (80% of $limit_mib MiB)"
 mem_root=/sys/fs/cgroup/memory
-[ -w "$mem_root" ] || { echo "no writable cgroup v1 memory hierarchy at $mem_root" >&2; exit 1; }
-self_cg=$(awk -F: '$2 ~ /(^|,)memory(,|$)/ {print $3}' /proc/self/cgroup)
-cg=$mem_root${self_cg%/}/bifrost-memcap-$$
+if [ -n "$nocgroup" ]; then
+	cg=/nonexistent # every read of the group's files below reads "-"
+else
+	[ -w "$mem_root" ] || { echo "no writable cgroup v1 memory hierarchy at $mem_root" >&2; exit 1; }
+	self_cg=$(awk -F: '$2 ~ /(^|,)memory(,|$)/ {print $3}' /proc/self/cgroup)
+	cg=$mem_root${self_cg%/}/bifrost-memcap-$$
+fi
 
 broker_pid=""
 pids=()
@@ -86,15 +96,21 @@ log:
 EOF
 cp "$work/bifrost.yaml" "$results/bifrost.yaml"
 
-mkdir "$cg"
-echo $((limit_mib << 20)) >"$cg/memory.limit_in_bytes"
-echo 0 >"$cg/memory.swappiness" 2>/dev/null || true
-log "cgroup $cg, memory.limit_in_bytes $(cat "$cg/memory.limit_in_bytes")"
+if [ -n "$nocgroup" ]; then
+	gomemlimit=$((limit_mib * 1024 * 8 / 10))KiB
+	log "no cgroup: GOMEMLIMIT=$gomemlimit"
+	GOMEMLIMIT=$gomemlimit "$work/bifrost" -c "$work/bifrost.yaml" 2>"$results/broker.log" &
+else
+	mkdir "$cg"
+	echo $((limit_mib << 20)) >"$cg/memory.limit_in_bytes"
+	echo 0 >"$cg/memory.swappiness" 2>/dev/null || true
+	log "cgroup $cg, memory.limit_in_bytes $(cat "$cg/memory.limit_in_bytes")"
 
-# The broker joins the group before exec, so the memory policy reads the group's limit at
-# start (memory.limit: auto) and everything it allocates is charged to it.
-sh -c 'echo $$ >"$1/cgroup.procs" && exec "$2" -c "$3"' sh "$cg" "$work/bifrost" "$work/bifrost.yaml" \
-	2>"$results/broker.log" &
+	# The broker joins the group before exec, so the memory policy reads the group's limit
+	# at start (memory.limit: auto) and everything it allocates is charged to it.
+	sh -c 'echo $$ >"$1/cgroup.procs" && exec "$2" -c "$3"' sh "$cg" "$work/bifrost" "$work/bifrost.yaml" \
+		2>"$results/broker.log" &
+fi
 broker_pid=$!
 for _ in $(seq 100); do
 	(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
@@ -105,18 +121,18 @@ log "broker pid $broker_pid in $(awk -F: '$2 ~ /memory/ {print $3}' "/proc/$brok
 start=$(now)
 
 # Every 0.5 s: seconds, VmRSS, RssAnon, RssFile (kB), the group's usage and the kernel
-# memory in it (bytes), and every second the broker's pressure level and the memory it
-# reports as used (bytes).
+# memory in it (bytes), and every second the broker's pressure level, the memory it
+# reports as used (bytes) and the connections whose reads it has paused.
 (
 	i=0
 	while kill -0 "$broker_pid" 2>/dev/null; do
 		s=$(awk '/^(VmRSS|RssAnon|RssFile):/ {printf " %s", $2}' "/proc/$broker_pid/status" 2>/dev/null || true)
-		u=$(cat "$cg/memory.usage_in_bytes" "$cg/memory.kmem.usage_in_bytes" 2>/dev/null | tr '\n' ' ')
+		u=$(cat "$cg/memory.usage_in_bytes" "$cg/memory.kmem.usage_in_bytes" 2>/dev/null | tr '\n' ' ' || true)
 		if [ $((i % 2)) = 0 ]; then
 			m=$(curl -s -m 1 "http://127.0.0.1:$http_port/metrics" 2>/dev/null |
-				awk '/^bifrost_memory_pressure / {p = $2} /^bifrost_memory_used_bytes / {u = $2} END {printf "%s %s", p, u}')
+				awk '/^bifrost_memory_pressure / {p = $2} /^bifrost_memory_used_bytes / {u = $2} /^bifrost_connections_paused / {c = $2} END {printf "%s %s %s", p, u, c}')
 		fi
-		[ -n "$s" ] && echo "$(since "$start")$s ${u:-- - }${m:-- -}"
+		[ -n "$s" ] && echo "$(since "$start")$s ${u:-- - }${m:-- - -}"
 		i=$((i + 1))
 		sleep 0.5
 	done
@@ -171,10 +187,16 @@ oom=$(cgf memory.oom_control | tr '\n' ' ')
 cp "$cg/memory.stat" "$results/memory.stat" 2>/dev/null || true
 
 {
-	echo "edge broker in cgroup v1, memory.limit_in_bytes ${limit_mib} MiB; $conns idle connections, $pairs x $rate QoS 1 msg/s; surge ${surge}s from ${surge_start}s to ${surge_end}s"
+	echo "edge broker in $where; $conns idle connections, $pairs x $rate QoS 1 msg/s; surge ${surge}s from ${surge_start}s to ${surge_end}s"
 	echo "limit in force:      $(grep -o "msg=\"memory policy\".*" "$results/broker.log" | head -1)"
-	echo "broker alive:        $alive; cgroup max_usage $(awk -v b="$max_usage" 'BEGIN {printf "%.1f MiB", b / 1048576}') of ${limit_mib} MiB, failcnt $failcnt, oom_control: $oom"
+	if [ -n "$nocgroup" ]; then
+		echo "broker alive:        $alive"
+	else
+		echo "broker alive:        $alive; cgroup max_usage $(awk -v b="$max_usage" 'BEGIN {printf "%.1f MiB", b / 1048576}') of ${limit_mib} MiB, failcnt $failcnt, oom_control: $oom"
+	fi
 	echo "peak VmRSS:          $(awk '{if ($2 > m) m = $2} END {printf "%.1f MiB", m / 1024}' "$results/samples.txt"), peak memory_used $(awk '$8 != "-" {if ($8 > m) m = $8} END {printf "%.1f MiB", m / 1048576}' "$results/samples.txt"), max pressure $(awk '$7 != "-" {if ($7 > m) m = $7} END {print m + 0}' "$results/samples.txt")"
+	echo "settled (last):      $(tail -1 "$results/samples.txt" | awk '{printf "VmRSS %.1f MiB, RssAnon %.1f MiB, group usage %.1f MiB, pressure %s, memory_used %.1f MiB", $2 / 1024, $3 / 1024, $5 / 1048576, $7, $8 / 1048576}')"
+	echo "paused publishers:   max $(awk '$9 != "-" && $9 != "" {if ($9 > m) m = $9} END {print m + 0}' "$results/samples.txt") at once; $(grep -E '^bifrost_memory_hard_seconds_total' "$results/metrics.txt" | awk '{printf "%.1f s at hard", $2}')"
 	echo "slow subscribers:    $(cat "$results/slow.json" | head -1)"
 	echo "QoS 0 flood:         $(cat "$results"/flood-*.json | jq -s 'map(.sent) | add') sent"
 	echo "surge connections:   $(jq -c '.conns | {connected, failed}' "$results/surge-conns.json" 2>/dev/null || echo see surge-conns.err)"

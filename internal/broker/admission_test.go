@@ -9,8 +9,9 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/store"
 )
 
-// TestAdmissionUnderPressure: near the memory limit a new client is refused with server
-// busy (5.0) or server unavailable (3.1.1), and admitted again once the pressure is gone.
+// TestAdmissionUnderPressure: near the memory limit a new client is refused with quota
+// exceeded (5.0) or server unavailable (3.1.1), and admitted again once the pressure is
+// gone.
 func TestAdmissionUnderPressure(t *testing.T) {
 	for _, v := range []packet.Version{packet.V311, packet.V5} {
 		t.Run(v.String(), func(t *testing.T) {
@@ -32,7 +33,7 @@ func TestAdmissionUnderPressure(t *testing.T) {
 			if err := ack.Decode(h, c.last[n:h.Size()], v); err != nil {
 				t.Fatal(err)
 			}
-			want := packet.ServerBusy
+			want := packet.QuotaExceeded
 			if v != packet.V5 {
 				want = packet.ServerUnavailable // 3.1.1 return code 3
 			}

@@ -82,6 +82,7 @@ type Broker struct {
 	lim     session.Limits
 	reconf  sync.Mutex    // serializes Reconfigure; guards cfg and sysStop after Start
 	sysStop chan struct{} // closed to end the $SYS goroutine (sys.go); nil: none runs
+	paused  pausedConns   // publishers paused at hard memory pressure (pause.go)
 	index   *pubsub.Index
 	ret     *pubsub.Retained[*session.Message]
 	j       *session.Journal // nil without a store (Restore)
@@ -161,6 +162,9 @@ func New(o Options) (*Broker, error) {
 	}
 	b.limits.Store(newLimits(c, new(atomic.Int64), nil))
 	b.stats.init(o.Metrics)
+	if err := b.stats.pausedGauge(b); err != nil {
+		return nil, err
+	}
 	b.lim = session.Limits{
 		SlowBytes: slowBytes(c),
 		Pressed:   func() bool { return b.pressure() >= memory.Soft },

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/listener"
+	"github.com/bifrost-mqtt/bifrost/internal/memory"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 	"github.com/bifrost-mqtt/bifrost/internal/pubsub"
 	"github.com/bifrost-mqtt/bifrost/internal/session"
@@ -319,6 +320,9 @@ func (b *Broker) handle(bt *batch, cl *client, h packet.Header, body []byte) {
 		if err == nil {
 			err = b.onPublish(bt, cl, &bt.publish)
 		}
+		if err == nil && b.pressure() >= memory.Hard {
+			b.pausePublisher(cl) // pause.go
+		}
 	case packet.PUBACK, packet.PUBREC, packet.PUBCOMP:
 		if err = bt.ack.Decode(h, body, v); err == nil {
 			dirtied, dropped := cl.s.Ack(&bt.ack, now())
@@ -415,6 +419,7 @@ func (b *Broker) OnClose(c listener.Conn, err error) {
 	bt := b.getBatch()
 	cl.mu.Lock()
 	cl.closing = true
+	b.unpause(cl)
 	cl.auth = nil
 	cl.r.Release()
 	b.stats.connection(c.Listener().Name(), -1)

@@ -44,10 +44,12 @@ func (b *Broker) onConnect(bt *batch, cl *client, h packet.Header, body []byte) 
 		return
 	}
 	if b.pressure() >= memory.Soft {
-		// Admission control: near the memory limit new clients are refused with server
-		// busy (3.1.1: server unavailable), so the clients already connected keep their
-		// share and the process does not grow until the kernel kills it.
-		b.refuse(cl, v, packet.ServerBusy)
+		// Admission control: near the memory limit new clients are refused, so the
+		// clients already connected keep their share and the process does not grow until
+		// the kernel kills it. Quota exceeded, "an implementation or administrative
+		// imposed limit has been exceeded" (3.1.1: server unavailable): the limit is the
+		// memory the broker may use; server busy would say a moment's load.
+		b.refuse(cl, v, packet.QuotaExceeded)
 		return
 	}
 	if b.cluster != nil && v == packet.V5 {

@@ -46,7 +46,11 @@ type recConn struct {
 	shutdown atomic.Bool
 	buffered atomic.Int64
 	notice   atomic.Bool
+	paused   atomic.Bool // PauseReads, until ResumeReads
 }
+
+func (c *recConn) PauseReads()  { c.paused.Store(true) }
+func (c *recConn) ResumeReads() { c.paused.Store(false) }
 
 func (c *recConn) Buffered() int  { return int(c.buffered.Load()) }
 func (c *recConn) NotifyDrained() { c.notice.Store(true) }

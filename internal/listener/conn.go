@@ -57,6 +57,7 @@ const (
 	stUpgraded               // ws, wss: the upgrade is done, frames follow
 	stWSHeld                 // epoll ws: its poller holds decoder state (wsown_linux.go)
 	stWriting                // portable: the write goroutine runs (conn_portable.go)
+	stPaused                 // PauseReads: the reader does not read the socket (pause.go)
 )
 
 var _ timed[conn] = (*conn)(nil)

@@ -148,6 +148,9 @@ func (c *conn) closeOwnLocked(err error) error {
 		_ = c.nc.SetWriteDeadline(time.Now().Add(c.l.srv.o.LingerTimeout))
 	}
 	_ = c.nc.SetReadDeadline(pastDeadline)
+	if st&stPaused != 0 {
+		c.readsChanged() // its reader waits for a resume: wake it to close
+	}
 	return nil
 }
 

@@ -35,6 +35,10 @@ import (
 // eventLoops is the portable engine's part of Server: its readers, which Close waits for.
 type eventLoops struct {
 	readers sync.WaitGroup // one per connection, until it has delivered its close
+	// resumed is broadcast when a paused connection is resumed or closed; its readers
+	// wait on it (read_portable.go). Its lock is a leaf: taken under c.wmu.
+	pauseMu sync.Mutex
+	resumed *sync.Cond
 }
 
 // Profile labels of the portable engine's goroutines, made once rather than per connection.

@@ -58,11 +58,9 @@ type loop struct {
 // per 128 KiB read costs the flood nothing measurable.
 const maxReads = 4
 
-// Events a connection is watched for; epoll adds EPOLLERR and EPOLLHUP by itself.
-const (
-	evRead  = syscall.EPOLLIN | syscall.EPOLLRDHUP
-	evWrite = evRead | syscall.EPOLLOUT
-)
+// Events a connection is watched for (conn.watchedEvents: evRead, with EPOLLOUT while
+// bytes are queued; without EPOLLIN while paused); epoll adds EPOLLERR and EPOLLHUP.
+const evRead = syscall.EPOLLIN | syscall.EPOLLRDHUP
 
 // A poller is one epoll instance and the goroutine that waits on it.
 type poller struct {
@@ -262,7 +260,7 @@ func (p *poller) read(c *conn) {
 			default:
 				c.onData(p.buf[:n], p.idx)
 			}
-			if n < len(p.buf) {
+			if n < len(p.buf) || c.paused() {
 				return // most likely all there was; if not, epoll says so again
 			}
 		case err == nil: // EOF: the peer closed, or Close shut the socket down
@@ -291,10 +289,8 @@ func (p *poller) add(c *conn) error {
 	}
 	p.conns[i] = c
 	p.mu.Unlock()
-	ev := syscall.EpollEvent{Events: evRead, Fd: int32(fd)}
-	if c.out != nil { // OnOpen wrote more than the socket took at once
-		ev.Events = evWrite
-	}
+	// With EPOLLOUT if OnOpen wrote more than the socket took at once.
+	ev := syscall.EpollEvent{Events: c.watchedEvents(), Fd: int32(fd)}
 	err := syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_ADD, fd, &ev)
 	c.state.And(^uint32(stAdmitting))
 	if err != nil {
@@ -306,7 +302,7 @@ func (p *poller) add(c *conn) error {
 	return nil
 }
 
-// watch sets the events fd is watched for: evWrite while c has bytes queued.
+// watch sets the events fd is watched for (conn.watchedEvents).
 func (p *poller) watch(fd int, events uint32) error {
 	ev := syscall.EpollEvent{Events: events, Fd: int32(fd)}
 	return syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_MOD, fd, &ev)

@@ -2,7 +2,11 @@
 
 package listener
 
-import "github.com/bifrost-mqtt/bifrost/internal/bufpool"
+import (
+	"sync"
+
+	"github.com/bifrost-mqtt/bifrost/internal/bufpool"
+)
 
 // A connection's reader on the portable engine: one goroutine per connection, blocked in
 // Read while the client says nothing, handing what it reads to the transport as a poller
@@ -21,6 +25,9 @@ func (s *Server) readLoop(c *conn) {
 	size := min(readMin, s.o.ReadBufferSize)
 	buf := bufpool.Get(size)
 	for {
+		if c.paused() {
+			s.waitResumed(c)
+		}
 		b := (*buf)[:size]
 		n, err := c.nc.Read(b)
 		if n > 0 {
@@ -56,4 +63,26 @@ func nextReadSize(size, n, limit int) int {
 		return readMin
 	}
 	return size
+}
+
+// waitResumed returns once c's reads are resumed or c is closing (pause.go).
+func (s *Server) waitResumed(c *conn) {
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	if s.resumed == nil {
+		s.resumed = sync.NewCond(&s.pauseMu)
+	}
+	for c.state.Load()&(stPaused|stCloseReq|stFdClosed) == stPaused {
+		s.resumed.Wait()
+	}
+}
+
+// readsChanged wakes the readers waiting for a resume (waitResumed). c.wmu is held.
+func (c *conn) readsChanged() {
+	s := c.l.srv
+	s.pauseMu.Lock()
+	if s.resumed != nil {
+		s.resumed.Broadcast()
+	}
+	s.pauseMu.Unlock()
 }

@@ -354,6 +354,9 @@ func (s *Server) tlsListeners() []*Listener {
 
 // expire is the wheel's verdict on c: its timeout, or its Shutdown linger, has run out.
 func (s *Server) expire(c *conn) {
+	if s.renewPaused(c) {
+		return // its keep alive waits unread in the socket (pause.go)
+	}
 	if c.state.Load()&stShutdown != 0 {
 		_ = c.closeWith(nil)
 		return

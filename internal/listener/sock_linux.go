@@ -70,7 +70,7 @@ func (c *conn) writeOwn(head []byte, bufs [][]byte) error {
 	if c.out == nil {
 		c.out, c.outOff = bufpool.Get(rest), 0
 		if st&stAdmitting == 0 { // else poller.add watches it
-			if err := c.l.srv.loop.pollerFor(int(c.fd)).watch(int(c.fd), evWrite); err != nil {
+			if err := c.l.srv.loop.pollerFor(int(c.fd)).watch(int(c.fd), c.watchedEvents()); err != nil {
 				_ = c.closeOwnLocked(err)
 				return err
 			}
@@ -143,7 +143,7 @@ func (c *conn) flushOwn() {
 	switch unsent := len(*c.out) - int(c.outOff); {
 	case unsent == 0:
 		c.dropQueue()
-		if err := c.l.srv.loop.pollerFor(int(c.fd)).watch(int(c.fd), evRead); err != nil {
+		if err := c.l.srv.loop.pollerFor(int(c.fd)).watch(int(c.fd), c.watchedEvents()); err != nil {
 			_ = c.closeOwnLocked(err)
 			return
 		}
@@ -152,6 +152,31 @@ func (c *conn) flushOwn() {
 	}
 	if n > 0 {
 		c.written(n)
+	}
+}
+
+// watchedEvents returns the events c's socket is to be watched for: readability unless
+// its reads are paused (a hang-up all the same, so that a paused peer that goes away is
+// closed), writability while bytes are queued. c.wmu is held.
+func (c *conn) watchedEvents() uint32 {
+	ev := uint32(evRead)
+	if c.paused() {
+		ev = syscall.EPOLLRDHUP
+	}
+	if c.out != nil {
+		ev |= syscall.EPOLLOUT
+	}
+	return ev
+}
+
+// readsChanged watches c's socket for what PauseReads or ResumeReads asked; a connection
+// being added is watched by poller.add, which reads the state. c.wmu is held.
+func (c *conn) readsChanged() {
+	if c.state.Load()&stAdmitting != 0 {
+		return
+	}
+	if err := c.l.srv.loop.pollerFor(int(c.fd)).watch(int(c.fd), c.watchedEvents()); err != nil {
+		_ = c.closeOwnLocked(err)
 	}
 }
 

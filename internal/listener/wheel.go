@@ -132,6 +132,28 @@ func (w *wheel[T, P]) setLocked(p P, d time.Duration) {
 	w.place(p)
 }
 
+// renew puts p, taken out by advance as due, back in the wheel if open(p) holds: with a
+// full timeout from now if held(p) (its activity cannot be seen), else only if it has
+// had activity since and is no longer due. The predicates are checked under the lock, so
+// that a remove that comes after open's condition ends still takes p out. It reports
+// whether p is back; it does nothing if p is in the wheel.
+func (w *wheel[T, P]) renew(p P, open, held func(P) bool) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if p.timer().slot != slotNone || !open(p) {
+		return false
+	}
+	now := w.clock()
+	switch {
+	case held(p):
+		p.activity().Store(now)
+	case int32(now-(p.activity().Load()+p.timer().ticks+1)) >= 0:
+		return false // due
+	}
+	w.place(p)
+	return true
+}
+
 // remove takes p out of the wheel; it does nothing if p is not in it.
 func (w *wheel[T, P]) remove(p P) {
 	w.mu.Lock()

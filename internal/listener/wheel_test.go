@@ -188,3 +188,66 @@ func TestWheelRun(t *testing.T) {
 		close(done)
 	})
 }
+
+// TestWheelRenew checks renew, the paused connection's keep alive (pause.go): an entry
+// found due goes back for a full timeout while it is held, stays out if nothing touched
+// it, goes back until its new deadline if it was touched after it was found due, and
+// stays out once closed.
+func TestWheelRenew(t *testing.T) {
+	w := newTestWheel(16)
+	it := &item{name: "a"}
+	w.set(it, 200*time.Millisecond) // 2 ticks: due at tick 3
+	var due []*item
+	collect := func(to uint32) {
+		for tk := w.now.Load() + 1; int32(to-tk) >= 0; tk++ {
+			w.advance(tk, func(it *item) { due = append(due, it) })
+		}
+	}
+	open, held := true, true
+	isOpen := func(*item) bool { return open }
+	isHeld := func(*item) bool { return held }
+
+	collect(3)
+	if len(due) != 1 {
+		t.Fatalf("%d entries due at tick 3, want 1", len(due))
+	}
+	due = due[:0]
+	if !w.renew(it, isOpen, isHeld) {
+		t.Fatal("a held entry was not renewed")
+	}
+	collect(5)
+	if len(due) != 0 {
+		t.Fatal("a renewed entry expired before a full timeout")
+	}
+	collect(6)
+	if len(due) != 1 {
+		t.Fatal("a renewed entry did not come due again")
+	}
+	due = due[:0]
+
+	held = false // resumed, and nothing since: due
+	if w.renew(it, isOpen, isHeld) {
+		t.Fatal("an entry neither held nor touched was renewed")
+	}
+	w.set(it, 200*time.Millisecond)
+	collect(9)
+	due = due[:0]
+	it.last.Store(w.now.Load()) // touched as it was resumed, after advance found it due
+	if !w.renew(it, isOpen, isHeld) {
+		t.Fatal("an entry touched after it was found due was not put back")
+	}
+	collect(11)
+	if len(due) != 0 {
+		t.Fatal("a touched entry expired before its new deadline")
+	}
+	collect(12)
+	if len(due) != 1 {
+		t.Fatal("a touched entry did not come due at its new deadline")
+	}
+	due = due[:0]
+
+	held, open = true, false
+	if w.renew(it, isOpen, isHeld) {
+		t.Fatal("a closed entry was renewed")
+	}
+}

@@ -33,6 +33,11 @@ func TestCollector(t *testing.T) {
 	for name, m := range sums {
 		got[name] = m[""]
 	}
+	// Hard since Apply: some time, however little, is counted.
+	if got["bifrost_memory_hard_seconds_total"] <= 0 {
+		t.Errorf("bifrost_memory_hard_seconds_total = %v at hard, want > 0", got["bifrost_memory_hard_seconds_total"])
+	}
+	delete(got, "bifrost_memory_hard_seconds_total")
 	want := map[string]float64{
 		"bifrost_memory_pressure":             float64(Hard),
 		"bifrost_memory_used_bytes":           95 * mib,

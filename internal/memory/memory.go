@@ -33,9 +33,10 @@
 //
 // # Pressure and admission control
 //
-// Pressure reports None, Soft or Hard from the memory the GC cannot reclaim against the
-// limit (see Level for the thresholds and what the broker does at each). The broker reads
-// it on its accept, CONNECT and publish paths: it costs one atomic load.
+// Pressure reports None, Soft or Hard from the memory the kernel charges, less the heap
+// the next GC frees, against the limit (charge.go; see Level for the thresholds and what
+// the broker does at each). The broker reads it on its accept, CONNECT
+// and publish paths: it costs one atomic load. OnChange tells it when the level changes.
 //
 // # Returning memory to the OS
 //
@@ -201,11 +202,18 @@ func apply(cfg conf.Memory, log *slog.Logger, sys system) (*Policy, error) {
 	}
 	p.rel.rule = newReleaseRule(p.limit.Load(), p.interval)
 	p.press.init(p.limit.Load, sys.read, log)
+	p.setMeter(lim)
 	p.press.start()
 	log.Info("memory policy",
 		"profile", cfg.Profile, "limit", formatBytes(p.limit.Load()), "from", from,
-		"gogc", p.gogc, "return_to_os", p.interval)
+		"gogc", p.gogc, "return_to_os", p.interval, "pressure_from", p.press.meter.Load().what)
 	return p, nil
+}
+
+// setMeter sets what pressure is computed from for the limit lim (charge.go).
+func (p *Policy) setMeter(lim Limit) {
+	m := newMeter(p.sys.fsys, lim, p.envLimit)
+	p.press.meter.Store(&m)
 }
 
 // setLimit records lim and sets it in the runtime, unless GOMEMLIMIT governs; either way
@@ -305,6 +313,7 @@ func (p *Policy) Reload(cfg conf.Memory) error {
 		return err
 	}
 	p.setLimit(lim)
+	p.setMeter(lim)
 	if !p.envGOGC {
 		// Going from no limit to one (or back) changes the server's GC percent.
 		p.mu.Lock()
@@ -359,6 +368,21 @@ func (p *Policy) Resolved() Limit {
 
 // Pressure returns the memory pressure level as of the last sample: one atomic load.
 func (p *Policy) Pressure() Level { return p.press.level() }
+
+// OnChange sets f to run after each sample that changes the pressure level (nil: none),
+// on the goroutine that sampled: the GC's cleanup goroutine, a recheck's timer, or
+// Reload's caller. f reads the new level with Pressure; two changes close together may
+// run f concurrently, and f may see a later level than the one that called it.
+func (p *Policy) OnChange(f func()) {
+	if f == nil {
+		p.press.changed.Store(nil)
+		return
+	}
+	p.press.changed.Store(&f)
+}
+
+// HardTime returns the time spent at Hard since Apply.
+func (p *Policy) HardTime() time.Duration { return p.press.hardTime() }
 
 // Close stops the return-to-OS loop and the pressure sampling, and restores the memory
 // limit and GC percent that were in force before Apply (those Apply set). It is

@@ -16,14 +16,14 @@ type Level uint32
 const (
 	// None: admit everything.
 	None Level = iota
-	// Soft (used ≥ 80% of the limit): refuse new connections (CONNACK server busy / quota
-	// exceeded) and shed QoS 0 messages queued for slow consumers. What is left of the
-	// limit is kept for the clients already connected.
+	// Soft (used ≥ 80% of the limit): refuse new connections (CONNACK quota exceeded;
+	// 3.1.1: server unavailable) and shed QoS 0 messages queued for slow consumers. What
+	// is left of the limit is kept for the clients already connected.
 	Soft
-	// Hard (used ≥ 90%): also stop reading from publishers, so that backpressure reaches
-	// them through TCP instead of the heap growing until the kernel kills the process.
-	// The broker does not do that yet (the listener cannot pause a connection's reads):
-	// at Hard it acts as at Soft; docs/edge.md, "Under a hard memory cap".
+	// Hard (used ≥ 90%): also stop reading from connections that publish, so that
+	// backpressure reaches them through TCP instead of the heap growing until the kernel
+	// kills the process; subscribers are still read and written to, so their queues drain.
+	// Reading resumes once the level falls below Hard (Policy.OnChange).
 	Hard
 )
 
@@ -41,10 +41,10 @@ func (l Level) String() string {
 
 // Thresholds of the pressure levels, in percent of the limit.
 //
-// The figure compared with the limit is runtimeSample.Used: the live heap after the last
-// GC plus the runtime's non-heap memory. It is not the heap in use: with GOGC=400 the heap
-// grows towards the limit between cycles by design, and garbage is not pressure. Used only
-// changes meaningfully when a GC cycle ends, so it is sampled then.
+// The figure compared with the limit is what the kernel charges for the process's memory
+// less the heap the next GC frees (charge.go). It is not the heap in use: with GOGC=400
+// the heap grows towards the limit between cycles by design, and garbage is not pressure.
+// The live heap only changes when a GC cycle ends, so it is sampled then.
 //
 // Soft at 80% leaves the last fifth of the limit to the clients already connected; Hard
 // at 90% stops intake before the soft limit makes the GC run back to back. A level is left
@@ -103,11 +103,18 @@ func nextLevel(prev Level, used, limit uint64) Level {
 // cycles Pressure is one atomic load.
 type pressure struct {
 	cur     atomic.Uint32 // Level
-	used    atomic.Uint64 // Used at the last sample
+	used    atomic.Uint64 // pressureUsed at the last sample
 	samples atomic.Uint64 // samples taken, for tests
 	stopped atomic.Bool
 	// after, when set, runs after each cycle's sample (the headroom tuner).
 	after atomic.Pointer[func()]
+	// changed, when set, runs after a sample that changed the level, outside mu.
+	changed atomic.Pointer[func()]
+	// meter, when set, reads what the kernel charges; nil: the runtime's figure alone.
+	meter atomic.Pointer[meter]
+	// hardNanos is the time spent at Hard before hardSince; hardSince is when the level
+	// last rose to Hard (Unix nanoseconds), 0 while it is below.
+	hardNanos, hardSince atomic.Int64
 
 	limit func() int64
 	read  func() runtimeSample
@@ -170,12 +177,27 @@ func onGC(p *pressure) {
 // level returns the level of the last sample.
 func (p *pressure) level() Level { return Level(p.cur.Load()) }
 
-// refresh samples the runtime and updates the level, logging changes.
+// refresh samples the runtime and the kernel's charge and updates the level, logging
+// changes; after a change it runs the changed hook.
 func (p *pressure) refresh() {
+	if p.refreshLocked() {
+		if f := p.changed.Load(); f != nil {
+			(*f)()
+		}
+	}
+}
+
+// refreshLocked is refresh under mu; it reports whether the level changed.
+func (p *pressure) refreshLocked() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.read()
-	used := s.Used()
+	var charged uint64
+	ok := false
+	if m := p.meter.Load(); m != nil {
+		charged, ok = m.read()
+	}
+	used := pressureUsed(s, charged, ok)
 	limit := uint64(max(p.limit(), 0))
 	prev := p.level()
 	next := nextLevel(prev, used, limit)
@@ -187,6 +209,13 @@ func (p *pressure) refresh() {
 		next = prev
 	}
 	p.used.Store(used)
+	switch {
+	case next == Hard && prev != Hard:
+		p.hardSince.Store(max(now.UnixNano(), 1))
+	case next != Hard && prev == Hard:
+		p.hardNanos.Add(now.UnixNano() - p.hardSince.Load())
+		p.hardSince.Store(0)
+	}
 	p.cur.Store(uint32(next))
 	p.samples.Add(1)
 	if next > None && p.recheck == nil && !p.stopped.Load() {
@@ -194,7 +223,7 @@ func (p *pressure) refresh() {
 		p.recheck = time.AfterFunc(p.every, p.onRecheck)
 	}
 	if next == prev {
-		return
+		return false
 	}
 	attrs := []any{"level", next.String(), "was", prev.String(),
 		"used", formatBytes(int64(used)), "limit", formatBytes(int64(limit))}
@@ -203,6 +232,16 @@ func (p *pressure) refresh() {
 	} else {
 		p.log.Info("memory: pressure falling", attrs...)
 	}
+	return true
+}
+
+// hardTime returns the time spent at Hard so far.
+func (p *pressure) hardTime() time.Duration {
+	d := p.hardNanos.Load()
+	if since := p.hardSince.Load(); since != 0 {
+		d += max(p.now().UnixNano()-since, 0)
+	}
+	return time.Duration(d)
 }
 
 // onRecheck runs every p.every while the level is above none: it forces a GC, whose hook
