@@ -189,27 +189,42 @@ func newNode(t testing.TB, name string, cfg nodeConfig) *node {
 	return nd
 }
 
+// given holds the addresses freePort has returned in this test binary.
+var given = struct {
+	sync.Mutex
+	m map[string]bool
+}{m: map[string]bool{}}
+
 // freePort returns a loopback address whose port is free for TCP (and UDP with udp, as
-// gossip needs both) now. Another process may take it before the node binds it: rare
-// with the kernel's random choice, and a node that fails to bind says so in its log.
+// gossip needs both) now, and that it has not returned before: the kernel may hand a port
+// just closed to the next bind on port 0, which would give two nodes the same one.
+// Another process may still take it before the node binds it: rare with the kernel's
+// random choice, and a node that fails to bind says so in its log.
 func freePort(t testing.TB, udp bool) string {
 	t.Helper()
+	given.Lock()
+	defer given.Unlock()
 	for range 100 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		addr := ln.Addr().String()
-		if !udp {
+		if given.m[addr] {
 			_ = ln.Close()
-			return addr
+			continue
 		}
-		pc, err := net.ListenPacket("udp", addr)
-		_ = ln.Close()
-		if err == nil {
+		if udp {
+			pc, err := net.ListenPacket("udp", addr)
+			if err != nil {
+				_ = ln.Close()
+				continue
+			}
 			_ = pc.Close()
-			return addr
 		}
+		_ = ln.Close()
+		given.m[addr] = true
+		return addr
 	}
 	t.Fatal("no free port for TCP and UDP on 127.0.0.1")
 	return ""
