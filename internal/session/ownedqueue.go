@@ -58,3 +58,19 @@ func (j *Journal) StageOwnerGone(clientID string, ids []uint64) {
 	}
 	j.end()
 }
+
+// AwaitDurable has fn(gen, err) called, on the store's committer goroutine, once the
+// current generation is reported (err nil: durable), and returns that generation; an
+// owner that acknowledges what it staged holds the acknowledgement until then, as
+// SendDurable does for a session. last is the generation the caller's previous call
+// returned: when it is still the current one, fn is called for it already and is not
+// added again. fn must not block. The caller commits afterwards.
+func (j *Journal) AwaitDurable(last uint64, fn func(gen uint64, err error)) uint64 {
+	j.begin() // marks the Journal staged: Commit hands the generation over
+	defer j.end()
+	c := j.cur
+	if last != c.gen {
+		c.owners = append(c.owners, fn)
+	}
+	return c.gen
+}
