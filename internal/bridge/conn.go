@@ -22,7 +22,7 @@ type conn struct {
 	nc        net.Conn
 	v         packet.Version
 	keepAlive time.Duration
-	window    int    // QoS 1 messages in flight at most
+	window    int    // QoS 1 and 2 messages in flight at most
 	maxPacket uint32 // the remote's Maximum Packet Size; 0: the protocol's
 	present   bool   // the remote resumed the bridge's session
 	subID     uint16 // the SUBSCRIBE's packet id, until its SUBACK
@@ -34,6 +34,7 @@ type conn struct {
 	lastWrite time.Time // wmu
 	scratch   []byte    // wmu: encoding buffer
 	forgot    bool      // wmu: store entries of messages not sent were deleted; commit after wmu
+	acks      []heldAck // wmu: acknowledgements for the remote, in order, some held (inbound.go)
 }
 
 var errClosing = errors.New("bridge: closing")
@@ -87,6 +88,9 @@ func (br *Bridge) connect(ctx context.Context) (*conn, error) {
 		return nil, fmt.Errorf("bridge: remote refused the connection: %s", ack.Code)
 	}
 	cn.present = ack.SessionPresent
+	if !ack.SessionPresent {
+		clear(br.inbound) // the remote starts the session anew: no QoS 2 id is pending
+	}
 	if br.version == packet.V5 {
 		if rm := ack.Props.ReceiveMaximum; rm.Set && int(rm.V) < cn.window {
 			cn.window = int(rm.V)
@@ -175,7 +179,12 @@ func (cn *conn) writeLoop(ctx context.Context, readErr <-chan error) error {
 	err := cn.subscribe()
 	if err == nil {
 		for _, m := range br.q.unacked() {
-			if err = cn.writePublish(m); err != nil {
+			if m.rec {
+				err = cn.writeAck(packet.PUBREL, m.id)
+			} else {
+				err = cn.writePublish(m)
+			}
+			if err != nil {
 				break
 			}
 			br.resent.Add(1)
@@ -256,12 +265,16 @@ func (cn *conn) commitForgotten() {
 	}
 }
 
-// sendReady writes what the queue lets go now and flushes it, under wmu.
+// sendReady writes the acknowledgements the store released and what the queue lets go
+// now, and flushes them, under wmu.
 func (cn *conn) sendReady() error {
 	br := cn.br
 	cn.wmu.Lock()
 	defer cn.wmu.Unlock()
-	wrote := false
+	wrote, err := cn.writeAcks()
+	if err != nil {
+		return err
+	}
 	for {
 		m := br.q.next(cn.window)
 		if m == nil {
@@ -327,10 +340,11 @@ func (cn *conn) readLoop() error {
 	r := packet.Reader{Version: cn.v}
 	buf := make([]byte, 32<<10)
 	var (
-		pub packet.Publish
-		ack packet.Ack
-		sub packet.Suback
-		dis packet.Disconnect
+		pub  packet.Publish
+		ack  packet.Ack
+		sub  packet.Suback
+		dis  packet.Disconnect
+		acks []heldAck // the acknowledgements of one read
 	)
 	for {
 		_ = cn.nc.SetReadDeadline(time.Now().Add(cn.keepAlive * 3 / 2))
@@ -339,7 +353,8 @@ func (cn *conn) readLoop() error {
 			return err
 		}
 		r.Feed(buf[:n])
-		answered, acked := false, false
+		answered, acked, staged := false, false, false
+		acks = acks[:0]
 		for {
 			h, body, ok, err := r.Next()
 			if err != nil {
@@ -353,36 +368,48 @@ func (cn *conn) readLoop() error {
 				if err := pub.Decode(h, body, cn.v); err != nil {
 					return err
 				}
-				br.onRemote(&pub)
-				if pub.QoS > 0 {
-					// Acknowledged once the local broker has routed it.
-					t := packet.PUBACK
-					if pub.QoS == 2 {
-						t = packet.PUBREC
-					}
-					if err := cn.writeAck(t, pub.PacketID); err != nil {
-						return err
-					}
-					answered = true
+				if pub.QoS == 0 {
+					br.onRemote(&pub)
+					break
 				}
+				a := cn.received(&pub)
+				staged = staged || a.stage
+				acks = append(acks, a)
 			case packet.PUBREL:
 				if err := ack.Decode(h, body, cn.v); err != nil {
 					return err
 				}
-				if err := cn.writeAck(packet.PUBCOMP, ack.PacketID); err != nil {
-					return err
-				}
-				answered = true
-			case packet.PUBACK:
+				acks = append(acks, cn.released(ack.PacketID))
+			case packet.PUBACK, packet.PUBCOMP:
 				if err := ack.Decode(h, body, cn.v); err != nil {
 					return err
 				}
-				_, staged := br.q.ack(ack.PacketID)
-				acked = acked || staged
+				_, st := br.q.ack(ack.PacketID)
+				acked = acked || st
 				select {
 				case br.wake <- struct{}{}:
 				default:
 				}
+			case packet.PUBREC:
+				if err := ack.Decode(h, body, cn.v); err != nil {
+					return err
+				}
+				if ack.Code >= 0x80 {
+					// A 5.0 refusal ends the exchange [MQTT-4.3.3-4]: as a PUBACK would.
+					_, st := br.q.ack(ack.PacketID)
+					acked = acked || st
+					select {
+					case br.wake <- struct{}{}:
+					default:
+					}
+					break
+				}
+				br.q.received(ack.PacketID)
+				// PUBREL even for an id not in flight: the remote holds it until then.
+				if err := cn.writeAck(packet.PUBREL, ack.PacketID); err != nil {
+					return err
+				}
+				answered = true
 			case packet.SUBACK:
 				if err := sub.Decode(h, body, cn.v); err != nil {
 					return err
@@ -404,12 +431,18 @@ func (cn *conn) readLoop() error {
 		if acked {
 			br.q.commit() // the acknowledged entries' deletion; nothing waits for it
 		}
-		if answered {
+		if len(acks) > 0 {
+			cn.holdAcks(acks, staged)
+		}
+		if answered || len(acks) > 0 {
 			cn.wmu.Lock()
-			err := cn.flush()
+			_, werr := cn.writeAcks()
+			if werr == nil {
+				werr = cn.flush()
+			}
 			cn.wmu.Unlock()
-			if err != nil {
-				return err
+			if werr != nil {
+				return werr
 			}
 		}
 		if err != nil {
