@@ -180,7 +180,7 @@ func (cn *conn) writeLoop(ctx context.Context, readErr <-chan error) error {
 	if err == nil {
 		for _, m := range br.q.unacked() {
 			if m.rec {
-				err = cn.writeAck(packet.PUBREL, m.id)
+				err = cn.writeAckLocked(packet.PUBREL, m.id)
 			} else {
 				err = cn.writePublish(m)
 			}
@@ -455,6 +455,11 @@ func (cn *conn) readLoop() error {
 func (cn *conn) writeAck(t packet.Type, id uint16) error {
 	cn.wmu.Lock()
 	defer cn.wmu.Unlock()
+	return cn.writeAckLocked(t, id)
+}
+
+// writeAckLocked is writeAck with wmu held.
+func (cn *conn) writeAckLocked(t packet.Type, id uint16) error {
 	a := packet.Ack{PacketType: t, PacketID: id}
 	_, err := cn.w.Write(a.AppendTo(cn.scratch[:0], cn.v))
 	return err

@@ -116,8 +116,7 @@ func (cn *conn) writeAcks() (bool, error) {
 		if a.gen != 0 && a.gen <= failed {
 			return false, errStoreFailed
 		}
-		pa := packet.Ack{PacketType: a.t, PacketID: a.id}
-		if _, err := cn.w.Write(pa.AppendTo(cn.scratch[:0], cn.v)); err != nil {
+		if err := cn.writeAckLocked(a.t, a.id); err != nil {
 			return false, err
 		}
 	}
