@@ -32,8 +32,11 @@ type Bridge struct {
 	inbound  map[uint16]uint64
 	awaitGen uint64
 	// ackDone and ackFailed are the last generation the store reported, and the last
-	// that failed (inbound.go).
+	// that failed (inbound.go); durable (capacity 1) tells a writer waiting for one
+	// (awaitSent), whose last generation is sendGen (the writers' only).
 	ackDone, ackFailed atomic.Uint64
+	durable            chan struct{}
+	sendGen            uint64
 
 	up                           atomic.Bool
 	in, out, dropped, dropped0   atomic.Uint64
@@ -60,7 +63,8 @@ type Stats struct {
 // for the remote are queued from now on, before the first connection.
 func New(c conf.Bridge, b *broker.Broker, log *slog.Logger) (*Bridge, error) {
 	br := &Bridge{cfg: c, version: packet.V5, log: log.With("bridge", c.Name), routes: newRoutes(c.Topics),
-		wake: make(chan struct{}, 1), inbound: make(map[uint16]uint64)}
+		wake: make(chan struct{}, 1), inbound: make(map[uint16]uint64),
+		durable: make(chan struct{}, 1)}
 	if c.Protocol == conf.BridgeV311 {
 		br.version = packet.V311
 	}

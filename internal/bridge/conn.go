@@ -35,6 +35,7 @@ type conn struct {
 	scratch   []byte    // wmu: encoding buffer
 	forgot    bool      // wmu: store entries of messages not sent were deleted; commit after wmu
 	acks      []heldAck // wmu: acknowledgements for the remote, in order, some held (inbound.go)
+	out       []*msg    // the writer's: the messages sendReady sends
 }
 
 var errClosing = errors.New("bridge: closing")
@@ -201,7 +202,7 @@ func (cn *conn) writeLoop(ctx context.Context, readErr <-chan error) error {
 	tick := time.NewTicker(cn.keepAlive / 2)
 	defer tick.Stop()
 	for {
-		if err := cn.drain(); err != nil {
+		if err := cn.drain(ctx, readErr); err != nil {
 			return err
 		}
 		select {
@@ -248,8 +249,8 @@ func (cn *conn) subscribe() error {
 }
 
 // drain sends what the queue lets go now, in one flush.
-func (cn *conn) drain() error {
-	err := cn.sendReady()
+func (cn *conn) drain(ctx context.Context, readErr <-chan error) error {
+	err := cn.sendReady(ctx, readErr)
 	cn.commitForgotten()
 	return err
 }
@@ -266,20 +267,35 @@ func (cn *conn) commitForgotten() {
 }
 
 // sendReady writes the acknowledgements the store released and what the queue lets go
-// now, and flushes them, under wmu.
-func (cn *conn) sendReady() error {
+// now, and flushes them. A stored QoS 2 message going out for the first time waits, with
+// those behind it, until the store has its packet id (awaitSent). Only the writer pops
+// the queue, so the order holds.
+func (cn *conn) sendReady(ctx context.Context, readErr <-chan error) error {
 	br := cn.br
+	out := cn.out[:0]
+	staged := false
+	for {
+		m := br.q.next(cn.window)
+		if m == nil {
+			break
+		}
+		staged = br.q.sent(m) || staged
+		out = append(out, m)
+	}
+	cn.out = out
+	if staged {
+		if err := cn.awaitSent(ctx, readErr); err != nil {
+			return err
+		}
+	}
 	cn.wmu.Lock()
 	defer cn.wmu.Unlock()
 	wrote, err := cn.writeAcks()
 	if err != nil {
 		return err
 	}
-	for {
-		m := br.q.next(cn.window)
-		if m == nil {
-			break
-		}
+	for i, m := range out {
+		out[i] = nil
 		if err := cn.writePublish(m); err != nil {
 			return err
 		}
@@ -287,6 +303,31 @@ func (cn *conn) sendReady() error {
 	}
 	if wrote {
 		return cn.flush()
+	}
+	return nil
+}
+
+// awaitSent commits the packet ids sendReady staged and waits until the store has them:
+// a restart must send such a message again under the same id, or the remote, which may
+// hold that id awaiting its PUBREL, would take another message under it for a
+// duplicate and drop it. The writer waits, not the reader; wmu is not held.
+func (cn *conn) awaitSent(ctx context.Context, readErr <-chan error) error {
+	br := cn.br
+	j := br.q.j
+	gen := j.AwaitDurable(br.sendGen, br.onDurable)
+	br.sendGen = gen
+	j.Commit()
+	for br.ackDone.Load() < gen {
+		select {
+		case <-br.durable:
+		case <-ctx.Done():
+			return errClosing
+		case err := <-readErr:
+			return fmt.Errorf("%w: %w", errReader, err)
+		}
+	}
+	if br.ackFailed.Load() >= gen {
+		return errStoreFailed
 	}
 	return nil
 }

@@ -45,9 +45,11 @@ func (br *Bridge) onDurable(gen uint64, err error) {
 		br.ackFailed.Store(gen)
 	}
 	br.ackDone.Store(gen)
-	select {
-	case br.wake <- struct{}{}:
-	default:
+	for _, ch := range [...]chan struct{}{br.wake, br.durable} {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
 	}
 }
 

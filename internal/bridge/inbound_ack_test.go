@@ -150,3 +150,60 @@ func TestInAckWaits(t *testing.T) {
 		})
 	}
 }
+
+// expectPublish reads the next packet and checks it is a PUBLISH of payload, with DUP as
+// dup, and returns its packet id.
+func (s *scripted) expectPublish(payload string, dup bool) uint16 {
+	s.t.Helper()
+	h, body := s.next(testenv.Timeout)
+	var p packet.Publish
+	if h.Type != packet.PUBLISH || p.Decode(h, body, packet.V5) != nil {
+		s.t.Fatalf("got %s, want the PUBLISH of %s", h.Type, payload)
+	}
+	if string(p.Payload) != payload || p.Dup != dup {
+		s.t.Fatalf("got PUBLISH %q dup %v, want %q dup %v", p.Payload, p.Dup, payload, dup)
+	}
+	return p.PacketID
+}
+
+// TestQoS2OutRestartKeepsPacketID: a QoS 2 message sent to the remote and not completed
+// when bifrost stops is sent again after the restart under the same packet id, with DUP,
+// whether its PUBREC came (the remote holds the id awaiting the PUBREL) or not; one
+// completed is not sent again (fails without the stored packet id: the messages come
+// again as new PUBLISHes under new ids, which a remote holding the old id would take for
+// duplicates of what it holds).
+func TestQoS2OutRestartKeepsPacketID(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	dir := filepath.Join(t.TempDir(), "store")
+	bc := bridgeConf("up", l.Addr().String(), conf.BridgeV5,
+		conf.BridgeTopic{Pattern: "q/#", Direction: conf.BridgeOut, QoS: 2},
+		conf.BridgeTopic{Pattern: "r/#", Direction: conf.BridgeIn, QoS: 2})
+	sb := startStored(t, dir, conf.EngineLog, bc)
+	remote := acceptBridge(t, l)
+	for _, m := range []string{"m0", "m1", "m2"} {
+		if err := sb.b.Publish("q/m", []byte(m), 2, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := []uint16{remote.expectPublish("m0", false), remote.expectPublish("m1", false), remote.expectPublish("m2", false)}
+	remote.send(&packet.Ack{PacketType: packet.PUBREC, PacketID: ids[0]})
+	remote.expectAck(packet.PUBREL, ids[0])
+	remote.send(&packet.Ack{PacketType: packet.PUBCOMP, PacketID: ids[0]})
+	remote.send(&packet.Ack{PacketType: packet.PUBREC, PacketID: ids[1]})
+	remote.expectAck(packet.PUBREL, ids[1])
+	testenv.WaitFor(t, "m0 out of the stored queue", func() bool { return sb.set.Bridges()[0].Stats().Stored == 2 })
+	sb.close()
+
+	startStored(t, dir, conf.EngineLog, bc)
+	remote = acceptBridge(t, l)
+	if id := remote.expectPublish("m1", true); id != ids[1] {
+		t.Fatalf("m1 sent again under packet id %d, was %d", id, ids[1])
+	}
+	if id := remote.expectPublish("m2", true); id != ids[2] {
+		t.Fatalf("m2 sent again under packet id %d, was %d", id, ids[2])
+	}
+}

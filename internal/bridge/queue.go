@@ -217,6 +217,22 @@ func (q *queue) next(window int) *msg {
 	return m
 }
 
+// sent stages, for a stored QoS 2 message going out for the first time, the packet id
+// next gave it, and reports whether it did: the PUBLISH then waits until the store has
+// it (conn.awaitSent).
+func (q *queue) sent(m *msg) bool {
+	if m.qos != 2 || m.dup {
+		return false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if m.sid == 0 {
+		return false
+	}
+	q.j.StageOwnedSent(q.cid, m.seq, m.sid, m.id, m.qos, m.retain)
+	return true
+}
+
 // freeID is a packet id no message in flight uses; the window is below 65,535.
 func (q *queue) freeID() uint16 {
 	for {

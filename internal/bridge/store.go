@@ -58,7 +58,15 @@ func (q *queue) restore(es []broker.OwnedEntry) (kept, dropped int) {
 			dropped++
 			continue
 		}
-		q.pending = append(q.pending, m)
+		if e.PacketID != 0 {
+			// Sent before the restart: in flight again under its id, sent again first
+			// with DUP.
+			m.id, m.dup = e.PacketID, true
+			q.lastID = max(q.lastID, m.id)
+			q.inflight = append(q.inflight, m)
+		} else {
+			q.pending = append(q.pending, m)
+		}
 		q.bytes += m.size()
 		q.stored++
 		kept++
@@ -77,6 +85,9 @@ func (q *queue) rewrite() {
 	for _, m := range q.inflight {
 		if m.sid != 0 {
 			q.j.StageOwnedEntry(q.cid, m.seq, m.sid, m.record())
+			if m.qos == 2 {
+				q.j.StageOwnedSent(q.cid, m.seq, m.sid, m.id, m.qos, m.retain)
+			}
 		}
 	}
 	for _, m := range q.pending[q.head:] {

@@ -39,6 +39,15 @@ func (j *Journal) StageOwnedEntry(clientID string, seq, id uint64, r *store.Mess
 	return id
 }
 
+// StageOwnedSent stages that entry seq of the owned queue clientID, with its message id,
+// was sent under packetID: a restart sends it again under that id, so that the receiver
+// tells it from a new message (spec 4.3.3).
+func (j *Journal) StageOwnedSent(clientID string, seq, id uint64, packetID uint16, qos uint8, retain bool) {
+	b := j.begin()
+	b.PutQueued(clientID, seq, store.QueuedRecord{MessageID: id, QoS: qos, Retain: retain, PacketID: packetID, State: store.StateSent})
+	j.end()
+}
+
 // StageOwnedDone stages the deletion of entry seq of the owned queue clientID and of its
 // message id.
 func (j *Journal) StageOwnedDone(clientID string, seq, id uint64) {
