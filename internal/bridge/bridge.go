@@ -26,6 +26,17 @@ type Bridge struct {
 	wake    chan struct{} // capacity 1: the writer has work (a push, an ack)
 	// noPrivate: the remote refused the 3.1.1 bridge marker; Run's goroutine only.
 	noPrivate bool
+	// inbound holds the packet ids of the remote's QoS 2 messages published here and not
+	// yet released, each with the generation its PUBREC waits for; awaitGen is the last
+	// generation AwaitDurable gave. The connections' readers only, one after the other.
+	inbound  map[uint16]uint64
+	awaitGen uint64
+	// ackDone and ackFailed are the last generation the store reported, and the last
+	// that failed (inbound.go); durable (capacity 1) tells a writer waiting for one
+	// (awaitSent), whose last generation is sendGen (the writers' only).
+	ackDone, ackFailed atomic.Uint64
+	durable            chan struct{}
+	sendGen            uint64
 
 	up                           atomic.Bool
 	in, out, dropped, dropped0   atomic.Uint64
@@ -52,7 +63,8 @@ type Stats struct {
 // for the remote are queued from now on, before the first connection.
 func New(c conf.Bridge, b *broker.Broker, log *slog.Logger) (*Bridge, error) {
 	br := &Bridge{cfg: c, version: packet.V5, log: log.With("bridge", c.Name), routes: newRoutes(c.Topics),
-		wake: make(chan struct{}, 1)}
+		wake: make(chan struct{}, 1), inbound: make(map[uint16]uint64),
+		durable: make(chan struct{}, 1)}
 	if c.Protocol == conf.BridgeV311 {
 		br.version = packet.V311
 	}

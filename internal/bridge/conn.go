@@ -22,7 +22,7 @@ type conn struct {
 	nc        net.Conn
 	v         packet.Version
 	keepAlive time.Duration
-	window    int    // QoS 1 messages in flight at most
+	window    int    // QoS 1 and 2 messages in flight at most
 	maxPacket uint32 // the remote's Maximum Packet Size; 0: the protocol's
 	present   bool   // the remote resumed the bridge's session
 	subID     uint16 // the SUBSCRIBE's packet id, until its SUBACK
@@ -34,6 +34,8 @@ type conn struct {
 	lastWrite time.Time // wmu
 	scratch   []byte    // wmu: encoding buffer
 	forgot    bool      // wmu: store entries of messages not sent were deleted; commit after wmu
+	acks      []heldAck // wmu: acknowledgements for the remote, in order, some held (inbound.go)
+	out       []*msg    // the writer's: the messages sendReady sends
 }
 
 var errClosing = errors.New("bridge: closing")
@@ -87,6 +89,9 @@ func (br *Bridge) connect(ctx context.Context) (*conn, error) {
 		return nil, fmt.Errorf("bridge: remote refused the connection: %s", ack.Code)
 	}
 	cn.present = ack.SessionPresent
+	if !ack.SessionPresent {
+		clear(br.inbound) // the remote starts the session anew: no QoS 2 id is pending
+	}
 	if br.version == packet.V5 {
 		if rm := ack.Props.ReceiveMaximum; rm.Set && int(rm.V) < cn.window {
 			cn.window = int(rm.V)
@@ -175,7 +180,12 @@ func (cn *conn) writeLoop(ctx context.Context, readErr <-chan error) error {
 	err := cn.subscribe()
 	if err == nil {
 		for _, m := range br.q.unacked() {
-			if err = cn.writePublish(m); err != nil {
+			if m.rec {
+				err = cn.writeAckLocked(packet.PUBREL, m.id)
+			} else {
+				err = cn.writePublish(m)
+			}
+			if err != nil {
 				break
 			}
 			br.resent.Add(1)
@@ -192,7 +202,7 @@ func (cn *conn) writeLoop(ctx context.Context, readErr <-chan error) error {
 	tick := time.NewTicker(cn.keepAlive / 2)
 	defer tick.Stop()
 	for {
-		if err := cn.drain(); err != nil {
+		if err := cn.drain(ctx, readErr); err != nil {
 			return err
 		}
 		select {
@@ -239,8 +249,8 @@ func (cn *conn) subscribe() error {
 }
 
 // drain sends what the queue lets go now, in one flush.
-func (cn *conn) drain() error {
-	err := cn.sendReady()
+func (cn *conn) drain(ctx context.Context, readErr <-chan error) error {
+	err := cn.sendReady(ctx, readErr)
 	cn.commitForgotten()
 	return err
 }
@@ -256,17 +266,36 @@ func (cn *conn) commitForgotten() {
 	}
 }
 
-// sendReady writes what the queue lets go now and flushes it, under wmu.
-func (cn *conn) sendReady() error {
+// sendReady writes the acknowledgements the store released and what the queue lets go
+// now, and flushes them. A stored QoS 2 message going out for the first time waits, with
+// those behind it, until the store has its packet id (awaitSent). Only the writer pops
+// the queue, so the order holds.
+func (cn *conn) sendReady(ctx context.Context, readErr <-chan error) error {
 	br := cn.br
-	cn.wmu.Lock()
-	defer cn.wmu.Unlock()
-	wrote := false
+	out := cn.out[:0]
+	staged := false
 	for {
 		m := br.q.next(cn.window)
 		if m == nil {
 			break
 		}
+		staged = br.q.sent(m) || staged
+		out = append(out, m)
+	}
+	cn.out = out
+	if staged {
+		if err := cn.awaitSent(ctx, readErr); err != nil {
+			return err
+		}
+	}
+	cn.wmu.Lock()
+	defer cn.wmu.Unlock()
+	wrote, err := cn.writeAcks()
+	if err != nil {
+		return err
+	}
+	for i, m := range out {
+		out[i] = nil
 		if err := cn.writePublish(m); err != nil {
 			return err
 		}
@@ -274,6 +303,31 @@ func (cn *conn) sendReady() error {
 	}
 	if wrote {
 		return cn.flush()
+	}
+	return nil
+}
+
+// awaitSent commits the packet ids sendReady staged and waits until the store has them:
+// a restart must send such a message again under the same id, or the remote, which may
+// hold that id awaiting its PUBREL, would take another message under it for a
+// duplicate and drop it. The writer waits, not the reader; wmu is not held.
+func (cn *conn) awaitSent(ctx context.Context, readErr <-chan error) error {
+	br := cn.br
+	j := br.q.j
+	gen := j.AwaitDurable(br.sendGen, br.onDurable)
+	br.sendGen = gen
+	j.Commit()
+	for br.ackDone.Load() < gen {
+		select {
+		case <-br.durable:
+		case <-ctx.Done():
+			return errClosing
+		case err := <-readErr:
+			return fmt.Errorf("%w: %w", errReader, err)
+		}
+	}
+	if br.ackFailed.Load() >= gen {
+		return errStoreFailed
 	}
 	return nil
 }
@@ -327,10 +381,11 @@ func (cn *conn) readLoop() error {
 	r := packet.Reader{Version: cn.v}
 	buf := make([]byte, 32<<10)
 	var (
-		pub packet.Publish
-		ack packet.Ack
-		sub packet.Suback
-		dis packet.Disconnect
+		pub  packet.Publish
+		ack  packet.Ack
+		sub  packet.Suback
+		dis  packet.Disconnect
+		acks []heldAck // the acknowledgements of one read
 	)
 	for {
 		_ = cn.nc.SetReadDeadline(time.Now().Add(cn.keepAlive * 3 / 2))
@@ -339,7 +394,8 @@ func (cn *conn) readLoop() error {
 			return err
 		}
 		r.Feed(buf[:n])
-		answered, acked := false, false
+		answered, acked, staged := false, false, false
+		acks = acks[:0]
 		for {
 			h, body, ok, err := r.Next()
 			if err != nil {
@@ -353,36 +409,48 @@ func (cn *conn) readLoop() error {
 				if err := pub.Decode(h, body, cn.v); err != nil {
 					return err
 				}
-				br.onRemote(&pub)
-				if pub.QoS > 0 {
-					// Acknowledged once the local broker has routed it.
-					t := packet.PUBACK
-					if pub.QoS == 2 {
-						t = packet.PUBREC
-					}
-					if err := cn.writeAck(t, pub.PacketID); err != nil {
-						return err
-					}
-					answered = true
+				if pub.QoS == 0 {
+					br.onRemote(&pub)
+					break
 				}
+				a := cn.received(&pub)
+				staged = staged || a.stage
+				acks = append(acks, a)
 			case packet.PUBREL:
 				if err := ack.Decode(h, body, cn.v); err != nil {
 					return err
 				}
-				if err := cn.writeAck(packet.PUBCOMP, ack.PacketID); err != nil {
-					return err
-				}
-				answered = true
-			case packet.PUBACK:
+				acks = append(acks, cn.released(ack.PacketID))
+			case packet.PUBACK, packet.PUBCOMP:
 				if err := ack.Decode(h, body, cn.v); err != nil {
 					return err
 				}
-				_, staged := br.q.ack(ack.PacketID)
-				acked = acked || staged
+				_, st := br.q.ack(ack.PacketID)
+				acked = acked || st
 				select {
 				case br.wake <- struct{}{}:
 				default:
 				}
+			case packet.PUBREC:
+				if err := ack.Decode(h, body, cn.v); err != nil {
+					return err
+				}
+				if ack.Code >= 0x80 {
+					// A 5.0 refusal ends the exchange [MQTT-4.3.3-4]: as a PUBACK would.
+					_, st := br.q.ack(ack.PacketID)
+					acked = acked || st
+					select {
+					case br.wake <- struct{}{}:
+					default:
+					}
+					break
+				}
+				br.q.received(ack.PacketID)
+				// PUBREL even for an id not in flight: the remote holds it until then.
+				if err := cn.writeAck(packet.PUBREL, ack.PacketID); err != nil {
+					return err
+				}
+				answered = true
 			case packet.SUBACK:
 				if err := sub.Decode(h, body, cn.v); err != nil {
 					return err
@@ -404,12 +472,18 @@ func (cn *conn) readLoop() error {
 		if acked {
 			br.q.commit() // the acknowledged entries' deletion; nothing waits for it
 		}
-		if answered {
+		if len(acks) > 0 {
+			cn.holdAcks(acks, staged)
+		}
+		if answered || len(acks) > 0 {
 			cn.wmu.Lock()
-			err := cn.flush()
+			_, werr := cn.writeAcks()
+			if werr == nil {
+				werr = cn.flush()
+			}
 			cn.wmu.Unlock()
-			if err != nil {
-				return err
+			if werr != nil {
+				return werr
 			}
 		}
 		if err != nil {
@@ -422,6 +496,11 @@ func (cn *conn) readLoop() error {
 func (cn *conn) writeAck(t packet.Type, id uint16) error {
 	cn.wmu.Lock()
 	defer cn.wmu.Unlock()
+	return cn.writeAckLocked(t, id)
+}
+
+// writeAckLocked is writeAck with wmu held.
+func (cn *conn) writeAckLocked(t packet.Type, id uint16) error {
 	a := packet.Ack{PacketType: t, PacketID: id}
 	_, err := cn.w.Write(a.AppendTo(cn.scratch[:0], cn.v))
 	return err

@@ -226,6 +226,12 @@ func (in *inbox) payloads() map[string]int {
 // 1 and records what arrives.
 func client(t testing.TB, addr, id string, clean bool, filter string) (paho.Client, *inbox) {
 	t.Helper()
+	return clientQoS(t, addr, id, clean, filter, 1)
+}
+
+// clientQoS is client with a subscription at qos.
+func clientQoS(t testing.TB, addr, id string, clean bool, filter string, qos byte) (paho.Client, *inbox) {
+	t.Helper()
 	in := &inbox{}
 	o := paho.NewClientOptions().AddBroker("tcp://" + addr).SetClientID(id).SetCleanSession(clean).
 		SetAutoReconnect(true).SetConnectRetry(true).SetConnectRetryInterval(50 * time.Millisecond).
@@ -235,7 +241,7 @@ func client(t testing.TB, addr, id string, clean bool, filter string) (paho.Clie
 		// without a default one, Paho acknowledges and drops them.
 		o.SetDefaultPublishHandler(in.add)
 		o.SetOnConnectHandler(func(c paho.Client) {
-			c.Subscribe(filter, 1, in.add)
+			c.Subscribe(filter, qos, in.add)
 		})
 	}
 	c := paho.NewClient(o)
@@ -243,7 +249,7 @@ func client(t testing.TB, addr, id string, clean bool, filter string) (paho.Clie
 		t.Fatalf("%s: connect to %s: %v", id, addr, tok.Error())
 	}
 	if filter != "" {
-		if tok := c.Subscribe(filter, 1, in.add); !tok.WaitTimeout(testenv.Timeout) || tok.Error() != nil {
+		if tok := c.Subscribe(filter, qos, in.add); !tok.WaitTimeout(testenv.Timeout) || tok.Error() != nil {
 			t.Fatalf("%s: subscribe: %v", id, tok.Error())
 		}
 	}

@@ -18,7 +18,8 @@ type msg struct {
 	qos      uint8
 	retain   bool
 	dup      bool   // sent before: a resend carries DUP [MQTT-3.3.1-1]
-	id       uint16 // packet id while in flight (QoS 1)
+	rec      bool   // QoS 2: the remote's PUBREC came; the PUBREL is sent, and again on a resend
+	id       uint16 // packet id while in flight (QoS 1 and 2)
 }
 
 func newMsg(topic string, payload, props []byte, expiry int64, qos uint8, retain bool) *msg {
@@ -52,15 +53,15 @@ func (m *msg) remaining(now time.Time) (secs uint32, has, alive bool) {
 }
 
 // A queue holds the messages for the remote: those waiting to be sent, in order, and the
-// QoS 1 messages in flight, awaiting the remote's PUBACK. Both count against one bound
+// QoS 1 and 2 messages in flight, awaiting the remote's PUBACK or PUBCOMP. Both count against one bound
 // of messages and bytes (push says what a full queue drops). It is safe for concurrent
 // use: the tap pushes from publishers' goroutines, the connection's writer pops and its
 // reader acknowledges.
 //
-// With a journal (the broker's store is on), every QoS 1 message is also an entry of the
-// owned queue cid in the store (store.go explains why a session's records): staged when
-// pushed, in the same critical section, so the store sees the entries in queue order;
-// deleted when the remote acknowledged it, or when it is dropped. QoS 0 messages stay in
+// With a journal (the broker's store is on), every QoS 1 and 2 message is also an entry
+// of the owned queue cid in the store (store.go explains why a session's records): staged
+// when pushed, in the same critical section, so the store sees the entries in queue
+// order; deleted when the remote acknowledged it (PUBACK, PUBCOMP), or when it is dropped. QoS 0 messages stay in
 // memory only.
 type queue struct {
 	maxMsgs, maxBytes int
@@ -187,7 +188,7 @@ func (q *queue) depths() (held, stored int) {
 }
 
 // next pops the oldest waiting message, or returns nil when none waits or the oldest is
-// QoS 1 and window messages are in flight already. A QoS 1 message gets a packet id
+// QoS 1 or 2 and window messages are in flight already. Such a message gets a packet id
 // and joins the in-flight window; a QoS 0 one leaves the queue.
 func (q *queue) next(window int) *msg {
 	q.mu.Lock()
@@ -216,6 +217,22 @@ func (q *queue) next(window int) *msg {
 	return m
 }
 
+// sent stages, for a stored QoS 2 message going out for the first time, the packet id
+// next gave it, and reports whether it did: the PUBLISH then waits until the store has
+// it (conn.awaitSent).
+func (q *queue) sent(m *msg) bool {
+	if m.qos != 2 || m.dup {
+		return false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if m.sid == 0 {
+		return false
+	}
+	q.j.StageOwnedSent(q.cid, m.seq, m.sid, m.id, m.qos, m.retain)
+	return true
+}
+
 // freeID is a packet id no message in flight uses; the window is below 65,535.
 func (q *queue) freeID() uint16 {
 	for {
@@ -236,12 +253,33 @@ func (q *queue) freeID() uint16 {
 	}
 }
 
-// ack ends the flight of packet id and reports whether one was in flight, and whether
-// the deletion of its store entry was staged (the caller commits). PUBACKs come mostly
-// in send order, so the search stops at the first entry.
+// ack ends the flight of packet id (the remote's PUBACK, or PUBCOMP for QoS 2) and
+// reports whether one was in flight, and whether the deletion of its store entry was
+// staged (the caller commits). Acknowledgements come mostly in send order, so the search
+// stops at the first entry.
 func (q *queue) ack(id uint16) (found, staged bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	return q.ackLocked(id)
+}
+
+// received records the remote's PUBREC for the QoS 2 message of packet id and reports
+// whether one awaited it: the message stays in flight, and in the store, until the
+// PUBCOMP, and a resend after a broken connection is its PUBREL [MQTT-4.4.0-1].
+func (q *queue) received(id uint16) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, m := range q.inflight {
+		if m.id == id && m.qos == 2 {
+			m.rec = true
+			return true
+		}
+	}
+	return false
+}
+
+// ackLocked is ack. q.mu is held.
+func (q *queue) ackLocked(id uint16) (found, staged bool) {
 	for i, m := range q.inflight {
 		if m.id == id {
 			q.bytes -= m.size()
@@ -253,7 +291,8 @@ func (q *queue) ack(id uint16) (found, staged bool) {
 }
 
 // unacked returns the messages in flight, in send order, marked as sent before: a new
-// connection sends them again first.
+// connection sends them again first, as a PUBLISH with DUP, or as a PUBREL for a QoS 2
+// message whose PUBREC came.
 func (q *queue) unacked() []*msg {
 	q.mu.Lock()
 	defer q.mu.Unlock()

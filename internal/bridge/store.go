@@ -9,15 +9,15 @@ import (
 
 // The queue in the store
 //
-// With the broker's store on, a bridge's QoS 1 messages for the remote are kept in it,
+// With the broker's store on, a bridge's QoS 1 and 2 messages for the remote are kept in it,
 // as a persistent session's queue is: the same records (a session record, an entry per
 // message in seq order, a message record per entry), under the client id
 // "\x00bridge/<name>", which no MQTT client can take (broker.OwnedPrefix). The tap stages
 // a message's entry on the publisher's goroutine, in the publish path's batch, and
 // reports it stored: the publisher's PUBACK is held until that batch is durable under
 // the store's sync policy, as for a message a persistent session queued. The remote's
-// PUBACK deletes the entry and its message, committed by the bridge's reader without
-// waiting. At start the bridge takes its entries back (Restore found them) and sends
+// PUBACK (PUBCOMP at QoS 2) deletes the entry and its message, committed by the bridge's
+// reader without waiting. At start the bridge takes its entries back (Restore found them) and sends
 // them first, in seq order: they were acknowledged locally before anything newer.
 //
 // Why a session's records and not a format of the bridge's own: the store, both engines,
@@ -29,9 +29,10 @@ import (
 // aliases, and the bridge sends under the remote name and its own window; the bridge
 // would have to rewrite every encoded packet. The price of keeping the bridge's own
 // queue: a message that a persistent session also queues is stored twice (the bridge's
-// record carries the remote topic name), and the packet id and sent state are not
-// stored, so what was in flight at a restart is sent again as a new PUBLISH (without
-// DUP) and counted in restored.
+// record carries the remote topic name). A QoS 2 message's packet id is stored (its
+// entry's state sent) before its PUBLISH leaves (conn.awaitSent), so a restart sends it
+// again under it, with DUP; a QoS 1 message in flight at a restart is sent again as a
+// new PUBLISH. Every message found at start is counted in restored.
 //
 // Not stored: QoS 0 messages (lost at a restart, as a persistent session's QoS 0 are
 // never stored either), and anything with the store off (store.dir: off): the queue is
@@ -58,7 +59,15 @@ func (q *queue) restore(es []broker.OwnedEntry) (kept, dropped int) {
 			dropped++
 			continue
 		}
-		q.pending = append(q.pending, m)
+		if e.PacketID != 0 {
+			// Sent before the restart: in flight again under its id, sent again first
+			// with DUP.
+			m.id, m.dup = e.PacketID, true
+			q.lastID = max(q.lastID, m.id)
+			q.inflight = append(q.inflight, m)
+		} else {
+			q.pending = append(q.pending, m)
+		}
 		q.bytes += m.size()
 		q.stored++
 		kept++
@@ -77,6 +86,9 @@ func (q *queue) rewrite() {
 	for _, m := range q.inflight {
 		if m.sid != 0 {
 			q.j.StageOwnedEntry(q.cid, m.seq, m.sid, m.record())
+			if m.qos == 2 {
+				q.j.StageOwnedSent(q.cid, m.seq, m.sid, m.id, m.qos, m.retain)
+			}
 		}
 	}
 	for _, m := range q.pending[q.head:] {

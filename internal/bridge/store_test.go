@@ -25,17 +25,29 @@ import (
 func TestStoredQueueRestart(t *testing.T) {
 	for _, engine := range []string{conf.EnginePebble, conf.EngineLog} {
 		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
-			t.Run(engine+"/"+sig.String(), func(t *testing.T) { storedQueueRestart(t, engine, sig, false) })
+			t.Run(engine+"/"+sig.String(), func(t *testing.T) { storedQueueRestart(t, engine, sig, false, 1) })
 		}
-		t.Run(engine+"/killed/RemoteUp", func(t *testing.T) { storedQueueRestart(t, engine, syscall.SIGKILL, true) })
+		t.Run(engine+"/killed/RemoteUp", func(t *testing.T) { storedQueueRestart(t, engine, syscall.SIGKILL, true, 1) })
 	}
 }
 
-func storedQueueRestart(t *testing.T, engine string, sig syscall.Signal, remoteUp bool) {
+// TestStoredQueueRestartQoS2 is TestStoredQueueRestart's kill -9 at QoS 2 end to end
+// (local publisher, bridge line, subscriber on Mosquitto): what holds across a crash of
+// bifrost is at least once, not exactly once. Every message bifrost acknowledged
+// (PUBREC) reaches the subscriber; those in flight to Mosquitto when bifrost died are
+// sent again after the restart as new PUBLISHes (packet ids and PUBREC state are not
+// stored), so they may arrive twice: counted and logged (fails when QoS 2 messages are
+// not kept in the store: every message queued at the kill is missing).
+func TestStoredQueueRestartQoS2(t *testing.T) {
+	t.Run("killed", func(t *testing.T) { storedQueueRestart(t, conf.EngineLog, syscall.SIGKILL, false, 2) })
+	t.Run("killed/RemoteUp", func(t *testing.T) { storedQueueRestart(t, conf.EngineLog, syscall.SIGKILL, true, 2) })
+}
+
+func storedQueueRestart(t *testing.T, engine string, sig syscall.Signal, remoteUp bool, qos byte) {
 	mq := startMosquitto(t, "")
 	// The subscriber's persistent session on Mosquitto queues what the bridge brings
 	// while it is away; then Mosquitto goes down (SIGTERM: it saves that session).
-	sub, remote := client(t, mq.addr(), "remote-sub", false, "q/#")
+	sub, remote := clientQoS(t, mq.addr(), "remote-sub", false, "q/#", qos)
 	if !remoteUp {
 		sub.Disconnect(100)
 		mq.stop(syscall.SIGTERM)
@@ -50,8 +62,8 @@ func storedQueueRestart(t *testing.T, engine string, sig syscall.Signal, remoteU
     topics:
       - pattern: "q/#"
         direction: out
-        qos: 1
-`, mq.addr())
+        qos: %d
+`, mq.addr(), qos)
 	path := procConfig(t, filepath.Join(t.TempDir(), "store"), engine, bridgeYAML)
 	p := startProc(t, path)
 
@@ -71,7 +83,7 @@ func storedQueueRestart(t *testing.T, engine string, sig syscall.Signal, remoteU
 	sendWindow := func(from int) (ok int) {
 		toks := make([]paho.Token, 0, window)
 		for i := from; i < from+window; i++ {
-			toks = append(toks, pub.Publish("q/m", 1, false, strconv.Itoa(i)))
+			toks = append(toks, pub.Publish("q/m", qos, false, strconv.Itoa(i)))
 		}
 		for i, tok := range toks {
 			if tok.WaitTimeout(testenv.Timeout) && tok.Error() == nil {
@@ -123,7 +135,7 @@ func storedQueueRestart(t *testing.T, engine string, sig syscall.Signal, remoteU
 	startProc(t, path)
 	if !remoteUp {
 		mq.start()
-		_, remote = client(t, mq.addr(), "remote-sub", false, "q/#")
+		_, remote = clientQoS(t, mq.addr(), "remote-sub", false, "q/#", qos)
 	}
 	missing := func() (miss []string) {
 		got := remote.payloads()

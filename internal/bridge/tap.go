@@ -33,19 +33,23 @@ func (br *Bridge) onLocal(m *session.Message, qos uint8, retain bool) bool {
 }
 
 // onRemote publishes a message from the remote locally, under its local name, with the
-// tap as publisher: the tap's No Local subscriptions keep it from going back out.
-func (br *Bridge) onRemote(p *packet.Publish) {
+// tap as publisher: the tap's No Local subscriptions keep it from going back out. It
+// reports whether the store keeps it: its acknowledgement to the remote must then wait
+// (inbound.go). What it staged is committed by the caller.
+func (br *Bridge) onRemote(p *packet.Publish) (durable bool) {
 	topic, ok := toLocal(br.routes, string(p.Topic))
 	if !ok {
 		br.log.Debug("bridge: remote message on a topic no in route maps", "topic", string(p.Topic))
-		return
+		return false
 	}
 	p.Topic = []byte(topic)
 	p.Props.TopicAlias = packet.Opt[uint16]{}
 	p.Props.SubscriptionIDs = p.Props.SubscriptionIDs[:0]
-	if _, err := br.tap.Publish(p); err != nil {
+	_, durable, err := br.tap.PublishStaged(p)
+	if err != nil {
 		br.log.Warn("bridge: remote message not published locally", "topic", topic, "err", err)
-		return
+		return false
 	}
 	br.in.Add(1)
+	return durable
 }

@@ -16,8 +16,9 @@ const OwnedPrefix = "\x00"
 
 // An OwnedEntry is one entry of an owned queue as Restore found it, in seq order.
 type OwnedEntry struct {
-	Seq, ID uint64              // the entry's seq and its message's id in the store
-	Msg     store.MessageRecord // its slices are the entry's own
+	Seq, ID  uint64              // the entry's seq and its message's id in the store
+	PacketID uint16              // the packet id it was sent under; 0: not sent
+	Msg      store.MessageRecord // its slices are the entry's own
 }
 
 // ownedQueues are the owned queues Restore found, until their owners take them, and the
@@ -110,6 +111,9 @@ func (r *restorer) ownedQueued(clientID string, seq uint64, q *store.QueuedRecor
 	}
 	e := OwnedEntry{Seq: seq, ID: q.MessageID, Msg: store.MessageRecord{Topic: m.Topic(), Payload: m.Payload(),
 		Props: m.Props(), Expiry: m.Expiry, QoS: q.QoS, Retain: q.Retain}}
+	if q.State == store.StateSent {
+		e.PacketID = q.PacketID
+	}
 	o := &r.b.owned
 	o.mu.Lock()
 	o.found[clientID] = append(o.found[clientID], e)

@@ -70,23 +70,37 @@ func (t *Tap) Close(filters []string) {
 // message expiry kept) with the tap as publisher, so the tap's own No Local
 // subscriptions skip it. It returns the number of recipients. The message is copied.
 func (t *Tap) Publish(p *packet.Publish) (int, error) {
+	n, _, err := t.PublishStaged(p)
+	t.b.commit()
+	return n, err
+}
+
+// PublishStaged is Publish for a caller that acknowledges p to someone itself, as a
+// bridge does to its remote: it also reports whether the store keeps p (a persistent
+// recipient queued it, a retained message changed), and leaves what it staged
+// uncommitted, so that the caller can take the Journal's generation for the
+// acknowledgement (session.Journal.AwaitDurable) and commit the messages of a whole read
+// at once.
+func (t *Tap) PublishStaged(p *packet.Publish) (n int, durable bool, err error) {
 	b := t.b
 	if err := validTopicName(string(p.Topic)); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if p.QoS > 2 {
-		return 0, errors.New("broker: QoS above 2")
+		return 0, false, errors.New("broker: QoS above 2")
 	}
 	b.mu.Lock()
 	closed := b.closed
 	b.mu.Unlock()
 	if closed {
-		return 0, ErrClosed
+		return 0, false, ErrClosed
 	}
 	m := session.NewMessage(p, p.Topic, t.id, time.Now())
 	m.QoS = min(m.QoS, b.set.Load().maxQoS)
 	bt := b.getBatch()
-	n := b.routeOwned(bt, m)
-	b.endBatch(bt)
-	return n, nil
+	n, durable = b.deliver(bt, m)
+	bt.end()
+	bt.reset()
+	b.batches.Put(bt)
+	return n, durable, nil
 }

@@ -63,7 +63,7 @@ type Bridge struct {
 	NotificationTopic string `yaml:"notification_topic"` // default $SYS/broker/connection/<remote_clientid>/state
 	// QueueMessages and QueueBytes bound the messages kept for the remote while it is
 	// down or slow (payload, topic and property bytes), in flight ones included; with the
-	// store on, the QoS 1 ones are kept in it and survive a restart. Default 1000 and
+	// store on, the QoS 1 and 2 ones are kept in it and survive a restart. Default 1000 and
 	// 16MiB (max_queued_messages, max_queued_bytes).
 	QueueMessages int      `yaml:"queue_messages"`
 	QueueBytes    ByteSize `yaml:"queue_bytes"`
@@ -72,7 +72,7 @@ type Bridge struct {
 	// drop_oldest the oldest waiting one. A new QoS 0 message finding no QoS 0 message
 	// to drop is dropped.
 	QueueFull string `yaml:"queue_full"`
-	// MaxInflight is how many QoS 1 messages may await the remote's PUBACK
+	// MaxInflight is how many QoS 1 and 2 messages may await the remote's PUBACK or PUBCOMP
 	// (max_inflight_messages); the remote's Receive Maximum lowers it. Default 20.
 	MaxInflight int        `yaml:"max_inflight"`
 	TLS         *BridgeTLS `yaml:"tls"` // nil: plain TCP
@@ -84,7 +84,7 @@ type Bridge struct {
 type BridgeTopic struct {
 	Pattern      string `yaml:"pattern"`       // a topic filter; required
 	Direction    string `yaml:"direction"`     // in | out (default) | both
-	QoS          int    `yaml:"qos"`           // 0 (default) or 1
+	QoS          int    `yaml:"qos"`           // 0 (default), 1 or 2
 	LocalPrefix  string `yaml:"local_prefix"`  // no wildcards
 	RemotePrefix string `yaml:"remote_prefix"` // no wildcards
 }
@@ -186,8 +186,8 @@ func (c *Config) validateBridges(errs *errorList) {
 				errs.add(tat+".pattern", "%q: a bridge cannot carry a shared subscription", tp.Pattern)
 			}
 			oneOf(errs, tat+".direction", tp.Direction, BridgeIn, BridgeOut, BridgeBoth)
-			if tp.QoS < 0 || tp.QoS > 1 {
-				errs.add(tat+".qos", "%d is out of range 0..1: a bridge carries QoS 2 messages at QoS 1", tp.QoS)
+			if tp.QoS < 0 || tp.QoS > 2 {
+				errs.add(tat+".qos", "%d is out of range 0..2", tp.QoS)
 			}
 			for _, p := range []struct{ field, v string }{{"local_prefix", tp.LocalPrefix}, {"remote_prefix", tp.RemotePrefix}} {
 				if strings.ContainsAny(p.v, "+#") {

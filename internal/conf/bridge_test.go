@@ -65,7 +65,8 @@ func TestBridgeValidate(t *testing.T) {
 		{"pattern-plus-in-level", "bridges[0].topics[0].pattern", func(b *Bridge) { b.Topics[0].Pattern = "a+/b" }},
 		{"shared", "bridges[0].topics[0].pattern", func(b *Bridge) { b.Topics[0].Pattern = "$share/g/a" }},
 		{"direction", "bridges[0].topics[0].direction", func(b *Bridge) { b.Topics[0].Direction = "up" }},
-		{"qos2", "bridges[0].topics[0].qos", func(b *Bridge) { b.Topics[0].QoS = 2 }},
+		{"qos3", "bridges[0].topics[0].qos", func(b *Bridge) { b.Topics[0].QoS = 3 }},
+		{"qos-negative", "bridges[0].topics[0].qos", func(b *Bridge) { b.Topics[0].QoS = -1 }},
 		{"prefix-wildcard", "bridges[0].topics[0].local_prefix", func(b *Bridge) { b.Topics[0].LocalPrefix = "+/" }},
 		{"tls-cert-alone", "bridges[0].tls", func(b *Bridge) { b.TLS = &BridgeTLS{CertFile: "c.pem"} }},
 		{"inflight", "bridges[0].max_inflight", func(b *Bridge) { b.MaxInflight = 70000 }},
@@ -75,9 +76,10 @@ func TestBridgeValidate(t *testing.T) {
 	}
 	ok := Default()
 	ok.Bridges = []Bridge{good()}
+	ok.Bridges[0].Topics[0].QoS = 2
 	ok.EnsureDefaults()
 	if err := ok.Validate(); err != nil {
-		t.Fatalf("a good bridge: %v", err)
+		t.Fatalf("a good bridge at QoS 2: %v", err)
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

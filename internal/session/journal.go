@@ -104,7 +104,8 @@ type commit struct {
 	b       store.Batch
 	gen     uint64
 	waiters []*Session
-	finish  func(error) // c.finished, bound once so that a Commit allocates nothing
+	owners  []func(gen uint64, err error) // AwaitDurable's callers
+	finish  func(error)                   // c.finished, bound once so that a Commit allocates nothing
 }
 
 // NewJournal returns a Journal committing to st. resync, if not nil, is called (under
@@ -150,7 +151,7 @@ func (j *Journal) Commit() {
 	j.maybeResync()
 	j.mu.Lock()
 	c := j.cur
-	if c.b.Len() == 0 && len(c.waiters) == 0 {
+	if c.b.Len() == 0 && len(c.waiters) == 0 && len(c.owners) == 0 {
 		j.staged.Store(false)
 		j.mu.Unlock()
 		return
@@ -202,6 +203,11 @@ func (c *commit) finished(err error) {
 		c.waiters[i] = nil
 	}
 	c.waiters = c.waiters[:0]
+	for i, fn := range c.owners {
+		fn(c.gen, err)
+		c.owners[i] = nil
+	}
+	c.owners = c.owners[:0]
 	j.mu.Lock()
 	j.done = c.gen // after the releases: Wait returns once the output is out
 	j.idle.Broadcast()

@@ -39,6 +39,15 @@ func (j *Journal) StageOwnedEntry(clientID string, seq, id uint64, r *store.Mess
 	return id
 }
 
+// StageOwnedSent stages that entry seq of the owned queue clientID, with its message id,
+// was sent under packetID: a restart sends it again under that id, so that the receiver
+// tells it from a new message (spec 4.3.3).
+func (j *Journal) StageOwnedSent(clientID string, seq, id uint64, packetID uint16, qos uint8, retain bool) {
+	b := j.begin()
+	b.PutQueued(clientID, seq, store.QueuedRecord{MessageID: id, QoS: qos, Retain: retain, PacketID: packetID, State: store.StateSent})
+	j.end()
+}
+
 // StageOwnedDone stages the deletion of entry seq of the owned queue clientID and of its
 // message id.
 func (j *Journal) StageOwnedDone(clientID string, seq, id uint64) {
@@ -57,4 +66,20 @@ func (j *Journal) StageOwnerGone(clientID string, ids []uint64) {
 		b.DeleteMessage(id)
 	}
 	j.end()
+}
+
+// AwaitDurable has fn(gen, err) called, on the store's committer goroutine, once the
+// current generation is reported (err nil: durable), and returns that generation; an
+// owner that acknowledges what it staged holds the acknowledgement until then, as
+// SendDurable does for a session. last is the generation the caller's previous call
+// returned: when it is still the current one, fn is called for it already and is not
+// added again. fn must not block. The caller commits afterwards.
+func (j *Journal) AwaitDurable(last uint64, fn func(gen uint64, err error)) uint64 {
+	j.begin() // marks the Journal staged: Commit hands the generation over
+	defer j.end()
+	c := j.cur
+	if last != c.gen {
+		c.owners = append(c.owners, fn)
+	}
+	return c.gen
 }
