@@ -21,16 +21,34 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
-// freePort returns a loopback port nothing listens on now.
+// freePort returns a loopback port nothing listens on now and that it has not returned
+// before: the kernel may hand a port just closed to the next bind on port 0, which would
+// give two brokers of a test the same one.
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	givenPorts.Lock()
+	defer givenPorts.Unlock()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		if !givenPorts.m[port] {
+			givenPorts.m[port] = true
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free loopback port")
+	return 0
 }
+
+// givenPorts holds the ports freePort has returned in this test binary.
+var givenPorts = struct {
+	sync.Mutex
+	m map[int]bool
+}{m: map[int]bool{}}
 
 // A mosquitto is a Mosquitto broker process on a loopback port, with a config of the
 // test's. It may be killed and started again on the same port and persistence directory.
