@@ -115,6 +115,10 @@ type pressure struct {
 	// hardNanos is the time spent at Hard before hardSince; hardSince is when the level
 	// last rose to Hard (Unix nanoseconds), 0 while it is below.
 	hardNanos, hardSince atomic.Int64
+	// budget, when set, is the broker's intake budget, reset at every sample (budget.go).
+	budget     atomic.Pointer[Budget]
+	estimates  atomic.Uint64 // levels raised on the budget's estimate, for tests
+	collecting atomic.Bool   // a GC asked for by an estimate is under way
 
 	limit func() int64
 	read  func() runtimeSample
@@ -126,9 +130,14 @@ type pressure struct {
 	hold, every time.Duration
 
 	mu      sync.Mutex  // serializes refresh (the GC hook and Reload); guards the fields below
-	raised  time.Time   // when the level last rose
+	raised  time.Time   // when the level last rose on a sample
+	sampled Level       // the level the last sample gave
 	recheck *time.Timer // runs while the level is above none
 	checked uint64      // samples at the last recheck
+	// allowed is what the budget was given since the last sample; estimated: the level
+	// was raised on its estimate since (budget.go).
+	allowed   int64
+	estimated bool
 }
 
 // gcSentinel is allocated to be collected. It holds a pointer so that it is not placed
@@ -152,6 +161,7 @@ func (p *pressure) stop() {
 	p.stopped.Store(true)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.detach()
 	if p.recheck != nil {
 		p.recheck.Stop()
 		p.recheck = nil
@@ -200,15 +210,24 @@ func (p *pressure) refreshLocked() bool {
 	used := pressureUsed(s, charged, ok)
 	limit := uint64(max(p.limit(), 0))
 	prev := p.level()
-	next := nextLevel(prev, used, limit)
+	// A level raised on the budget's estimate stands only if this sample confirms it;
+	// the hysteresis and the hold go from what the samples before it gave.
+	held := prev
+	if p.estimated {
+		held = p.sampled
+	}
+	next := nextLevel(held, used, limit)
 	now := p.now()
 	switch {
-	case next > prev:
+	case next > held:
 		p.raised = now
-	case next < prev && now.Sub(p.raised) < p.hold:
-		next = prev
+	case next < held && now.Sub(p.raised) < p.hold:
+		next = held
 	}
+	p.estimated = false
+	p.sampled = next
 	p.used.Store(used)
+	p.resetBudget(next, used, limit)
 	switch {
 	case next == Hard && prev != Hard:
 		p.hardSince.Store(max(now.UnixNano(), 1))
