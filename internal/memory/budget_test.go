@@ -85,15 +85,27 @@ func TestBudgetUndone(t *testing.T) {
 		t.Fatalf("90 MiB: %s, want hard", got)
 	}
 	samples := p.samples.Load()
-	gcs <- 86 * mib // the sample says soft: hard is undone, soft is still held
+	gcs <- 80 * mib // the sample says soft: hard is undone at once, soft is still held
 	testenv.WaitFor(t, "the GC's sample", func() bool { return p.samples.Load() > samples && !p.collecting.Load() })
 	if got := p.level(); got != Soft {
-		t.Fatalf("hard on the estimate, sampled at 86 MiB: %s, want soft", got)
+		t.Fatalf("hard on the estimate, sampled at 80 MiB: %s, want soft", got)
 	}
-	// The budget starts over from the sample: 4 MiB to hard.
-	b.Spend(3 * mib)
+	// The budget starts over from the sample: 10 MiB to hard.
+	b.Spend(9 * mib)
 	if got := p.level(); got != Soft {
 		t.Fatalf("89 MiB: %s, want soft", got)
+	}
+	b.Spend(1 * mib)
+	if got := p.level(); got != Hard {
+		t.Fatalf("90 MiB: %s, want hard", got)
+	}
+	// Sampled within hard's hysteresis band (85 to 90): hard stands, as a sampled hard
+	// would; falling back to soft would resume the publishers for one more window.
+	samples = p.samples.Load()
+	gcs <- 86 * mib
+	testenv.WaitFor(t, "the GC's sample", func() bool { return p.samples.Load() > samples && !p.collecting.Load() })
+	if got := p.level(); got != Hard {
+		t.Fatalf("hard on the estimate, sampled at 86 MiB: %s, want hard", got)
 	}
 }
 

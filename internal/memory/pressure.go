@@ -210,14 +210,14 @@ func (p *pressure) refreshLocked() bool {
 	used := pressureUsed(s, charged, ok)
 	limit := uint64(max(p.limit(), 0))
 	prev := p.level()
-	// A level raised on the budget's estimate stands only if this sample confirms it;
-	// the hysteresis and the hold go from what the samples before it gave.
+	next := nextLevel(prev, used, limit)
+	now := p.now()
+	// A level raised on the budget's estimate stands if this sample confirms it (within
+	// its hysteresis, as a sampled level would); the hold keeps only what samples gave.
 	held := prev
 	if p.estimated {
 		held = p.sampled
 	}
-	next := nextLevel(held, used, limit)
-	now := p.now()
 	switch {
 	case next > held:
 		p.raised = now
