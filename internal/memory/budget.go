@@ -19,10 +19,10 @@ import (
 // from none, hard from soft), taking what was taken in since as live. Spending it is one
 // atomic add on the publish path. The publish that overdraws it raises the level at once,
 // on the estimate (the sample's figure plus the bytes taken in since), and has a GC run
-// whose sample replaces the estimate: a raise that the sample does not confirm is undone
-// at once, without the hold a sampled raise gets, as what was counted may have been
-// delivered and freed already (a broker that forwards fast raises the estimate without
-// holding anything).
+// whose sample replaces the estimate. A sample within the raised level's hysteresis
+// confirms it; one below undoes it at once, without the hold a sampled raise gets, as
+// what was counted may have been delivered and freed already (a broker that forwards
+// fast raises the estimate without holding anything).
 //
 // Rejected: sampling on a timer (the live heap is only known after a GC, so a timer's
 // sample cannot see what was queued); sampling in the publish path (the same, and a file
@@ -31,11 +31,12 @@ import (
 
 // A Budget counts the bytes the broker takes in against the headroom the last pressure
 // sample left. The zero Budget is not attached to a Policy and never raises the level.
-// Its methods are safe for concurrent use.
+// Its methods are safe for concurrent use. It is 64 bytes: allocated on its own (the
+// 64-byte size class) it fills a cache line, which every publish writes.
 type Budget struct {
 	left atomic.Int64             // bytes that may be taken in before the next level
 	p    atomic.Pointer[pressure] // the pressure it raises; nil: not attached
-	_    [64 - 8 - 8]byte         // its own cache line: it is written on every publish
+	_    [64 - 8 - 8]byte
 }
 
 // unlimited is a Budget's allowance when no level lies above: at hard, with no limit, or

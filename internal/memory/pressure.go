@@ -93,7 +93,7 @@ func nextLevel(prev Level, used, limit uint64) Level {
 }
 
 // pressure holds the current level for the hot path and refreshes it at the end of every
-// GC cycle.
+// GC cycle; between cycles the intake budget may raise it (budget.go).
 //
 // Why at GC end and not on a timer: the live heap is only measured by a GC, so sampling
 // more often learns nothing new and a timer would wake an idle broker for nothing; and when
