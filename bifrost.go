@@ -57,6 +57,7 @@ type Broker struct {
 	store   store.Store                   // nil before Start and when store.dir is off
 	memory  *memory.Policy                // nil before Start
 	policy  atomic.Pointer[memory.Policy] // memory, for the connection paths without b.mu
+	budget  *memory.Budget                // the publish path's intake, attached to memory
 
 	routines routines
 
@@ -98,7 +99,7 @@ func New(cfg *Config, opts ...Option) (*Broker, error) {
 	if cfg.HTTP.Address != conf.HTTPOff && !httplink.Linked() {
 		return nil, fmt.Errorf("bifrost: %w", httplink.ErrNotLinked)
 	}
-	b := &Broker{cfg: cfg}
+	b := &Broker{cfg: cfg, budget: new(memory.Budget)}
 	for _, opt := range opts {
 		opt(b)
 	}
@@ -117,7 +118,7 @@ func New(cfg *Config, opts ...Option) (*Broker, error) {
 		return nil, fmt.Errorf("bifrost: %w", err)
 	}
 	bo := broker.Options{Config: cfg, Logger: b.log, Metrics: b.metrics, Go: b.routines.start,
-		Pressure: b.pressure, Security: sec, Listeners: own}
+		Pressure: b.pressure, Budget: b.budget, Security: sec, Listeners: own}
 	if b.cluster != nil { // a nil Node must not become a non-nil interface
 		bo.Cluster = b.cluster
 	}
@@ -171,6 +172,7 @@ func (b *Broker) start(ctx context.Context) error {
 	b.memory = pol
 	b.policy.Store(pol)
 	pol.OnChange(b.mqtt.PressureChanged) // resumes the publishers paused at hard
+	pol.Attach(b.budget)                 // raises the level between samples
 	if err := b.metrics.Register(pol.Collector()); err != nil {
 		return fmt.Errorf("bifrost: %w", err)
 	}

@@ -65,6 +65,9 @@ type Options struct {
 	Go func(name string, f func(ctx context.Context)) bool
 	// Pressure reports the memory pressure (memory.Policy.Pressure); nil: never any.
 	Pressure func() memory.Level
+	// Budget counts the bytes of every PUBLISH read, so that the level rises between two
+	// samples of Pressure (memory.Policy.Attach); nil: a budget attached to nothing.
+	Budget *memory.Budget
 	// Cluster is the cluster this node is part of (cluster.go); nil: a single node.
 	Cluster Cluster
 }
@@ -95,8 +98,9 @@ type Broker struct {
 	start   time.Time
 	goFn    func(name string, f func(ctx context.Context)) bool
 	press   func() memory.Level
-	cluster Cluster    // nil: a single node
-	routeMu sync.Mutex // a cluster's: orders the index's changes with the routes told (cluster_routes.go)
+	budget  *memory.Budget // never nil
+	cluster Cluster        // nil: a single node
+	routeMu sync.Mutex     // a cluster's: orders the index's changes with the routes told (cluster_routes.go)
 
 	mu       sync.Mutex // guards the fields below
 	sessions map[string]*session.Session
@@ -147,12 +151,16 @@ func New(o Options) (*Broker, error) {
 		byID:     make([]target, 1, 1024),
 		goFn:     o.Go,
 		press:    o.Pressure,
+		budget:   o.Budget,
 		cluster:  o.Cluster,
 		start:    time.Now(),
 		done:     make(chan struct{}),
 	}
 	if b.log == nil {
 		b.log = slog.Default()
+	}
+	if b.budget == nil {
+		b.budget = new(memory.Budget)
 	}
 	if err := b.initRealms(&o); err != nil {
 		return nil, err

@@ -314,6 +314,7 @@ func (b *Broker) handle(bt *batch, cl *client, h packet.Header, body []byte) {
 	var err error
 	switch h.Type {
 	case packet.PUBLISH:
+		b.budget.Spend(len(body)) // before the level is read below (memory/budget.go)
 		if err = bt.publish.Decode(h, body, v); err == nil {
 			err = bt.publish.CheckFromClient()
 		}

@@ -37,6 +37,8 @@
 // the next GC frees, against the limit (charge.go; see Level for the thresholds and what
 // the broker does at each). The broker reads it on its accept, CONNECT
 // and publish paths: it costs one atomic load. OnChange tells it when the level changes.
+// Between two samples the bytes the broker reads from publishers raise it too (Attach,
+// Budget.Spend: one atomic add per PUBLISH).
 //
 // # Returning memory to the OS
 //

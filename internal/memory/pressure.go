@@ -93,7 +93,7 @@ func nextLevel(prev Level, used, limit uint64) Level {
 }
 
 // pressure holds the current level for the hot path and refreshes it at the end of every
-// GC cycle.
+// GC cycle; between cycles the intake budget may raise it (budget.go).
 //
 // Why at GC end and not on a timer: the live heap is only measured by a GC, so sampling
 // more often learns nothing new and a timer would wake an idle broker for nothing; and when
@@ -115,6 +115,10 @@ type pressure struct {
 	// hardNanos is the time spent at Hard before hardSince; hardSince is when the level
 	// last rose to Hard (Unix nanoseconds), 0 while it is below.
 	hardNanos, hardSince atomic.Int64
+	// budget, when set, is the broker's intake budget, reset at every sample (budget.go).
+	budget     atomic.Pointer[Budget]
+	estimates  atomic.Uint64 // levels raised on the budget's estimate, for tests
+	collecting atomic.Bool   // a GC asked for by an estimate is under way
 
 	limit func() int64
 	read  func() runtimeSample
@@ -126,9 +130,14 @@ type pressure struct {
 	hold, every time.Duration
 
 	mu      sync.Mutex  // serializes refresh (the GC hook and Reload); guards the fields below
-	raised  time.Time   // when the level last rose
+	raised  time.Time   // when the level last rose on a sample
+	sampled Level       // the level the last sample gave
 	recheck *time.Timer // runs while the level is above none
 	checked uint64      // samples at the last recheck
+	// allowed is what the budget was given since the last sample; estimated: the level
+	// was raised on its estimate since (budget.go).
+	allowed   int64
+	estimated bool
 }
 
 // gcSentinel is allocated to be collected. It holds a pointer so that it is not placed
@@ -152,6 +161,7 @@ func (p *pressure) stop() {
 	p.stopped.Store(true)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.detach()
 	if p.recheck != nil {
 		p.recheck.Stop()
 		p.recheck = nil
@@ -202,13 +212,22 @@ func (p *pressure) refreshLocked() bool {
 	prev := p.level()
 	next := nextLevel(prev, used, limit)
 	now := p.now()
-	switch {
-	case next > prev:
-		p.raised = now
-	case next < prev && now.Sub(p.raised) < p.hold:
-		next = prev
+	// A level raised on the budget's estimate stands if this sample confirms it (within
+	// its hysteresis, as a sampled level would); the hold keeps only what samples gave.
+	held := prev
+	if p.estimated {
+		held = p.sampled
 	}
+	switch {
+	case next > held:
+		p.raised = now
+	case next < held && now.Sub(p.raised) < p.hold:
+		next = held
+	}
+	p.estimated = false
+	p.sampled = next
 	p.used.Store(used)
+	p.resetBudget(next, used, limit)
 	switch {
 	case next == Hard && prev != Hard:
 		p.hardSince.Store(max(now.UnixNano(), 1))
