@@ -1,17 +1,12 @@
 package bridge
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
@@ -53,82 +48,25 @@ bridges:
 	return path
 }
 
-var listenRE = regexp.MustCompile(`msg="mqtt listening" listener=\S+ type=\S+ addr=(\S+)`)
-
-// A proc is a running bifrost process.
+// A proc is a running bifrost process and the address its MQTT listener took.
 type proc struct {
-	cmd  *exec.Cmd
+	*testenv.Proc
 	addr string
-	done chan struct{} // closed when the process has exited
-	mu   sync.Mutex
-	log  strings.Builder
 }
 
 // startProc runs bifrost on the config at path and returns once it listens.
 func startProc(t testing.TB, path string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(bifrostBin.Path(t), "-c", path), done: make(chan struct{})}
-	stderr, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			p.mu.Lock()
-			p.log.WriteString(line + "\n")
-			p.mu.Unlock()
-			if m := listenRE.FindStringSubmatch(line); m != nil {
-				select {
-				case ready <- m[1]:
-				default:
-				}
-			}
+	p := &proc{}
+	p.Proc = testenv.StartProc(t, exec.Command(bifrostBin.Path(t), "-c", path), testenv.Timeout, func(line string) bool {
+		a, ok := testenv.MQTTAddr(line)
+		if ok {
+			p.addr = a
 		}
-		_ = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		p.signal(syscall.SIGKILL)
-		if t.Failed() {
-			t.Logf("bifrost log:\n%s", p.logs())
-		}
+		return ok
 	})
-	select {
-	case p.addr = <-ready:
-		return p
-	case <-p.done:
-		t.Fatalf("bifrost exited before listening:\n%s", p.logs())
-	case <-time.After(testenv.Timeout):
-		t.Fatalf("bifrost not listening after %v:\n%s", testenv.Timeout, p.logs())
-	}
-	return nil
-}
-
-func (p *proc) logs() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.log.String()
+	return p
 }
 
 // signal sends sig to the process (by its PID) and waits for it to exit.
-func (p *proc) signal(sig syscall.Signal) {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(sig)
-	select {
-	case <-p.done:
-	case <-time.After(testenv.Timeout):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
+func (p *proc) signal(sig syscall.Signal) { p.Stop(sig, testenv.Timeout) }

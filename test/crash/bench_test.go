@@ -140,10 +140,10 @@ func BenchmarkRestart(b *testing.B) {
 			p = startBroker(b, path, 5*time.Minute)
 			listen += time.Since(start)
 			restore += p.restore
-			rss = max(rss, vmRSS(p.cmd.Process.Pid))
+			rss = max(rss, vmRSS(p.Cmd.Process.Pid))
 			b.StopTimer()
-			if !strings.Contains(p.logs(), fmt.Sprintf("sessions=%d queued=%d", sessions, queued)) {
-				b.Fatalf("restored something else:\n%s", p.logs())
+			if !strings.Contains(p.Log(), fmt.Sprintf("sessions=%d queued=%d", sessions, queued)) {
+				b.Fatalf("restored something else:\n%s", p.Log())
 			}
 			p.stop(b, time.Minute)
 			b.StartTimer()

@@ -107,7 +107,7 @@ func testCrash(t *testing.T, engine string) {
 		r.newChecker(p.addr, cycle)
 		r.runCycle(p, cycle, time.Duration(30+rng.IntN(400))*time.Millisecond)
 		if t.Failed() {
-			t.Fatalf("cycle %d failed; broker log:\n%s", cycle, p.logs())
+			t.Fatalf("cycle %d failed; broker log:\n%s", cycle, p.Log())
 		}
 	}
 

@@ -30,7 +30,7 @@ func TestStoreInUse(t *testing.T) {
 	}
 	for _, want := range []string{
 		"start failed", "store: directory in use", dir + " is held by another process",
-		"(pid " + strconv.Itoa(first.cmd.Process.Pid) + ", bifrost)", "stop that process, or set store.dir to another directory",
+		"(pid " + strconv.Itoa(first.Cmd.Process.Pid) + ", bifrost)", "stop that process, or set store.dir to another directory",
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the second broker's output does not say %q:\n%s", want, out)

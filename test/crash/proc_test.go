@@ -1,14 +1,11 @@
 package crash
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -64,90 +61,43 @@ log:
 	return path
 }
 
-var (
-	listenRE  = regexp.MustCompile(`msg="mqtt listening" listener=\S+ type=\S+ addr=(\S+)`)
-	restoreRE = regexp.MustCompile(`msg="store: state restored".* took=(\S+)`)
-)
+var restoreRE = regexp.MustCompile(`msg="store: state restored".* took=(\S+)`)
 
-// proc is a running broker process.
+// proc is a running broker process: the address its MQTT listener took and how long
+// restoring the store took, both read from its log.
 type proc struct {
-	cmd     *exec.Cmd
+	*testenv.Proc
 	addr    string
-	restore time.Duration // how long restoring the store took, from its log
-	done    chan struct{} // closed when the process has exited
-	mu      sync.Mutex
-	log     strings.Builder
+	restore time.Duration
 }
 
 // startBroker runs the binary on the config at path and waits, up to limit, for it to
 // listen.
 func startBroker(t testing.TB, path string, limit time.Duration) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(binary.Path(t), "-c", path), done: make(chan struct{})}
-	stderr, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			p.mu.Lock()
-			p.log.WriteString(line + "\n")
-			if m := restoreRE.FindStringSubmatch(line); m != nil {
-				p.restore, _ = time.ParseDuration(m[1])
-			}
-			p.mu.Unlock()
-			if m := listenRE.FindStringSubmatch(line); m != nil {
-				select {
-				case ready <- m[1]:
-				default:
-				}
-			}
+	p := &proc{}
+	p.Proc = testenv.StartProc(t, exec.Command(binary.Path(t), "-c", path), limit, func(line string) bool {
+		if m := restoreRE.FindStringSubmatch(line); m != nil {
+			p.restore, _ = time.ParseDuration(m[1])
 		}
-		_ = p.cmd.Wait()
-		close(p.done)
-	}()
-	select {
-	case p.addr = <-ready:
-		return p
-	case <-p.done:
-		t.Fatalf("broker exited before listening:\n%s", p.logs())
-	case <-time.After(limit):
-		p.kill()
-		t.Fatalf("broker not listening after %v:\n%s", limit, p.logs())
-	}
-	return nil
-}
-
-func (p *proc) logs() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.log.String()
+		a, ok := testenv.MQTTAddr(line)
+		if ok {
+			p.addr = a
+		}
+		return ok
+	})
+	return p
 }
 
 // kill sends SIGKILL and waits for the process to be gone.
-func (p *proc) kill() {
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
+func (p *proc) kill() { p.Stop(syscall.SIGKILL, testenv.Timeout) }
 
 // stop sends SIGTERM and waits, up to limit, for a clean exit.
 func (p *proc) stop(t testing.TB, limit time.Duration) {
 	t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		if code := p.cmd.ProcessState.ExitCode(); code != 0 {
-			t.Errorf("broker exited with %d after SIGTERM:\n%s", code, p.logs())
-		}
-	case <-time.After(limit):
-		p.kill()
+	if !p.Stop(syscall.SIGTERM, limit) {
 		t.Errorf("broker still running %v after SIGTERM", limit)
+	} else if code := p.Cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("broker exited with %d after SIGTERM:\n%s", code, p.Log())
 	}
 }

@@ -19,7 +19,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -200,18 +199,10 @@ func run(t *testing.T, cg *cgroup, env []string) {
 
 // A broker process.
 type broker struct {
-	cmd  *exec.Cmd
-	addr string
+	*testenv.Proc
+	addr string // MQTT
 	http string
-	done chan struct{}
-	mu   sync.Mutex
-	log  strings.Builder
 }
-
-var (
-	mqttRE = regexp.MustCompile(`msg="mqtt listening" listener=\S+ type=\S+ addr=(\S+)`)
-	httpRE = regexp.MustCompile(`msg="http listening" addr=(\S+)`)
-)
 
 // start runs the edge broker (store on, as bench/edge-memcap.sh), in cg if not nil, with
 // env added to its environment, and stops it when the test ends.
@@ -249,76 +240,25 @@ log:
 		cmd = exec.Command(bin, "-c", cfg)
 	}
 	cmd.Env = append(os.Environ(), env...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	b := &broker{cmd: cmd, done: make(chan struct{})}
-	addrs := make(chan [2]string, 1)
-	go func() {
-		var mqtt, web string
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Text()
-			b.mu.Lock()
-			b.log.WriteString(line + "\n")
-			b.mu.Unlock()
-			if m := mqttRE.FindStringSubmatch(line); m != nil {
-				mqtt = m[1]
-			}
-			if m := httpRE.FindStringSubmatch(line); m != nil {
-				web = m[1]
-			}
-			if mqtt != "" && web != "" {
-				addrs <- [2]string{mqtt, web}
-				mqtt = ""
-			}
+	b := &broker{}
+	b.Proc = testenv.StartProc(t, cmd, bound, func(line string) bool {
+		if a, ok := testenv.MQTTAddr(line); ok {
+			b.addr = a
 		}
-	}()
-	go func() {
-		_ = cmd.Wait()
-		close(b.done)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-b.done:
-		case <-time.After(bound):
-			_ = cmd.Process.Kill()
-			<-b.done
+		if a, ok := testenv.HTTPAddr(line); ok {
+			b.http = a
 		}
-		if t.Failed() {
-			b.mu.Lock()
-			t.Logf("broker log:\n%s", b.log.String())
-			b.mu.Unlock()
-		}
+		return b.addr != "" && b.http != ""
 	})
-	select {
-	case a := <-addrs:
-		b.addr, b.http = a[0], a[1]
-	case <-b.done:
-		t.Fatalf("the broker exited: %v\n%s", cmd.ProcessState, b.logText())
-	case <-time.After(bound):
-		t.Fatal("the broker did not start listening")
-	}
 	return b
-}
-
-func (b *broker) logText() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.log.String()
 }
 
 // alive fails the test if the broker has exited (a kill by the OOM killer included).
 func (b *broker) alive(t *testing.T) {
 	t.Helper()
 	select {
-	case <-b.done:
-		t.Fatalf("the broker exited: %v", b.cmd.ProcessState)
+	case <-b.Done():
+		t.Fatalf("the broker exited: %v", b.Cmd.ProcessState)
 	default:
 	}
 }
