@@ -58,8 +58,13 @@ func (br *Bridge) connect(ctx context.Context) (*conn, error) {
 	if c.Password != "" {
 		cp.PasswordFlag, cp.Password = true, []byte(c.Password)
 	}
-	if br.version == packet.V5 && !c.CleanSession {
-		cp.Props.SessionExpiry = packet.Some[uint32](0xFFFFFFFF) // as a 3.1.1 persistent session
+	if br.version == packet.V5 {
+		if !c.CleanSession {
+			cp.Props.SessionExpiry = packet.Some[uint32](0xFFFFFFFF) // as a 3.1.1 persistent session
+		}
+		// The remote's window into the bridge is max_inflight too: what it may send at QoS
+		// 1 and 2 unacknowledged, and so how many QoS 2 packet ids the bridge keeps.
+		cp.Props.ReceiveMaximum = packet.Some(uint16(c.MaxInflight))
 	}
 	// The handshake has one keep alive period, and ends at once when the bridge stops.
 	_ = nc.SetDeadline(time.Now().Add(ka))

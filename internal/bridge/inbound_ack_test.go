@@ -17,10 +17,11 @@ import (
 // A scripted is a remote broker played by the test over one accepted connection: it
 // answers the bridge's CONNECT and SUBSCRIBE, then sends and reads what the test says.
 type scripted struct {
-	t  testing.TB
-	c  net.Conn
-	r  packet.Reader
-	in []byte
+	t       testing.TB
+	c       net.Conn
+	r       packet.Reader
+	in      []byte
+	connect packet.Connect // the bridge's
 }
 
 // acceptBridge accepts the bridge's connection on l, reads its CONNECT and answers with a
@@ -34,11 +35,15 @@ func acceptBridge(t testing.TB, l net.Listener) *scripted {
 	}
 	t.Cleanup(func() { c.Close() })
 	s := &scripted{t: t, c: c, r: packet.Reader{Version: packet.V5}, in: make([]byte, 4096)}
-	if h, _ := s.next(testenv.Timeout); h.Type != packet.CONNECT {
+	h, body := s.next(testenv.Timeout)
+	if h.Type != packet.CONNECT {
 		t.Fatalf("first packet %s, not CONNECT", h.Type)
 	}
+	if err := s.connect.Decode(h, body, packet.V5); err != nil {
+		t.Fatalf("the bridge's CONNECT: %v", err)
+	}
 	s.send(&packet.Connack{})
-	h, body := s.next(testenv.Timeout)
+	h, body = s.next(testenv.Timeout)
 	var sub packet.Subscribe
 	if h.Type != packet.SUBSCRIBE || sub.Decode(h, body, packet.V5) != nil {
 		t.Fatalf("no SUBSCRIBE: %s", h.Type)
@@ -205,5 +210,23 @@ func TestQoS2OutRestartKeepsPacketID(t *testing.T) {
 	}
 	if id := remote.expectPublish("m2", true); id != ids[2] {
 		t.Fatalf("m2 sent again under packet id %d, was %d", id, ids[2])
+	}
+}
+
+// TestReceiveMaximum: a 5.0 bridge tells the remote its window, max_inflight, in its
+// CONNECT, so that a conforming remote has at most that many QoS 1 and 2 messages
+// unacknowledged towards it (and the bridge keeps at most that many QoS 2 packet ids).
+func TestReceiveMaximum(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	bc := bridgeConf("up", l.Addr().String(), conf.BridgeV5, conf.BridgeTopic{Pattern: "c/#", Direction: conf.BridgeIn, QoS: 2})
+	bc.MaxInflight = 7
+	startBifrost(t, bc)
+	remote := acceptBridge(t, l)
+	if rm := remote.connect.Props.ReceiveMaximum; !rm.Set || rm.V != 7 {
+		t.Fatalf("the bridge's CONNECT has Receive Maximum %+v, want 7", rm)
 	}
 }
