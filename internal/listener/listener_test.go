@@ -870,11 +870,16 @@ func TestListenerClose(t *testing.T) {
 	if ev := recv(t, r.closed, "OnClose"); ev.c.Listener() != b || ev.err != nil {
 		t.Fatalf("OnClose(%v) for %s", ev.err, ev.c.Listener().Name())
 	}
-	for _, c := range []net.Conn{cb, pending} {
-		_ = c.SetReadDeadline(time.Now().Add(testenv.Timeout))
-		if _, err := io.ReadAll(c); err != nil {
-			t.Errorf("client of the closed listener: %v", err)
-		}
+	_ = cb.SetReadDeadline(time.Now().Add(testenv.Timeout))
+	if _, err := io.ReadAll(cb); err != nil {
+		t.Errorf("client of the closed listener: %v", err)
+	}
+	// The pending connection may not have left the kernel's accept queue when the
+	// listener closed (the portable engine accepts on a goroutine of its own), and the
+	// kernel resets those: closed either way, which is what counts, and never left hanging.
+	_ = pending.SetReadDeadline(time.Now().Add(testenv.Timeout))
+	if _, err := io.ReadAll(pending); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("connection in its handshake on the closed listener: %v", err)
 	}
 	if _, err := net.Dial("tcp", b.Addr().String()); err == nil {
 		t.Error("the closed listener still accepts")
