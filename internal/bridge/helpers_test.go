@@ -147,14 +147,14 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	return w.b.Write(p)
 }
 
-// startBifrost runs a broker with one loopback TCP listener, no store and no HTTP
-// endpoint, and the bridges given; it returns the broker, its MQTT address and the
-// bridges.
-func startBifrost(t testing.TB, bridges ...conf.Bridge) (*broker.Broker, string, *Set) {
+// testConfig is the config of a broker under test, validated: one loopback TCP listener,
+// no HTTP endpoint, no $SYS, the store as store sets it, and bridges; and its logger,
+// into the test's log.
+func testConfig(t testing.TB, store func(*conf.Store), bridges []conf.Bridge) (*conf.Config, *slog.Logger) {
 	t.Helper()
 	cfg := conf.Default()
 	cfg.Listeners = []conf.Listener{{Type: conf.ListenerTCP, Address: "127.0.0.1:0"}}
-	cfg.Store.Dir = conf.StoreOff
+	store(&cfg.Store)
 	cfg.HTTP.Address = conf.HTTPOff
 	cfg.SysInterval = new(conf.Duration)
 	cfg.Bridges = bridges
@@ -162,7 +162,15 @@ func startBifrost(t testing.TB, bridges ...conf.Bridge) (*broker.Broker, string,
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	return cfg, slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// startBifrost runs a broker with one loopback TCP listener, no store and no HTTP
+// endpoint, and the bridges given; it returns the broker, its MQTT address and the
+// bridges.
+func startBifrost(t testing.TB, bridges ...conf.Bridge) (*broker.Broker, string, *Set) {
+	t.Helper()
+	cfg, log := testConfig(t, func(s *conf.Store) { s.Dir = conf.StoreOff }, bridges)
 	b, err := broker.New(broker.Options{Config: cfg, Logger: log})
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"fmt"
-	"log/slog"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -31,17 +30,7 @@ func startStored(t testing.TB, dir, engine string, bridges ...conf.Bridge) *stor
 // startStoredWrap is startStored with the store wrapped by wrap, if not nil.
 func startStoredWrap(t testing.TB, dir, engine string, wrap func(store.Store) store.Store, bridges ...conf.Bridge) *storedBroker {
 	t.Helper()
-	cfg := conf.Default()
-	cfg.Listeners = []conf.Listener{{Type: conf.ListenerTCP, Address: "127.0.0.1:0"}}
-	cfg.Store.Dir, cfg.Store.Engine, cfg.Store.Sync = dir, engine, "always"
-	cfg.HTTP.Address = conf.HTTPOff
-	cfg.SysInterval = new(conf.Duration)
-	cfg.Bridges = bridges
-	cfg.EnsureDefaults()
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cfg, log := testConfig(t, func(s *conf.Store) { s.Dir, s.Engine, s.Sync = dir, engine, "always" }, bridges)
 	b, err := broker.New(broker.Options{Config: cfg, Logger: log})
 	if err != nil {
 		t.Fatal(err)
