@@ -115,10 +115,16 @@ func (b *Broker) getBatch() *batch { return b.batches.Get().(*batch) }
 // endBatch ends a callback's batch: the sessions it wrote to are flushed, what it staged
 // for the store is committed, and the batch goes back to the pool.
 func (b *Broker) endBatch(bt *batch) {
+	b.endBatchStaged(bt)
+	b.commit() // what the batch staged for the store (persist.go)
+}
+
+// endBatchStaged is endBatch for a caller that commits what the batch staged itself
+// (Tap.PublishStaged).
+func (b *Broker) endBatchStaged(bt *batch) {
 	bt.end()
 	bt.reset()
 	b.batches.Put(bt)
-	b.commit() // what the batch staged for the store (persist.go)
 }
 
 // A round is a poller's batch, kept over the OnRoundData calls of one round of events and

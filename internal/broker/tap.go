@@ -99,8 +99,6 @@ func (t *Tap) PublishStaged(p *packet.Publish) (n int, durable bool, err error) 
 	m.QoS = min(m.QoS, b.set.Load().maxQoS)
 	bt := b.getBatch()
 	n, durable = b.deliver(bt, m)
-	bt.end()
-	bt.reset()
-	b.batches.Put(bt)
+	b.endBatchStaged(bt)
 	return n, durable, nil
 }
