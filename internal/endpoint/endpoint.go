@@ -35,8 +35,8 @@ import (
 //	/load           the load figure as JSON (LoadReport; on a cluster node, every node's)
 //	/debug/pprof/   net/http/pprof, on this server's own mux, unless http.pprof is off
 //
-// /healthz answers every request; the others whom http.metrics and http.pprof let in
-// (access.go). The routes live on a ServeMux of our own, so this endpoint serves exactly
+// /healthz answers every request; the others answer whom http.metrics and http.pprof let
+// in (access.go). The routes live on a ServeMux of our own, so this endpoint serves exactly
 // these paths, whatever else the process mounts on http.DefaultServeMux. Note that
 // importing net/http/pprof also registers its handlers on http.DefaultServeMux (its init
 // does so unconditionally): an embedder that serves DefaultServeMux to the world exposes
