@@ -62,7 +62,11 @@ const (
 	ListenerWS  = conf.ListenerWS  // MQTT over WebSocket, served at Listener.Path
 	ListenerWSS = conf.ListenerWSS // MQTT over WebSocket over TLS; needs a TLS block
 
-	HTTPOff  = conf.HTTPOff  // HTTP.Address: no operator endpoint
+	HTTPOff   = conf.HTTPOff   // HTTP.Address: no operator endpoint; HTTP.PProf: no /debug/pprof/
+	HTTPAuto  = conf.HTTPAuto  // HTTP.PProf: open on loopback, else the admin credentials (default)
+	HTTPOpen  = conf.HTTPOpen  // HTTP.Metrics (default), HTTP.PProf: any request that names the endpoint
+	HTTPAdmin = conf.HTTPAdmin // HTTP.Metrics, HTTP.PProf: only with the admin credentials
+
 	StoreOff = conf.StoreOff // Store.Dir: no store, nothing kept across restarts
 
 	SyncAlways   = conf.SyncAlways   // Store.Sync: fsync before acknowledging (default)

@@ -40,8 +40,11 @@ type Listener struct {
 
 // Options configure the API.
 type Options struct {
-	Broker    Broker
-	Access    *auth.AdminAccess
+	Broker Broker
+	Access *auth.AdminAccess
+	// Hosts are the names a call may give in its Host when Access asks for no
+	// credentials (http.allowed_hosts, besides IP addresses and localhost).
+	Hosts     Hosts
 	Log       *slog.Logger
 	Listeners func() []Listener
 	// Reload re-reads what a reload re-reads (SIGHUP): the config file when the program
@@ -134,19 +137,26 @@ func Register(mux Mux, o Options) {
 
 type api struct{ o Options }
 
-// guard authenticates every call; a refused one learns why and changes nothing.
+// guard authenticates every call; a refused one learns why and changes nothing. A call
+// without credentials, where none are asked for, must name the endpoint in its Host
+// (Hosts): whether they are asked for changes with a reload, so the rule is applied
+// here, call by call.
 func (a *api) guard(h func(w http.ResponseWriter, r *http.Request, who string)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if o := r.Header.Get("Origin"); r.Method != http.MethodGet && o != "" && !sameOrigin(o, r.Host) {
-			// A page of another site in the operator's browser, posting to a loopback
-			// API that needs no credentials.
+			// A page of another site in the operator's browser posting to the API: with
+			// no credentials asked for, or with a browser that has them cached (Basic).
 			fail(w, http.StatusForbidden, "forbidden", "a change from another origin ("+o+") is refused")
 			return
 		}
-		who, err := who(a.o.Access, r)
+		who, err := Who(a.o.Access, r)
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Basic realm="bifrost admin", charset="UTF-8"`)
 			fail(w, http.StatusUnauthorized, "unauthorized", err.Error())
+			return
+		}
+		if who == auth.Anonymous && !a.o.Hosts.Allow(r.Host) {
+			fail(w, http.StatusMisdirectedRequest, "misdirected", HostRefused(r.Host))
 			return
 		}
 		h(w, r, who)

@@ -92,6 +92,12 @@ func (f *fakeBroker) Kick(cid string, rc packet.ReasonCode) bool {
 
 func newAPI(t *testing.T, acc *auth.AdminAccess) (*httptest.Server, *fakeBroker, *bytes.Buffer) {
 	t.Helper()
+	return newAPIHosts(t, acc, Hosts{})
+}
+
+// newAPIHosts is newAPI with hosts as http.allowed_hosts.
+func newAPIHosts(t *testing.T, acc *auth.AdminAccess, hosts Hosts) (*httptest.Server, *fakeBroker, *bytes.Buffer) {
+	t.Helper()
 	fb := &fakeBroker{kicked: map[string]packet.ReasonCode{}, sessions: []broker.SessionInfo{
 		{ClientID: "a1", Online: true, Protocol: "5.0"},
 		{ClientID: "a2", Online: false, Persistent: true, Protocol: "3.1.1"},
@@ -99,7 +105,7 @@ func newAPI(t *testing.T, acc *auth.AdminAccess) (*httptest.Server, *fakeBroker,
 	}}
 	var logs bytes.Buffer
 	mux := http.NewServeMux()
-	Register(mux, Options{Broker: fb, Access: acc, Log: slog.New(slog.NewTextHandler(&logs, nil)),
+	Register(mux, Options{Broker: fb, Access: acc, Hosts: hosts, Log: slog.New(slog.NewTextHandler(&logs, nil)),
 		Listeners: func() []Listener {
 			return []Listener{{Name: "mqtt", Type: "tcp", Address: "127.0.0.1:1883", Connections: 2}}
 		}})

@@ -5,6 +5,7 @@
 //
 // Files: api.go the routes and their handlers; clients.go the listings of clients and
 // sessions, of one node or of a whole cluster; access.go who may call them (admin users
-// of the password file, tokens of a token file; off loopback, nothing without them);
+// of the password file, tokens of a token file; off loopback, nothing without them;
+// without them, only a call whose Host names the endpoint, against DNS rebinding);
 // errors.go the JSON errors; openapi.json the document, embedded.
 package admin

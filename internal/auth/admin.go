@@ -165,6 +165,10 @@ func (a *AdminAccess) Open() bool {
 	return len(a.users) == 0 && a.tokens.file == ""
 }
 
+// Anonymous is who Who says made a call when no credentials are configured: the
+// endpoint then asks more of the call (its Host must name the endpoint; internal/admin).
+const Anonymous = "anonymous (loopback)"
+
 // ErrNoCredentials is Who's error for a call that brings none.
 var ErrNoCredentials = errors.New("credentials required: HTTP Basic with an admin user, or a Bearer token")
 
@@ -183,7 +187,7 @@ func (a *AdminAccess) Who(c Credentials) (string, error) {
 	users, tokens, check := a.users, a.tokens, a.check
 	a.mu.Unlock()
 	if len(users) == 0 && tokens.file == "" {
-		return "anonymous (loopback)", nil
+		return Anonymous, nil
 	}
 	if c.HasToken {
 		sum := sha256.Sum256([]byte(c.Token))

@@ -21,6 +21,7 @@ func (c *Config) Clone() *Config {
 	n.Limits.MaxSubscriptions = clonePtr(c.Limits.MaxSubscriptions)
 	n.SysInterval = clonePtr(c.SysInterval)
 	n.HTTP.Admin.Users = slices.Clone(c.HTTP.Admin.Users)
+	n.HTTP.AllowedHosts = slices.Clone(c.HTTP.AllowedHosts)
 	n.Cluster = c.Cluster.clone()
 	n.Bridges = slices.Clone(c.Bridges)
 	for i := range n.Bridges {

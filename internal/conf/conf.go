@@ -71,9 +71,28 @@ type TLS struct {
 // HTTPOff is the http.address that disables the operator endpoint.
 const HTTPOff = "off"
 
-// HTTP is the operator endpoint: metrics, pprof, health, later the admin API.
+// Who may use a part of the operator endpoint: the values of HTTP.Metrics and HTTP.PProf
+// (which also takes HTTPOff).
+const (
+	HTTPAuto  = "auto"  // pprof: open on a loopback address; elsewhere the admin credentials, off without them
+	HTTPOpen  = "open"  // any request that reaches the endpoint and names it (HTTP.AllowedHosts)
+	HTTPAdmin = "admin" // only a request with the admin credentials (http.admin)
+)
+
+// HTTP is the operator endpoint: metrics, pprof, health, load, the admin API.
 type HTTP struct {
 	Address string `yaml:"address"` // default 127.0.0.1:8080; "off" disables
+	// AllowedHosts are the names, besides localhost and IP addresses, that a request
+	// without admin credentials may give in its Host header: "broker.example" (any
+	// port) or "broker.example:8080". Another name is refused (421), as a page of
+	// another site would send through DNS rebinding. Default none.
+	AllowedHosts []string `yaml:"allowed_hosts"`
+	// Metrics is who may read /metrics, /load and /cluster: open (default, as
+	// Prometheus scrapers and load balancers expect) or admin.
+	Metrics string `yaml:"metrics"`
+	// PProf is who may use /debug/pprof/: auto (default: open on a loopback address;
+	// elsewhere the admin credentials, and off when there are none), open, admin or off.
+	PProf string `yaml:"pprof"`
 	// Admin is who may call the admin API (/api/v1/, internal/admin). On a loopback
 	// address without users or a token file it is open, as an MQTT listener is to
 	// anonymous clients there; off loopback it runs only with one of them.

@@ -33,7 +33,9 @@ func base() *Config {
 			{Name: "ws", Type: ListenerWS, Address: "127.0.0.1:8083", Path: DefaultWSPath},
 		},
 		// Metrics and pprof reveal internals and pprof costs CPU: loopback until asked.
-		HTTP: HTTP{Address: "127.0.0.1:8080"},
+		// Metrics stay open off loopback, as scrapers expect; pprof there needs the admin
+		// credentials (its heap profiles and command line are the process's secrets).
+		HTTP: HTTP{Address: "127.0.0.1:8080", Metrics: HTTPOpen, PProf: HTTPAuto},
 		Store: Store{
 			// Relative to the working directory, like most single-binary servers.
 			Dir: "./data",
@@ -199,6 +201,8 @@ func (c *Config) EnsureDefaults() {
 		c.Listeners[i].ensureDefaults()
 	}
 	orDefault(&c.HTTP.Address, d.HTTP.Address)
+	orDefault(&c.HTTP.Metrics, d.HTTP.Metrics)
+	orDefault(&c.HTTP.PProf, d.HTTP.PProf)
 
 	orDefault(&c.Store.Dir, d.Store.Dir)
 	if c.Store.Engine == "" {

@@ -13,7 +13,7 @@ func TestDefaultServer(t *testing.T) {
 			{Name: "mqtt", Type: "tcp", Address: "127.0.0.1:1883"},
 			{Name: "ws", Type: "ws", Address: "127.0.0.1:8083", Path: "/mqtt"},
 		},
-		HTTP: HTTP{Address: "127.0.0.1:8080"},
+		HTTP: HTTP{Address: "127.0.0.1:8080", Metrics: "open", PProf: "auto"},
 		Store: Store{Dir: "./data", Engine: "pebble", EngineDefaulted: true, Sync: "always", SyncInterval: Duration(100 * time.Millisecond),
 			CacheSize: 64 << 20, MemtableSize: 32 << 20},
 		Memory: Memory{Profile: "server", Limit: ByteSizeAuto, ReturnToOS: ptr(Duration(time.Second))},

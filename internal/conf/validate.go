@@ -41,6 +41,7 @@ func (c *Config) validate() errorList {
 			errs.add("http.address", "%q is neither host:port nor %q: %s", c.HTTP.Address, HTTPOff, err)
 		}
 	}
+	c.HTTP.validate(&errs)
 	if len(c.HTTP.Admin.Users) > 0 && c.Auth.PasswordFile == "" {
 		errs.add("http.admin.users", "admin users are users of auth.password_file, which is not set")
 	}

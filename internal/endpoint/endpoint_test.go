@@ -17,7 +17,9 @@ import (
 // serve starts an endpoint on a random loopback port and shuts it down when t ends.
 func serve(t *testing.T, reg *metrics.Registry) *Server {
 	t.Helper()
-	s, err := Listen(conf.HTTP{Address: "127.0.0.1:0"}, reg, slog.New(slog.DiscardHandler))
+	cfg := conf.Default().HTTP
+	cfg.Address = "127.0.0.1:0"
+	s, err := Listen(cfg, reg, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +123,7 @@ func TestHTTPLoad(t *testing.T) {
 }
 
 func TestListenOff(t *testing.T) {
-	s, err := Listen(conf.HTTP{Address: "off"}, metrics.New(nil), slog.New(slog.DiscardHandler))
+	s, err := Listen(conf.HTTP{Address: "off"}, metrics.New(nil), slog.New(slog.DiscardHandler), nil)
 	if s != nil || err != nil {
 		t.Fatalf("Listen(off) = %v, %v; want nil, nil", s, err)
 	}
@@ -129,7 +131,7 @@ func TestListenOff(t *testing.T) {
 
 func TestListenInUse(t *testing.T) {
 	s := serve(t, metrics.New(nil))
-	_, err := Listen(conf.HTTP{Address: s.Addr().String()}, metrics.New(nil), slog.New(slog.DiscardHandler))
+	_, err := Listen(conf.HTTP{Address: s.Addr().String()}, metrics.New(nil), slog.New(slog.DiscardHandler), nil)
 	if err == nil || !strings.HasPrefix(err.Error(), "endpoint: http listen:") {
 		t.Fatalf("Listen on a taken port: %v", err)
 	}

@@ -15,38 +15,46 @@ var _ httplink.Server = (*Server)(nil)
 // admin API (unless it would be open off loopback) and, on a cluster node, /cluster.
 // The endpoint package registers it with httplink.
 func Open(env httplink.Env) (httplink.Server, error) {
-	srv, err := Listen(env.Config.HTTP, env.Metrics, env.Logger)
+	acc := adminAccess(env)
+	srv, err := Listen(env.Config.HTTP, env.Metrics, env.Logger, acc)
 	if err != nil || srv == nil {
 		return nil, err
 	}
-	if mountAdmin(srv, env) {
+	if acc != nil {
+		mountAdmin(srv, env, acc)
 		srv.AddPaths("/api/v1/ /dashboard/")
 	}
 	if h, ok := env.Cluster.(http.Handler); ok {
-		srv.Handle("GET /cluster", h)
+		srv.Handle("GET /cluster", srv.views()(h))
 		srv.AddPaths("/cluster")
 	}
 	return srv, nil
 }
 
-// mountAdmin mounts the admin API (internal/admin) on the endpoint, unless it would be
-// open off loopback: then it stays off and the log says why. It reports whether it runs.
-func mountAdmin(srv *Server, env httplink.Env) bool {
+// adminAccess returns the admin users and tokens the admin API, and the routes that
+// ask for the admin credentials, check; nil when the API stays off, as it does when it
+// would be open off loopback or its token file does not load (the log says why).
+func adminAccess(env httplink.Env) *auth.AdminAccess {
 	cfg := env.Config.HTTP.Admin
 	if len(cfg.Users) == 0 && cfg.TokenFile == "" && !conf.IsLoopback(env.Config.HTTP.Address) {
 		env.Logger.Warn("admin API off: http.address is not on loopback and http.admin names no users or token_file")
-		return false
+		return nil
 	}
 	acc, err := auth.NewAdminAccess(cfg.Users, cfg.TokenFile, env.CheckAdmin)
 	if err != nil {
 		env.Logger.Error("admin API off", "err", err)
-		return false
+		return nil
 	}
+	return acc
+}
+
+// mountAdmin mounts the admin API (internal/admin) on the endpoint, checking acc.
+func mountAdmin(srv *Server, env httplink.Env, acc *auth.AdminAccess) {
 	if env.AdminOn != nil {
 		env.AdminOn(acc)
 	}
 	mqtt := env.Broker
-	o := admin.Options{Broker: mqtt, Access: acc, Log: env.Logger, Reload: env.Reload, Config: env.MaskedConfig,
+	o := admin.Options{Broker: mqtt, Access: acc, Hosts: srv.access.hosts, Log: env.Logger, Reload: env.Reload, Config: env.MaskedConfig,
 		Metrics: env.Metrics, Source: mqtt,
 		Listeners: func() []admin.Listener {
 			var out []admin.Listener
@@ -64,5 +72,4 @@ func mountAdmin(srv *Server, env httplink.Env) bool {
 		}
 	}
 	admin.Register(srv, o)
-	return true
 }

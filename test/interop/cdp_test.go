@@ -42,13 +42,14 @@ func findBrowser(t *testing.T) string {
 	return ""
 }
 
-// openCDP starts the browser on url and returns its page.
-func openCDP(t *testing.T, url string) *cdpPage {
+// openCDP starts the browser, with flags besides its own, on url and returns its page.
+func openCDP(t *testing.T, url string, flags ...string) *cdpPage {
 	t.Helper()
 	browser := findBrowser(t)
-	cmd := exec.Command(browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+	args := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
 		"--window-size=1280,860", "--remote-debugging-port=0", "--remote-allow-origins=*",
-		"--user-data-dir="+t.TempDir(), "about:blank")
+		"--user-data-dir=" + t.TempDir()}, flags...)
+	cmd := exec.Command(browser, append(args, "about:blank")...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -147,6 +148,19 @@ func (p *cdpPage) text(expr string) string {
 	if r.Result.Value == nil {
 		return ""
 	}
+	return strings.TrimSpace(fmt.Sprint(r.Result.Value))
+}
+
+// await evaluates expr, a promise, in the page and returns what it resolves to as a
+// string.
+func (p *cdpPage) await(expr string) string {
+	p.t.Helper()
+	var r struct {
+		Result struct {
+			Value any `json:"value"`
+		} `json:"result"`
+	}
+	_ = json.Unmarshal(p.call("Runtime.evaluate", map[string]any{"expression": expr, "awaitPromise": true, "returnByValue": true}), &r)
 	return strings.TrimSpace(fmt.Sprint(r.Result.Value))
 }
 
