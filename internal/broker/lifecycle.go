@@ -52,6 +52,7 @@ func (b *Broker) claimSession(cid string, clean bool, cl *client, o owner) (c cl
 			lim = &cl.set.lim // what its CONNACK tells
 		}
 		s = session.New(id, cid, lim)
+		s.SetOwner(o.user, o.realm)
 		b.setTarget(id, target{s: s})
 		b.sessions[cid] = s
 		b.claims[s]++

@@ -291,6 +291,15 @@ func (s *Session) Identity() (username string, realm uint8) {
 	return s.username, s.realm
 }
 
+// SetOwner makes user in realm the identity of a session its first CONNECT has just
+// created, before that CONNECT attaches: another CONNECT of the client id meanwhile is
+// judged against it.
+func (s *Session) SetOwner(user string, realm uint8) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.username, s.realm = user, realm
+}
+
 // Expiry is the session expiry interval in seconds.
 func (s *Session) Expiry() uint32 {
 	s.mu.Lock()
