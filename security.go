@@ -18,7 +18,8 @@ type (
 	Authenticator = auth.Authenticator
 	// AuthRequest is what a client presents at CONNECT.
 	AuthRequest = auth.Request
-	// AuthResult is who the client is: Username is its identity for the ACL.
+	// AuthResult is who the client is: Username is its identity for the ACL, and the
+	// owner of the sessions it makes (docs/admin.md, "Who owns a session").
 	AuthResult = auth.Result
 	// AuthMethod is an MQTT 5 enhanced authentication method.
 	AuthMethod = auth.Method

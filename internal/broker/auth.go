@@ -364,8 +364,23 @@ func (b *Broker) allow(realm uint8, user, cid string, a auth.Access, topic []byt
 // allowSession asks whether session s's identity may do a to topic.
 func (b *Broker) allowSession(s *session.Session, a auth.Access, topic []byte) bool {
 	user, realm := s.Identity()
+	return b.allowRealm(user, realm, s.ClientID(), a, topic)
+}
+
+// allowRealm asks the authorizer of realm whether user (client cid) may do a to topic. A
+// session whose owner is unknown (session.NoRealm) may do nothing.
+func (b *Broker) allowRealm(user string, realm uint8, cid string, a auth.Access, topic []byte) bool {
+	if int(realm) >= len(b.realms) {
+		return false
+	}
 	z := b.realms[realm].Authorizer
-	return z == nil || z.Allow(user, s.ClientID(), a, borrowString(topic))
+	return z == nil || z.Allow(user, cid, a, borrowString(topic))
+}
+
+// mayRead is session.Limits.MayRead: the read ACL in force, for messages leaving a
+// session's queue or window.
+func (b *Broker) mayRead(user string, realm uint8, cid string, topic []byte) bool {
+	return b.allowRealm(user, realm, cid, auth.Read, topic)
 }
 
 // borrowString views a topic in the read buffer as a string for the duration of an
@@ -374,16 +389,21 @@ func (b *Broker) allowSession(s *session.Session, a auth.Access, topic []byte) b
 func borrowString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // initRealms numbers the auth configurations: realm 0 is o.Security, each listener with
-// its own (o.Listeners) gets the next number.
+// its own (o.Listeners) gets the next number; the numbers hold for this run only.
+// realmNames are their names (realm 0 is "", the others their listener's), which the
+// store keeps with a session's owner (session.Limits.Realms). One number is left for
+// session.NoRealm.
 func (b *Broker) initRealms(o *Options) error {
 	b.realms = []Security{o.Security}
+	b.realmNames = []string{""}
 	b.realmOf = make(map[string]uint8, len(o.Listeners))
 	for name, sec := range o.Listeners {
-		if len(b.realms) > 255 {
-			return errors.New("broker: more than 255 listeners with their own auth settings")
+		if len(b.realms) >= int(session.NoRealm) {
+			return errors.New("broker: more than 254 listeners with their own auth settings")
 		}
 		b.realmOf[name] = uint8(len(b.realms))
 		b.realms = append(b.realms, sec)
+		b.realmNames = append(b.realmNames, name)
 	}
 	return nil
 }

@@ -80,6 +80,9 @@ type Broker struct {
 	set     atomic.Pointer[settings] // the mqtt and queue sections; swapped by Reconfigure
 	realms  []Security               // auth configurations by realm (initRealms)
 	realmOf map[string]uint8         // listener name → realm; absent: 0
+	// realmNames names each realm for the store: "" for 0, else its listener's name.
+	realmNames []string
+	idLog      logLimit // the lines of identity.go
 	// lim is what every settings snapshot shares: the counters, the sweeper and, once
 	// Restore ran, the journal. The limits themselves are in set.
 	lim     session.Limits
@@ -178,6 +181,13 @@ func New(o Options) (*Broker, error) {
 		Pressed:   func() bool { return b.pressure() >= memory.Soft },
 		Sent:      &b.stats.sent,
 		BytesSent: &b.stats.bytesSent,
+		Denied:    &b.stats.dropped[session.DropDenied],
+		Realms:    b.realmNames,
+	}
+	for _, sec := range b.realms {
+		if sec.Authorizer != nil {
+			b.lim.MayRead = b.mayRead // without any ACL, nothing to check
+		}
 	}
 	b.initSweep(time.Duration(c.Queue.ExpirySweep))
 	b.set.Store(newSettings(c, &b.lim))

@@ -94,7 +94,11 @@ func (b *Broker) claimInCluster(cl *client, a *admission) {
 	c.n++
 	b.own.claiming[a.cid] = c
 	b.mu.Unlock()
-	b.cluster.Claim(a.cid, a.clean, func(epoch uint64, moved bool, image []byte, err error) {
+	// A clean start lets the previous owner node drop the session, unless it may belong
+	// to another identity and the CONNECT is to be refused then: the session must come
+	// here, whole, for admit to tell (identity.go).
+	discard := a.clean && !b.rules(cl.conn.Listener().Name()).refuse
+	b.cluster.Claim(a.cid, discard, func(epoch uint64, moved bool, image []byte, err error) {
 		b.claimed(cl, st, a, epoch, moved, image, err)
 	})
 }
@@ -200,7 +204,8 @@ func (b *Broker) adopt(cid string, image []byte) {
 	for _, sub := range s.Subs() {
 		b.indexSub(s, sub)
 	}
-	s.PendingWill() // the client is back before the will's delay: it is not sent [MQTT-3.1.3-9]
+	// A will waiting for its delay stays with the session: the CONNECT's claimSession
+	// cancels it [MQTT-3.1.3-9], or publishes it if the session is another identity's.
 	installed := false
 	b.mu.Lock()
 	if b.sessions[cid] == nil && !b.closed {

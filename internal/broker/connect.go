@@ -84,6 +84,9 @@ func (b *Broker) onConnect(bt *batch, cl *client, h packet.Header, body []byte) 
 // the CONNACK.
 func (b *Broker) connected(bt *batch, cl *client, c *packet.Connect, cid string, assigned bool, res auth.Result, authData []byte, method string) {
 	v := c.Version
+	if !b.idAllowed(cl, v, cid, res.Username, assigned) {
+		return // before any claim: a live connection of the id is not even taken over
+	}
 	will, rc := b.willOf(cl.set, c)
 	if rc != packet.Success {
 		b.refuse(cl, v, rc)
@@ -153,19 +156,26 @@ type admission struct {
 // need be) and sends connack.
 func (b *Broker) admit(bt *batch, cl *client, a *admission, connack *packet.Connack) {
 	cid, v := a.cid, a.info.Version
-	s, present, old := b.claimSession(cid, a.clean, cl)
-	if s == nil {
+	o := owner{user: a.info.Username, realm: a.info.Realm, refuse: b.rules(cl.conn.Listener().Name()).refuse}
+	c := b.claimSession(cid, a.clean, cl, o)
+	s, present := c.s, c.present
+	switch {
+	case c.refused:
+		// The session belongs to another identity (identity.go).
+		b.foreignLogged(s, o.user, true)
+		b.refuse(cl, v, packet.ClientIdentifierNotValid)
+		return
+	case s == nil:
 		b.refuse(cl, v, packet.ServerUnavailable) // shutting down
 		return
+	case c.foreign:
+		b.foreignLogged(s, o.user, false)
 	}
-	if old != nil {
-		b.takeOver(bt, old, a.clean)
+	if c.old != nil {
+		b.takeOver(bt, c.old, a.clean || c.foreign) // a foreign CONNECT ends the session
 	}
-	if present {
-		if user, realm := s.Identity(); (user != a.info.Username || realm != cl.realm) && b.realms[cl.realm].Authorizer != nil {
-			// The session's filters were judged for another identity.
-			b.distrust(s)
-		}
+	if c.will != nil {
+		b.publishWill(bt, c.will)
 	}
 	connack.SessionPresent = present
 	bt.mark(s, s.Attach(cl.conn, a.info, connack, now()))

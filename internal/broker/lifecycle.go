@@ -8,19 +8,43 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/session"
 )
 
-// claimSession finds or creates the session of client id cid for a new connection. With
-// clean start, an existing session is cleared [MQTT-3.1.2-4]; without, it resumes and
-// present is true [MQTT-3.2.2-2]. If a live connection holds the session, its client is
-// returned as old so the caller takes it over [MQTT-3.1.4-3]. A will waiting for its delay
-// and an expiry timer are cancelled: the client is back [MQTT-3.1.3-9]. The caller
-// must call attached once it has attached to s.
-func (b *Broker) claimSession(cid string, clean bool, cl *client) (s *session.Session, present bool, old *session.Session) {
+// An owner is the identity of a CONNECT claiming a session (identity.go), with its auth
+// block's foreign_session.
+type owner struct {
+	user   string
+	realm  uint8
+	refuse bool
+}
+
+// A claim is what claimSession found for a CONNECT.
+type claim struct {
+	s       *session.Session
+	present bool
+	old     *session.Session // the session, held by a live connection to take over
+	// foreign: s belonged to another identity and has been cleared; will is its will
+	// that waited for its delay, due now that the session ended.
+	foreign bool
+	will    *session.Will
+	// refused: s belongs to another identity and the CONNECT is refused; s is untouched.
+	refused bool
+}
+
+// claimSession finds or creates the session of client id cid for a new connection of
+// identity o. With clean start, an existing session is cleared [MQTT-3.1.2-4]; without,
+// it resumes and present is true [MQTT-3.2.2-2]. If a live connection holds the session,
+// it is returned as old so the caller takes it over [MQTT-3.1.4-3]. A will waiting for
+// its delay and an expiry timer are cancelled: the client is back [MQTT-3.1.3-9]. A
+// session of another identity is never resumed: it is refused, untouched, or cleared as
+// with clean start, its waiting will handed out to be published (identity.go). Unless
+// refused, the caller must call attached once it has attached to s.
+func (b *Broker) claimSession(cid string, clean bool, cl *client, o owner) (c claim) {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		return nil, false, nil
+		return claim{}
 	}
-	s = b.sessions[cid]
+	s := b.sessions[cid]
+	c.s = s
 	if s == nil {
 		id := b.allocID(target{})
 		lim := &b.set.Load().lim
@@ -28,31 +52,46 @@ func (b *Broker) claimSession(cid string, clean bool, cl *client) (s *session.Se
 			lim = &cl.set.lim // what its CONNACK tells
 		}
 		s = session.New(id, cid, lim)
+		s.SetOwner(o.user, o.realm)
 		b.setTarget(id, target{s: s})
 		b.sessions[cid] = s
 		b.claims[s]++
 		b.mu.Unlock()
-		return s, false, nil
+		c.s = s
+		return c
+	}
+	if foreign(s, o.user, o.realm) {
+		if _, realm := s.Identity(); o.refuse && realm != session.NoRealm {
+			b.mu.Unlock()
+			return claim{s: s, refused: true}
+		}
+		c.foreign, clean = true, true
 	}
 	b.claims[s]++
 	if t := b.wills[s]; t != nil {
 		t.Stop()
 		delete(b.wills, s)
-		s.PendingWill() // the client is back before the delay: the will is not sent
+	}
+	// The client is back before the will's delay: the will is not sent. A session of
+	// another identity ends here instead, and its will is due (a session handed over by
+	// another node has its will waiting without a timer).
+	if w := s.PendingWill(); c.foreign {
+		c.will = w
 	}
 	if t := b.expiries[s]; t != nil {
 		t.Stop()
 		delete(b.expiries, s)
 	}
 	if s.Online() {
-		old = s
+		c.old = s
 	}
 	b.mu.Unlock()
 	if clean {
 		b.unsubscribeAll(s)
-		return s, false, old
+		return c
 	}
-	return s, true, old
+	c.present = true
+	return c
 }
 
 // attached ends the claim claimSession made on s: s is online now, and endSession

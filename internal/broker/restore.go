@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/bifrost-mqtt/bifrost/internal/auth"
+	"github.com/bifrost-mqtt/bifrost/internal/packet"
 	"github.com/bifrost-mqtt/bifrost/internal/pubsub"
 	"github.com/bifrost-mqtt/bifrost/internal/session"
 	"github.com/bifrost-mqtt/bifrost/internal/store"
@@ -216,9 +218,15 @@ func (r *restorer) apply(now time.Time) {
 }
 
 // indexSub enters a subscription of a session that comes whole, restored from the store
-// or handed over by another node (cluster_owner.go), in the index.
+// or handed over by another node (cluster_owner.go), in the index. Its filter was judged
+// by an ACL that may not be the one in force (the files may have changed meanwhile): its
+// deliveries are checked one by one unless the ACL in force covers it whole for the
+// session's owner.
 func (b *Broker) indexSub(s *session.Session, sub session.Sub) {
 	var flags uint8
+	if !b.covered(s, sub.Filter) {
+		flags |= pubsub.CheckRead
+	}
 	if sub.Opts.NoLocal {
 		flags |= pubsub.NoLocal
 	}
@@ -229,4 +237,22 @@ func (b *Broker) indexSub(s *session.Session, sub session.Sub) {
 		QoS: sub.Opts.QoS, Flags: flags}, nil) {
 		b.stats.subscriptions(1)
 	}
+}
+
+// covered reports whether the ACL in force lets s's owner read every topic filter can
+// match (auth.Covering), so that its deliveries need no check each.
+func (b *Broker) covered(s *session.Session, filter string) bool {
+	user, realm := s.Identity()
+	if int(realm) >= len(b.realms) {
+		return false
+	}
+	a := b.realms[realm].Authorizer
+	if a == nil {
+		return true
+	}
+	if _, f, shared := packet.SplitShared([]byte(filter)); shared {
+		filter = string(f)
+	}
+	c, ok := a.(auth.Covering)
+	return ok && c.Covers(user, s.ClientID(), filter)
 }

@@ -11,8 +11,12 @@ import (
 // told the client is what the broker enforces. A session takes lim from the connection
 // that creates or resumes it (session.ConnectInfo.Limits).
 type settings struct {
-	lim             session.Limits
-	certIdentity    map[string]bool // listeners whose client certificate is the username
+	lim          session.Limits
+	certIdentity map[string]bool // listeners whose client certificate is the username
+	// idRules are the client id and session ownership rules (identity.go) of the
+	// listeners with an auth block of their own, by name; the others have topRules.
+	idRules         map[string]*idRules
+	topRules        *idRules
 	expiryMax       uint32
 	maxKeepalive    uint16
 	maxQoS          uint8
@@ -25,6 +29,8 @@ func newSettings(c *conf.Config, base *session.Limits) *settings {
 	s := &settings{
 		lim:             *base,
 		certIdentity:    make(map[string]bool),
+		idRules:         make(map[string]*idRules),
+		topRules:        newIDRules(&c.Auth),
 		expiryMax:       uint32(c.MQTT.SessionExpiryMax),
 		maxKeepalive:    uint16(c.MQTT.MaxKeepalive),
 		maxQoS:          uint8(*c.MQTT.MaxQoS),
@@ -38,6 +44,9 @@ func newSettings(c *conf.Config, base *session.Limits) *settings {
 	for _, l := range c.Listeners {
 		if l.TLS != nil && l.TLS.UseIdentityAsUsername {
 			s.certIdentity[l.Name] = true
+		}
+		if l.Auth != nil {
+			s.idRules[l.Name] = newIDRules(l.Auth)
 		}
 	}
 	return s

@@ -33,7 +33,7 @@ type stats struct {
 	received  [3]counter
 	bytesSent counter
 	bytesRecv counter
-	dropped   [7]counter // by session.Drop
+	dropped   [session.NumDrops]counter // by session.Drop
 	connects  counter
 	subs      atomic.Int64
 	conns     sync.Map // listener name → *connMetrics

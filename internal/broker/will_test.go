@@ -68,7 +68,7 @@ func TestDollarWill(t *testing.T) {
 // will is neither pending nor scheduled [MQTT-3.1.3-9].
 func TestWillDelayReconnectRace(t *testing.T) {
 	b := benchBroker(t)
-	s, _, _ := b.claimSession("racer", false, nil) // the reconnect's claim, not yet attached
+	s := b.claimSession("racer", false, nil, owner{}).s // the reconnect's claim, not yet attached
 	b.scheduleWill(s, &session.Will{Delay: 3}, time.Hour)
 	b.mu.Lock()
 	scheduled := b.wills[s] != nil

@@ -1,9 +1,11 @@
 package conf
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"strings"
 )
 
@@ -73,6 +75,7 @@ func (a *Auth) ensureDefaults(d *Auth) {
 		a.CacheSize = ptr(*d.CacheSize) // each block its own pointer: Clone keeps them apart
 	}
 	orDefault(&a.CacheTTL, d.CacheTTL)
+	orDefault(&a.ForeignSession, d.ForeignSession)
 }
 
 // clone returns a deep copy of a; nil for nil.
@@ -83,6 +86,7 @@ func (a *Auth) clone() *Auth {
 	n := *a
 	n.AllowAnonymous = clonePtr(a.AllowAnonymous)
 	n.CacheSize = clonePtr(a.CacheSize)
+	n.ClientIDs = slices.Clone(a.ClientIDs)
 	return &n
 }
 
@@ -121,4 +125,26 @@ func (a *Auth) validate(errs *errorList, path string) {
 		between(errs, path+".cache_size", *a.CacheSize, 0, math.MaxInt32)
 	}
 	positive(errs, path+".cache_ttl", a.CacheTTL)
+	if a.ForeignSession != "" { // unset: the default, discard
+		oneOf(errs, path+".foreign_session", a.ForeignSession, ForeignDiscard, ForeignRefuse)
+	}
+	for i, p := range a.ClientIDs {
+		if err := CheckClientIDPattern(p); err != nil {
+			errs.add(fmt.Sprintf("%s.client_ids[%d]", path, i), "%q: %v", p, err)
+		}
+	}
+}
+
+// CheckClientIDPattern checks a pattern of Auth.ClientIDs: text in which %u stands for
+// the user name, with at most one *, as its last character, for any suffix.
+func CheckClientIDPattern(p string) error {
+	switch {
+	case p == "":
+		return errors.New("empty")
+	case strings.Contains(strings.TrimSuffix(p, "*"), "*"):
+		return errors.New("* is allowed only at the end")
+	case strings.Contains(strings.ReplaceAll(p, "%u", ""), "%"):
+		return errors.New("% may only be followed by u (%u, the user name)")
+	}
+	return nil
 }

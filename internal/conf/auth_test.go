@@ -62,6 +62,19 @@ func TestAuthValidate(t *testing.T) {
 		{"listeners[1].auth.cache_ttl=-1s", func(c *Config) {
 			c.Listeners[1].Auth = &Auth{CacheTTL: Duration(-time.Second)}
 		}, "listeners[1].auth.cache_ttl: must be positive, got -1s"},
+		{"foreign_session=refuse", func(c *Config) { c.Auth.ForeignSession = ForeignRefuse }, ""},
+		{"foreign_session=inherit", func(c *Config) { c.Auth.ForeignSession = "inherit" },
+			`auth.foreign_session: "inherit" is not one of discard, refuse`},
+		{"listeners[0].auth.foreign_session=keep", func(c *Config) {
+			c.Listeners[0].Auth = &Auth{CacheTTL: Duration(time.Second), ForeignSession: "keep"}
+		}, `listeners[0].auth.foreign_session: "keep" is not one of discard, refuse`},
+		{"client_ids", func(c *Config) { c.Auth.ClientIDs = []string{"%u", "%u-*", "sensor-*", "fixed"} }, ""},
+		{"client_ids with * inside", func(c *Config) { c.Auth.ClientIDs = []string{"%u", "a*b"} },
+			`auth.client_ids[1]: "a*b": * is allowed only at the end`},
+		{"client_ids with %c", func(c *Config) { c.Auth.ClientIDs = []string{"%c-*"} },
+			`auth.client_ids[0]: "%c-*": % may only be followed by u (%u, the user name)`},
+		{"client_ids empty pattern", func(c *Config) { c.Auth.ClientIDs = []string{""} },
+			`auth.client_ids[0]: "": empty`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Default()

@@ -171,7 +171,22 @@ type Auth struct {
 	ACLFile        string   `yaml:"acl_file"`      // topic rules in mosquitto's acl_file syntax; none: all allowed
 	CacheSize      *int     `yaml:"cache_size"`    // logins remembered to spare the hash; nil: 65536 (edge 1024); 0 disables
 	CacheTTL       Duration `yaml:"cache_ttl"`     // how long a login is remembered; default 2m
+	// ForeignSession is what a CONNECT gets when its client id has a session made by
+	// another identity (another user name, or another auth block): discard (the default)
+	// ends that session and starts a clean one; refuse answers CONNACK 0x85 (3.1.1: 2)
+	// and leaves the session and its connection alone. No value lets it be inherited.
+	ForeignSession string `yaml:"foreign_session"`
+	// ClientIDs binds client ids to user names: a CONNECT's client id must match one of
+	// these patterns, where %u stands for the user name and a trailing * for any suffix
+	// ("%u", "%u-*"), else it is refused (0x85, 3.1.1: 2). Empty: any client id.
+	ClientIDs []string `yaml:"client_ids"`
 }
+
+// The values of Auth.ForeignSession.
+const (
+	ForeignDiscard = "discard"
+	ForeignRefuse  = "refuse"
+)
 
 // Log configures the structured logger.
 type Log struct {

@@ -54,7 +54,7 @@ func base() *Config {
 		// unset it cannot follow a listener onto the network (Config.CheckExposure).
 		// A cached login is re-verified after 2 minutes: long enough to absorb a
 		// reconnect storm, short enough to bound what a memory dump would give away.
-		Auth: Auth{CacheTTL: Duration(2 * time.Minute)},
+		Auth: Auth{CacheTTL: Duration(2 * time.Minute), ForeignSession: ForeignDiscard},
 		Log:  Log{Level: "info", Format: "text"}, // info: lifecycle, not per-packet noise; text: for humans first
 		MQTT: MQTT{
 			MaxQoS:          ptr(2),    // the whole protocol unless the operator restricts it

@@ -17,7 +17,7 @@ func TestDefaultServer(t *testing.T) {
 		Store: Store{Dir: "./data", Engine: "pebble", EngineDefaulted: true, Sync: "always", SyncInterval: Duration(100 * time.Millisecond),
 			CacheSize: 64 << 20, MemtableSize: 32 << 20},
 		Memory: Memory{Profile: "server", Limit: ByteSizeAuto, ReturnToOS: ptr(Duration(time.Second))},
-		Auth:   Auth{CacheSize: ptr(65536), CacheTTL: Duration(2 * time.Minute)},
+		Auth:   Auth{CacheSize: ptr(65536), CacheTTL: Duration(2 * time.Minute), ForeignSession: ForeignDiscard},
 		Log:    Log{Level: "info", Format: "text"},
 		MQTT: MQTT{ReceiveMaximum: 1024, MaxPacketSize: 1 << 20, TopicAliasMaximum: ptr(64), MaxQoS: ptr(2),
 			RetainAvailable: ptr(true), ConnectTimeout: Duration(10 * time.Second)},

@@ -253,6 +253,10 @@ func (s *Session) pumpLocked(now int64) (dirtied bool, dropped []Drop) {
 	// While entries wait, the window is full (resendWaitingLocked): none is taken here.
 	for f.queueLen() > 0 && len(f.inflight) < int(s.clientRecvMax) && !s.backedUpLocked() {
 		e := f.pop()
+		if s.deniedLocked(&e) {
+			s.dropEntryLocked(&e, persist)
+			continue
+		}
 		e.pid = f.allocPID()
 		off := s.outLen()
 		d, drop := s.writePublish(&e, now, false)
@@ -305,6 +309,9 @@ func (s *Session) resumeLocked(now int64) bool {
 		case room <= 0:
 			e.flags |= entryWaiting
 			f.waiting++
+		case s.deniedLocked(&e):
+			s.dropEntryLocked(&e, persist)
+			continue
 		default:
 			d, drop := s.writePublish(&e, now, true)
 			dirtied = dirtied || d
@@ -339,6 +346,11 @@ func (s *Session) resendWaitingLocked(now int64) (dirtied bool, dropped []Drop) 
 		}
 		e.flags &^= entryWaiting
 		f.waiting--
+		if s.deniedLocked(e) {
+			s.dropEntryLocked(e, persist)
+			f.removeInflight(i)
+			continue
+		}
 		d, drop := s.writePublish(e, now, true)
 		dirtied = dirtied || d
 		if drop != Delivered {
@@ -352,6 +364,30 @@ func (s *Session) resendWaitingLocked(now int64) (dirtied bool, dropped []Drop) 
 		i++
 	}
 	return dirtied, dropped
+}
+
+// deniedLocked reports whether the read ACL in force denies the session's owner e's
+// message (Limits.MayRead), counting it if so: a message about to leave the session,
+// from the queue or sent again, passes the ACL of that moment, which a reload or a
+// restart may have narrowed since the message was delivered to the session. A released
+// entry (PUBREC received) has no message left to check.
+func (s *Session) deniedLocked(e *entry) bool {
+	if s.lim.MayRead == nil || e.msg == nil || s.lim.MayRead(s.username, s.realm, s.clientID, e.msg.Topic()) {
+		return false
+	}
+	if s.lim.Denied != nil {
+		s.lim.Denied.Add(1)
+	}
+	return true
+}
+
+// dropEntryLocked drops e, taken out of the queue or the window: its record is deleted
+// (persist), so that it does not come back after a restart, and its reference let go.
+func (s *Session) dropEntryLocked(e *entry, persist bool) {
+	if persist {
+		s.deleteEntryLocked(e)
+	}
+	e.done()
 }
 
 // Ack handles a PUBACK, PUBREC or PUBCOMP from the client for an outbound message. It

@@ -42,6 +42,12 @@ func (s *Session) Persistent() bool {
 func (s *Session) recordLocked(disconnectedAt int64) store.SessionRecord {
 	r := store.SessionRecord{ClientID: s.clientID, DisconnectedAt: disconnectedAt, Expiry: s.expiry,
 		Version: byte(s.version)}
+	if s.realm != NoRealm {
+		r.Owned, r.Username = true, s.username
+		if int(s.realm) < len(s.lim.Realms) {
+			r.Realm = s.lim.Realms[s.realm]
+		}
+	}
 	if subs := s.subs.all(); len(subs) > 0 {
 		r.Subscriptions = make([]store.SubRecord, len(subs))
 		for i := range subs {

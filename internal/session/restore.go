@@ -32,6 +32,7 @@ func Restore(id uint32, r *store.SessionRecord, lim *Limits) *Session {
 	s := New(id, r.ClientID, lim)
 	s.expiry = r.Expiry
 	s.version = packet.Version(r.Version)
+	s.username, s.realm = r.Username, ownerRealm(r, lim)
 	s.clientRecvMax = lim.ReceiveMaximum
 	if len(r.Subscriptions) > 0 {
 		subs := make([]Sub, len(r.Subscriptions))
@@ -41,6 +42,23 @@ func Restore(id uint32, r *store.SessionRecord, lim *Limits) *Session {
 		s.subs = newSubSet(subs)
 	}
 	return s
+}
+
+// ownerRealm is the realm of r's owner in lim's numbering: NoRealm for a record without
+// an owner (format 1) or whose realm this broker does not have.
+func ownerRealm(r *store.SessionRecord, lim *Limits) uint8 {
+	switch {
+	case !r.Owned:
+		return NoRealm
+	case r.Realm == "":
+		return 0
+	}
+	for i, name := range lim.Realms {
+		if i > 0 && i < int(NoRealm) && name == r.Realm {
+			return uint8(i)
+		}
+	}
+	return NoRealm
 }
 
 // RestoreQueued puts back queue entry seq; m is the message it refers to, nil for a

@@ -88,7 +88,23 @@ type Limits struct {
 	// Sweeper, if not nil, drops expired messages from the queues of offline sessions
 	// (sweep.go); nil leaves them until the client comes back.
 	Sweeper *Sweeper
+	// MayRead, if not nil, is the read ACL in force: whether user, in realm, with client
+	// id clientID, may receive a message on topic. A queued message entering the window
+	// and a message of the window sent again on a reconnect are checked with it, at that
+	// moment: the ACL may have changed since they were delivered to the session (a
+	// reload, a restart). One it denies is dropped (DropDenied). It must not keep topic.
+	MayRead func(user string, realm uint8, clientID string, topic []byte) bool
+	// Denied, if not nil, counts the messages MayRead made the session drop.
+	Denied Counter
+	// Realms names the broker's realms by number, for the store (the owner's realm is
+	// kept by name: the numbers are the broker's, per run); nil: realm 0 only, "".
+	Realms []string
 }
+
+// NoRealm is the realm of a session whose owner is unknown: restored from a record of
+// the store's format 1, or owned under an auth configuration that is gone. No connection
+// has it, so no identity owns such a session.
+const NoRealm uint8 = 255
 
 // Counter is a monotonic counter the session reports to (the broker's statistics).
 type Counter interface{ Add(n uint64) }
@@ -105,9 +121,13 @@ const (
 	DropTooLarge
 	DropOffline
 	DropPressure
+	DropDenied // the read ACL in force when the message was to leave denies it (Limits.MayRead)
 )
 
-var dropNames = [...]string{"", "queue_full", "slow_consumer", "expired", "too_large", "offline_qos0", "memory_pressure"}
+var dropNames = [...]string{"", "queue_full", "slow_consumer", "expired", "too_large", "offline_qos0", "memory_pressure", "acl_denied"}
+
+// NumDrops is the number of Drop values, Delivered included.
+const NumDrops = len(dropNames)
 
 // String is the metrics label of d.
 func (d Drop) String() string { return dropNames[d] }
@@ -158,7 +178,7 @@ type Session struct {
 	clientAliasMax   uint16
 	version          packet.Version
 	noProblemDetails bool  // v5 Request Problem Information = 0
-	realm            uint8 // the broker's: whose ACL applies (see ConnectInfo.Realm)
+	realm            uint8 // the broker's: whose ACL applies (see ConnectInfo.Realm); NoRealm: owner unknown
 	ended            bool  // End was called: the session is gone, nothing more is stored
 	swept            bool  // in Limits.Sweeper's set (sweep.go)
 	// inWrite is what a Flush is writing without mu, in KiB rounded up (so that it fits
@@ -262,11 +282,22 @@ func (s *Session) Username() string {
 	return s.username
 }
 
-// Identity is the username and realm of the last connection (ConnectInfo).
+// Identity is the username and realm of the last connection (ConnectInfo): the
+// session's owner, since a CONNECT of another identity never resumes it (the broker's
+// admit). realm is NoRealm when the owner is unknown.
 func (s *Session) Identity() (username string, realm uint8) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.username, s.realm
+}
+
+// SetOwner makes user in realm the identity of a session its first CONNECT has just
+// created, before that CONNECT attaches: another CONNECT of the client id meanwhile is
+// judged against it.
+func (s *Session) SetOwner(user string, realm uint8) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.username, s.realm = user, realm
 }
 
 // Expiry is the session expiry interval in seconds.

@@ -31,12 +31,14 @@ const (
 // recordVersion is the first byte of every value. A build reads every record version up
 // to its own and writes its own; formatVersion rises when a build writes something an
 // older build cannot read.
-const recordVersion = 1
+const recordVersion = 2
 
-// formatMagic and formatVersion make the value of the format-version record.
+// formatMagic and formatVersion make the value of the format-version record;
+// oldestFormat is the oldest format this build reads (and marks as formatVersion at Open).
 const (
 	formatMagic   = "bifrost"
-	formatVersion = 1
+	formatVersion = 2
+	oldestFormat  = 1
 )
 
 // metaKey is the key of the format-version record.
@@ -118,7 +120,12 @@ func appendSession(dst []byte, r *SessionRecord) []byte {
 		dst = append(dst, opts)
 		dst = binary.AppendUvarint(dst, uint64(s.ID))
 	}
-	return dst
+	if !r.Owned {
+		return append(dst, 0) // a session of format 1: its owner is unknown
+	}
+	dst = append(dst, 1)
+	dst = appendString(dst, r.Username)
+	return appendString(dst, r.Realm)
 }
 
 func appendMessage(dst []byte, r *MessageRecord) []byte {
@@ -255,10 +262,12 @@ func (d *decoder) rest() []byte {
 }
 
 // version reads the record version and fails on one this build does not know.
-func (d *decoder) version() {
-	if v := d.byte(); d.err == nil && (v == 0 || v > recordVersion) {
+func (d *decoder) version() byte {
+	v := d.byte()
+	if d.err == nil && (v == 0 || v > recordVersion) {
 		d.err = fmt.Errorf("record version %d", v)
 	}
+	return v
 }
 
 // done reports the first failure, or trailing bytes.
@@ -287,7 +296,7 @@ func (d *decoder) flags() (qos byte, retain bool) {
 // decodeSession decodes a session value into r, reusing r.Subscriptions' array.
 func decodeSession(v []byte, r *SessionRecord) error {
 	d := decoder{b: v}
-	d.version()
+	ver := d.version()
 	r.Version = d.byte()
 	r.Expiry = d.uint32()
 	r.DisconnectedAt = int64(d.uint64())
@@ -311,6 +320,18 @@ func decodeSession(v []byte, r *SessionRecord) error {
 			RetainAsPublished: opts&subRetainAsPublished != 0,
 			RetainHandling:    opts & subRetainHandling >> 4,
 		})
+	}
+	r.Owned, r.Username, r.Realm = false, "", ""
+	if ver >= 2 {
+		switch owned := d.byte(); {
+		case d.err != nil:
+		case owned == 1:
+			r.Owned = true
+			r.Username = string(d.bytes())
+			r.Realm = string(d.bytes())
+		case owned != 0:
+			d.err = fmt.Errorf("session owner flag %d", owned)
+		}
 	}
 	return d.done()
 }

@@ -18,7 +18,7 @@ var records = []struct {
 		return appendSession(nil, &SessionRecord{Version: 5, Expiry: 3600, DisconnectedAt: -1, Subscriptions: []SubRecord{
 			{Filter: "a/+/c", QoS: 2, NoLocal: true, RetainAsPublished: true, RetainHandling: 2, ID: 1 << 27},
 			{Filter: "", QoS: 0},
-		}})
+		}, Owned: true, Username: "alice", Realm: "tls"})
 	}, func(v []byte) (any, error) {
 		var r SessionRecord
 		err := decodeSession(v, &r)
@@ -59,7 +59,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		"session": SessionRecord{Version: 5, Expiry: 3600, DisconnectedAt: -1, Subscriptions: []SubRecord{
 			{Filter: "a/+/c", QoS: 2, NoLocal: true, RetainAsPublished: true, RetainHandling: 2, ID: 1 << 27},
 			{Filter: "", QoS: 0},
-		}},
+		}, Owned: true, Username: "alice", Realm: "tls"},
 		"message":  MessageRecord{Topic: []byte("t"), Payload: []byte("p"), Props: []byte{1, 1}, QoS: 2, Retain: true, Expiry: 1 << 62},
 		"queued":   QueuedRecord{MessageID: 1<<64 - 1, SubIDs: []uint32{1, 1 << 20}, PacketID: 7, QoS: 1, Retain: true, State: StateReleased},
 		"retained": uint64(42),
@@ -104,6 +104,39 @@ func TestRecordTruncated(t *testing.T) {
 				t.Error("an unknown record version was accepted")
 			}
 		})
+	}
+}
+
+// TestSessionOwner: a session record keeps its owner, or that it has none; one of record
+// version 1 (format 1) decodes without an owner.
+func TestSessionOwner(t *testing.T) {
+	for _, r := range []SessionRecord{
+		{Version: 4, Expiry: 60, Owned: true, Username: "", Realm: ""},
+		{Version: 4, Expiry: 60, Owned: true, Username: "bob", Realm: ""},
+		{Version: 4, Expiry: 60},
+	} {
+		var got SessionRecord
+		if err := decodeSession(appendSession(nil, &r), &got); err != nil {
+			t.Fatal(err)
+		}
+		got.Subscriptions = nil
+		if !reflect.DeepEqual(got, r) {
+			t.Errorf("got %+v, want %+v", got, r)
+		}
+	}
+	// Version 1: ver | protocol | expiry | disconnectedAt | one subscription.
+	v1 := []byte{1, 4, 0, 0, 0, 60, 0, 0, 0, 0, 0, 0, 0, 9, 1, 3, 'a', '/', 'b', 1, 0}
+	got := SessionRecord{Owned: true, Username: "stale"}
+	if err := decodeSession(v1, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Owned || got.Username != "" || got.Expiry != 60 || len(got.Subscriptions) != 1 || got.Subscriptions[0].Filter != "a/b" {
+		t.Errorf("version 1 record decoded as %+v", got)
+	}
+	bad := appendSession(nil, &SessionRecord{Version: 4, Owned: true})
+	bad[len(bad)-3] = 2 // the owned flag
+	if err := decodeSession(bad, &got); err == nil {
+		t.Error("an owned flag of 2 was accepted")
 	}
 }
 

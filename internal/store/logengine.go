@@ -188,6 +188,12 @@ func (e *logEngine) open() error {
 		size = int64(logHeaderSize)
 	} else if err := checkHeader(head[:n], e.path); err != nil {
 		return err
+	} else if head[len(logMagic)+1] != formatVersion {
+		// A store of an older format this build reads: marked with this build's before
+		// anything is written to it, so that the older build refuses it from now on.
+		if _, err := f.WriteAt(logHeader(), 0); err != nil {
+			return fmt.Errorf("store: open %s: %w", e.path, err)
+		}
 	}
 	idx := newLogIndex()
 	end, err := scanLog(f, size, e.path, idx.apply)
@@ -243,7 +249,7 @@ func (e *logEngine) checkMeta() error {
 	if len(v) != len(formatMagic)+1 || !bytes.HasPrefix(v, []byte(formatMagic)) {
 		return fmt.Errorf("%w: %s has a foreign format record %q", ErrForeign, e.path, v)
 	}
-	if v[len(formatMagic)] != formatVersion {
+	if v[len(formatMagic)] > formatVersion || v[len(formatMagic)] < oldestFormat {
 		return fmt.Errorf("%w: %s holds a store of format %d; this build reads format %d",
 			ErrVersion, e.path, v[len(formatMagic)], formatVersion)
 	}

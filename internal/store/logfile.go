@@ -85,7 +85,7 @@ func checkHeader(h []byte, path string) error {
 	case h[len(logMagic)] != logVersion:
 		return fmt.Errorf("%w: %s is a log of version %d; this build reads version %d",
 			ErrVersion, path, h[len(logMagic)], logVersion)
-	case h[len(logMagic)+1] != formatVersion:
+	case h[len(logMagic)+1] > formatVersion || h[len(logMagic)+1] < oldestFormat:
 		return fmt.Errorf("%w: %s holds a store of format %d; this build reads format %d",
 			ErrVersion, path, h[len(logMagic)+1], formatVersion)
 	}

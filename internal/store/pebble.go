@@ -22,7 +22,7 @@ import (
 const pebbleBuilt = true
 
 // format is the format-version record, checked by every open.
-var format = pebbledb.Format{Key: metaKey, Magic: formatMagic, Version: formatVersion, What: "store",
+var format = pebbledb.Format{Key: metaKey, Magic: formatMagic, Version: formatVersion, Oldest: oldestFormat, What: "store",
 	Foreign: ErrForeign, Newer: ErrVersion}
 
 // openPebbleEngine opens the pebble engine's store in cfg.Dir (store.engine: pebble).

@@ -5,8 +5,10 @@ package store
 import (
 	"log/slog"
 	"strings"
+	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
@@ -94,4 +96,20 @@ func (f *hookWAL) SyncTo(length int64) (bool, error) {
 		return false, err
 	}
 	return f.File.SyncTo(length)
+}
+
+// storeFormatRecord reads the format of the pebble engine's store in dir from its format record.
+func storeFormatRecord(t *testing.T, dir string) byte {
+	t.Helper()
+	db, err := pebble.Open(dir, &pebble.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	v, closer, err := db.Get(metaKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closer.Close()
+	return v[len(v)-1]
 }

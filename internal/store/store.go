@@ -55,10 +55,12 @@
 //	| 03 | topic       |  retained          messageID(8)
 //	+----+-------------+
 //
-// Every value starts with a record version byte (1), then:
+// Every value starts with a record version byte (2; 1 in stores of format 1), then:
 //
 //	message   ver | flags(1) | expiry(8) | topicLen(uv) topic | propsLen(uv) props | payload
 //	session   ver | protocol(1) | expiry(4) | disconnectedAt(8) | n(uv) n × subscription
+//	              | owned(1) [userLen(uv) user | realmLen(uv) realm]   (not in version 1;
+//	                the owner, when owned is 1; 0: unknown, a session of format 1)
 //	          subscription = filterLen(uv) filter | options(1) | subscriptionID(uv)
 //	queued    ver | messageID(8) | flags(1) | state(1) | packetID(2) | n(uv) n × subID(uv)
 //	inbound   ver
@@ -81,7 +83,13 @@
 // a foreign Pebble database is opened at its own Pebble format, so that nothing but
 // Pebble's recovery writes to it. A build reads every record version up to its own; formatVersion rises only when a
 // build writes what an older one cannot read, so that the older one refuses at Open
-// instead of failing half-way through Load.
+// instead of failing half-way through Load. A store of an older format that this build
+// reads (oldestFormat and up) is marked with this build's format at Open, before anything
+// is written to it.
+//
+// Format 2 added the session's owner (the identity whose CONNECT made it) to the session
+// record. A session record of format 1 has none: the broker lets no identity inherit
+// such a session, and the first CONNECT of its client id starts clean.
 //
 // # Sync policies and what a crash loses
 //
@@ -220,6 +228,12 @@ type SessionRecord struct {
 	DisconnectedAt int64
 	Expiry         uint32 // Session Expiry Interval, seconds; NeverExpire for never
 	Version        byte   // protocol level of the client's CONNECT: 3, 4 or 5
+	// Owned says the record names the identity that owns the session: Username, under
+	// the auth configuration Realm names (the broker's: "" the top-level auth block, else
+	// the listener with its own). Records of format 1 have no owner.
+	Owned    bool
+	Username string
+	Realm    string
 }
 
 // A SubRecord is one subscription of a session.

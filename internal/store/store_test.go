@@ -361,7 +361,7 @@ func testOpenErrors(t *testing.T, engine string) {
 		dir := t.TempDir()
 		s := openTest(t, engine, dir, "", nil)
 		var b Batch
-		rawSet(&b, metaKey, []byte(formatMagic+"\x02"))
+		rawSet(&b, metaKey, []byte(formatMagic+string(rune(formatVersion+1))))
 		commit(t, s, &b)
 		s.Close()
 		_, err := Open(cfg(dir, ""), testLogger(t))
@@ -369,6 +369,39 @@ func testOpenErrors(t *testing.T, engine string) {
 			t.Fatalf("Open = %v, want ErrVersion naming %s", err, dir)
 		}
 		t.Log(err)
+	})
+	t.Run("OlderFormat", func(t *testing.T) {
+		// A store of format 1: its session record has no owner. This build reads it,
+		// and marks it with its own format before it writes anything.
+		dir := t.TempDir()
+		s := openTest(t, engine, dir, "", nil)
+		var b Batch
+		rawSet(&b, metaKey, []byte(formatMagic+"\x01"))
+		v1 := []byte{1, 4, 0, 0, 0, 60, 0, 0, 0, 0, 0, 0, 0, 9, 0}
+		rawSet(&b, append(appendClientPrefix(nil, "old"), kindSession), v1)
+		commit(t, s, &b)
+		s.Close()
+		if engine == conf.EngineLog {
+			setLogFormat(t, dir, 1)
+		}
+		s2, err := Open(cfg(dir, ""), testLogger(t))
+		if err != nil {
+			t.Fatalf("Open of a store of format 1: %v", err)
+		}
+		c := load(t, s2)
+		if r, ok := c.sessions["old"]; !ok || r.Owned || r.Expiry != 60 {
+			t.Fatalf("the session of format 1 loaded as %+v (found %v)", r, ok)
+		}
+		s2.Close()
+		var got byte
+		if engine == conf.EngineLog {
+			got = logFormat(t, dir)
+		} else {
+			got = storeFormatRecord(t, dir)
+		}
+		if got != formatVersion {
+			t.Fatalf("the store says format %d after the open, want %d: a build of format 1 would read it", got, formatVersion)
+		}
 	})
 	t.Run("LostAndFound", func(t *testing.T) {
 		dir := t.TempDir()
@@ -432,3 +465,26 @@ type stopAt struct {
 }
 
 func (s stopAt) Session(SessionRecord) error { return s.err }
+
+// setLogFormat writes format into the header of the log engine's file in dir.
+func setLogFormat(t *testing.T, dir string, format byte) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(dir, logName), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt([]byte{format}, int64(len(logMagic)+1)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// logFormat reads the format of the log engine's file in dir from its header.
+func logFormat(t *testing.T, dir string) byte {
+	t.Helper()
+	h, err := os.ReadFile(filepath.Join(dir, logName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h[len(logMagic)+1]
+}

@@ -137,6 +137,8 @@ type opts struct {
 	will      *will
 	recvMax   uint16 // 5.0 receive maximum; 0: absent
 	aliasMax  uint16 // 5.0 topic alias maximum; 0: absent
+	// user and password: sent when user is not empty.
+	user, password string
 }
 
 // will is a will message.

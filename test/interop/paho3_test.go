@@ -41,6 +41,9 @@ func (e *env) dial3(t testing.TB, o opts) (c3 *client3, code byte, err error) {
 	if w := o.will; w != nil {
 		co.SetBinaryWill(w.topic, []byte(w.payload), w.qos, w.retain)
 	}
+	if o.user != "" {
+		co.SetUsername(o.user).SetPassword(o.password)
+	}
 	c.c = mqtt.NewClient(co)
 	tok := c.c.Connect().(*mqtt.ConnectToken)
 	if !tok.WaitTimeout(testenv.Timeout) {

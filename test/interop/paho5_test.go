@@ -58,6 +58,10 @@ func (e *env) dial5(t testing.TB, o opts) (*client5, *paho.Connack, error) {
 		props.TopicAliasMaximum = ptr(o.aliasMax)
 	}
 	cp.Properties = props
+	if o.user != "" {
+		cp.Username, cp.UsernameFlag = o.user, true
+		cp.Password, cp.PasswordFlag = []byte(o.password), true
+	}
 	if w := o.will; w != nil {
 		cp.WillMessage = &paho.WillMessage{Topic: w.topic, Payload: []byte(w.payload), QoS: w.qos, Retain: w.retain}
 		cp.WillProperties = w.props
