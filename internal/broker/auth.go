@@ -163,7 +163,7 @@ func (b *Broker) authenticate(bt *batch, cl *client, h packet.Header, body []byt
 	if c.Version == packet.V5 && c.Props.AuthMethod != nil {
 		m := b.method(cl, c.Props.AuthMethod)
 		if m == nil {
-			b.refuse(cl, c.Version, packet.BadAuthenticationMethod) // [MQTT-4.12.0-1]
+			b.refuse(cl, c.Version, packet.BadAuthenticationMethod, connectRefusal("unknown authentication method", c, cid)) // [MQTT-4.12.0-1]
 			return
 		}
 		st := park()
@@ -177,7 +177,7 @@ func (b *Broker) authenticate(bt *batch, cl *client, h packet.Header, body []byt
 		// (conf.TLS.UseIdentityAsUsername, as Mosquitto's use_identity_as_username).
 		user := certUsername(cl.conn.TLS())
 		if user == "" {
-			b.refuseAuth(cl, c.Version, auth.ErrNotAuthorized)
+			b.refuse(cl, c.Version, authCode(auth.ErrNotAuthorized), connectRefusal("no identity in the client certificate", c, cid))
 			return
 		}
 		b.connected(bt, cl, c, cid, assigned, auth.Result{Username: user}, nil, "")
@@ -197,7 +197,7 @@ func (b *Broker) authenticate(bt *batch, cl *client, h packet.Header, body []byt
 		*lent = auth.Request{}
 		if ok {
 			if err != nil {
-				b.refuseAuth(cl, c.Version, err)
+				b.refuseAuth(cl, c.Version, err, c, cid)
 				return
 			}
 			b.connected(bt, cl, c, cid, assigned, res, nil, "")
@@ -243,7 +243,9 @@ func (b *Broker) authDoneLocked(bt *batch, cl *client, st *authState, out []byte
 	case st.reauth:
 		b.reauthDone(bt, cl, st, out, done, res, err)
 	case err != nil:
-		b.refuseAuth(cl, cl.r.Version, err)
+		c := &bt.connect
+		_ = c.Decode(st.h, st.body, 0) // decoded once already; for the refusal log
+		b.refuseAuth(cl, cl.r.Version, err, c, st.cid)
 		return
 	case !done:
 		b.sendAuth(cl, packet.ContinueAuthentication, st.method, out)
@@ -301,11 +303,9 @@ func (b *Broker) sendAuth(cl *client, code packet.ReasonCode, method string, dat
 	_, _ = cl.conn.Write(a.AppendTo(nil, packet.V5))
 }
 
-// refuseAuth refuses a CONNECT that failed authentication.
-func (b *Broker) refuseAuth(cl *client, v packet.Version, err error) {
-	rc := authCode(err)
-	b.log.Info("authentication failed", "remote", cl.conn.RemoteAddr().String(), "code", rc.String())
-	b.refuse(cl, v, rc)
+// refuseAuth refuses CONNECT c (client id cid), which failed authentication with err.
+func (b *Broker) refuseAuth(cl *client, v packet.Version, err error, c *packet.Connect, cid string) {
+	b.refuse(cl, v, authCode(err), connectRefusal(err.Error(), c, cid))
 }
 
 // onAuth handles an AUTH packet: the next step of an enhanced authentication, or the

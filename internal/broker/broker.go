@@ -43,6 +43,7 @@ import (
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/listener"
+	"github.com/bifrost-mqtt/bifrost/internal/logging"
 	"github.com/bifrost-mqtt/bifrost/internal/memory"
 	"github.com/bifrost-mqtt/bifrost/internal/metrics"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
@@ -119,6 +120,7 @@ type Broker struct {
 	own ownerState // cluster_owner.go; b.mu
 
 	authPool pool
+	refusals *logging.Limiter // the refusal log's rate (refusal.go)
 	batches  sync.Pool
 	rounds   []round         // by poller: the batch of its round (listener.Batcher)
 	done     chan struct{}   // closed when Close begins
@@ -155,6 +157,7 @@ func New(o Options) (*Broker, error) {
 		cluster:  o.Cluster,
 		start:    time.Now(),
 		done:     make(chan struct{}),
+		refusals: newRefusalLog(),
 	}
 	if b.log == nil {
 		b.log = slog.Default()
