@@ -91,7 +91,7 @@ func (b *Broker) connected(bt *batch, cl *client, c *packet.Connect, cid string,
 		b.refuse(cl, v, rc, connectRefusal(willRefused(rc), c, cid))
 		return
 	}
-	if will != nil && !b.allow(cl.realm, res.Username, cid, auth.Write, will.Msg.Topic()) {
+	if will != nil && !b.willAllowed(cl, res.Username, cid, will.Msg.Topic()) {
 		// As Mosquitto does: a will the client could not publish refuses the CONNECT,
 		// rather than failing silently when the connection is lost.
 		b.stats.denied("will")
@@ -277,12 +277,13 @@ func (b *Broker) willOf(set *settings, c *packet.Connect) (*session.Will, packet
 }
 
 // checkWill is the will of a CONNECT as the broker will publish it, or the reason code to
-// refuse it with (see willOf): also a will on a topic that starts with $.
+// refuse it with (see willOf): also a will on a topic that starts with $, but for a
+// bridge's state, which connected checks against the client's identity (connstate.go).
 func (b *Broker) checkWill(set *settings, c *packet.Connect) (packet.Publish, packet.ReasonCode) {
 	if !c.WillFlag {
 		return packet.Publish{}, packet.Success
 	}
-	if len(c.WillTopic) > 0 && c.WillTopic[0] == '$' {
+	if len(c.WillTopic) > 0 && c.WillTopic[0] == '$' && !isConnectionState(c.WillTopic) {
 		// Topics starting with $ belong to the broker (spec 4.7.2: a server SHOULD keep
 		// clients from exchanging messages on them). A client's PUBLISH to $SYS is
 		// never routed (publish.go); its will, which the broker would publish for it
