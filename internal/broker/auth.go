@@ -166,6 +166,9 @@ func (b *Broker) authenticate(bt *batch, cl *client, h packet.Header, body []byt
 			b.refuse(cl, c.Version, packet.BadAuthenticationMethod, connectRefusal("unknown authentication method", c, cid)) // [MQTT-4.12.0-1]
 			return
 		}
+		if b.refuseBlocked(cl, c, cid) {
+			return
+		}
 		st := park()
 		st.method = m.Name()
 		st.ex = m.Start(b.authRequest(cl, c, cid))
@@ -204,22 +207,60 @@ func (b *Broker) authenticate(bt *batch, cl *client, h packet.Header, body []byt
 			return
 		}
 	}
+	src := b.clientSource(cl)
+	if b.refuseBlockedFrom(src, cl, c, cid) {
+		return
+	}
 	req := b.authRequest(cl, c, cid)
 	st := park()
 	st.working = true
 	a := sec.Authenticator
-	b.authPool.submit(func() {
+	b.authPool.submit(src, func(refused bool) {
+		if refused {
+			b.throttled()
+			b.authDone(cl, st, nil, true, auth.Result{}, errThrottled)
+			return
+		}
 		res, err := a.Authenticate(req)
+		if err != nil {
+			b.authFailed(src)
+		}
 		b.authDone(cl, st, nil, true, res, err)
 	})
 }
 
-// step runs one step of an enhanced authentication exchange on the auth pool.
+// refuseBlocked refuses CONNECT c (client id cid) at once if its source is blocked by
+// the failure budget (authfailures.go), and reports whether it did.
+func (b *Broker) refuseBlocked(cl *client, c *packet.Connect, cid string) bool {
+	return b.refuseBlockedFrom(b.clientSource(cl), cl, c, cid)
+}
+
+// refuseBlockedFrom is refuseBlocked for a client whose source is known.
+func (b *Broker) refuseBlockedFrom(src source, cl *client, c *packet.Connect, cid string) bool {
+	if !b.failures.blocked(src, &b.limits.Load().auth, now()) {
+		return false
+	}
+	b.throttled()
+	b.refuseAuth(cl, c.Version, errThrottled, c, cid)
+	return true
+}
+
+// step runs one step of an enhanced authentication exchange on the auth pool, in the
+// client's source's lane and under its failure budget.
 func (b *Broker) step(cl *client, st *authState, in []byte) {
 	st.working = true
 	ex := st.ex
-	b.authPool.submit(func() {
+	src := b.clientSource(cl)
+	b.authPool.submit(src, func(refused bool) {
+		if refused {
+			b.throttled()
+			b.authDone(cl, st, nil, true, auth.Result{}, errThrottled)
+			return
+		}
 		out, done, res, err := ex.Step(in)
+		if err != nil {
+			b.authFailed(src)
+		}
 		b.authDone(cl, st, out, done, res, err)
 	})
 }

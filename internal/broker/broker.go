@@ -25,6 +25,7 @@
 //	session.Session's lock → session.Sweeper's lock → sweep.mu
 //	Broker.retMu → pubsub's locks, Journal.mu
 //	client.mu → Broker.routeMu → pubsub's locks, the cluster's route table
+//	pool.mu (the auth pool) → authFailures.mu
 //
 // No code holds two clients' or two sessions' locks at once; idMu (the ID → session
 // table) is a leaf. Journal.Commit (commitMu) is called with no lock held: it may block
@@ -119,12 +120,14 @@ type Broker struct {
 
 	own ownerState // cluster_owner.go; b.mu
 
-	authPool pool
-	refusals *logging.Limiter // the refusal log's rate (refusal.go)
-	batches  sync.Pool
-	rounds   []round         // by poller: the batch of its round (listener.Batcher)
-	done     chan struct{}   // closed when Close begins
-	byProto  [3]atomic.Int64 // connections that completed CONNECT, by protocol: 3.1, 3.1.1, 5.0
+	authPool  pool
+	refusals  *logging.Limiter // the refusal log's rate (refusal.go)
+	failures  authFailures     // the failure budget's table (authfailures.go)
+	budgetLog *logging.Limiter // the rate of its "source blocked" lines
+	batches   sync.Pool
+	rounds    []round         // by poller: the batch of its round (listener.Batcher)
+	done      chan struct{}   // closed when Close begins
+	byProto   [3]atomic.Int64 // connections that completed CONNECT, by protocol: 3.1, 3.1.1, 5.0
 }
 
 // target is what a SubscriberID names: a session, or an in-process subscriber (local.go,
@@ -142,22 +145,23 @@ func New(o Options) (*Broker, error) {
 		return nil, errors.New("broker: no config")
 	}
 	b := &Broker{
-		cfg:      c,
-		log:      o.Logger,
-		index:    pubsub.NewIndex(),
-		ret:      pubsub.NewRetained[*session.Message](),
-		sessions: make(map[string]*session.Session),
-		wills:    make(map[*session.Session]*time.Timer),
-		expiries: make(map[*session.Session]*time.Timer),
-		claims:   make(map[*session.Session]int),
-		byID:     make([]target, 1, 1024),
-		goFn:     o.Go,
-		press:    o.Pressure,
-		budget:   o.Budget,
-		cluster:  o.Cluster,
-		start:    time.Now(),
-		done:     make(chan struct{}),
-		refusals: newRefusalLog(),
+		cfg:       c,
+		log:       o.Logger,
+		index:     pubsub.NewIndex(),
+		ret:       pubsub.NewRetained[*session.Message](),
+		sessions:  make(map[string]*session.Session),
+		wills:     make(map[*session.Session]*time.Timer),
+		expiries:  make(map[*session.Session]*time.Timer),
+		claims:    make(map[*session.Session]int),
+		byID:      make([]target, 1, 1024),
+		goFn:      o.Go,
+		press:     o.Pressure,
+		budget:    o.Budget,
+		cluster:   o.Cluster,
+		start:     time.Now(),
+		done:      make(chan struct{}),
+		refusals:  newRefusalLog(),
+		budgetLog: newRefusalLog(),
 	}
 	if b.log == nil {
 		b.log = slog.Default()
@@ -188,6 +192,7 @@ func New(o Options) (*Broker, error) {
 	b.authPool.start = func(worker func()) bool {
 		return b.goRoutine("auth", func(context.Context) { worker() })
 	}
+	b.authPool.admit = b.admitCheck
 	b.net = listener.New(b, listener.Options{
 		ConnectTimeout:   time.Duration(c.MQTT.ConnectTimeout),
 		MaxTLSHandshakes: c.Limits.MaxTLSHandshakes,
