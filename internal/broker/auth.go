@@ -21,7 +21,9 @@ import (
 // the CONNECT is parked:
 //
 //   - its bytes are copied into the client's authState and the work goes to the auth
-//     pool, a few goroutines that exist only while there is work;
+//     pool, a few goroutines that exist only while there is work, in the lane of the
+//     client's source and under its failure budget (authfailures.go: a source blocked
+//     for failed checks is refused before any of this, 0x9F);
 //   - what the client sends meanwhile is kept, unread, by the packet reader (a client may
 //     send packets right after CONNECT without waiting for CONNACK, spec 3.1.4) up to
 //     maxHeldBytes;
