@@ -327,3 +327,16 @@ func (in *inbox) retained(payload string) bool {
 	}
 	return false
 }
+
+// on reports whether a message with this topic and payload arrived (with the retain
+// flag, if retained).
+func (in *inbox) on(topic, payload string, retained bool) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, m := range in.msgs {
+		if m.Topic() == topic && string(m.Payload()) == payload && (m.Retained() || !retained) {
+			return true
+		}
+	}
+	return false
+}

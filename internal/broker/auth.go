@@ -21,7 +21,9 @@ import (
 // the CONNECT is parked:
 //
 //   - its bytes are copied into the client's authState and the work goes to the auth
-//     pool, a few goroutines that exist only while there is work;
+//     pool, a few goroutines that exist only while there is work, in the lane of the
+//     client's source and under its failure budget (authfailures.go: a source blocked
+//     for failed checks is refused before any of this, 0x9F);
 //   - what the client sends meanwhile is kept, unread, by the packet reader (a client may
 //     send packets right after CONNECT without waiting for CONNACK, spec 3.1.4) up to
 //     maxHeldBytes;
@@ -163,7 +165,10 @@ func (b *Broker) authenticate(bt *batch, cl *client, h packet.Header, body []byt
 	if c.Version == packet.V5 && c.Props.AuthMethod != nil {
 		m := b.method(cl, c.Props.AuthMethod)
 		if m == nil {
-			b.refuse(cl, c.Version, packet.BadAuthenticationMethod) // [MQTT-4.12.0-1]
+			b.refuse(cl, c.Version, packet.BadAuthenticationMethod, connectRefusal("unknown authentication method", c, cid)) // [MQTT-4.12.0-1]
+			return
+		}
+		if b.refuseBlocked(cl, c, cid) {
 			return
 		}
 		st := park()
@@ -177,7 +182,7 @@ func (b *Broker) authenticate(bt *batch, cl *client, h packet.Header, body []byt
 		// (conf.TLS.UseIdentityAsUsername, as Mosquitto's use_identity_as_username).
 		user := certUsername(cl.conn.TLS())
 		if user == "" {
-			b.refuseAuth(cl, c.Version, auth.ErrNotAuthorized)
+			b.refuse(cl, c.Version, authCode(auth.ErrNotAuthorized), connectRefusal("no identity in the client certificate", c, cid))
 			return
 		}
 		b.connected(bt, cl, c, cid, assigned, auth.Result{Username: user}, nil, "")
@@ -197,29 +202,67 @@ func (b *Broker) authenticate(bt *batch, cl *client, h packet.Header, body []byt
 		*lent = auth.Request{}
 		if ok {
 			if err != nil {
-				b.refuseAuth(cl, c.Version, err)
+				b.refuseAuth(cl, c.Version, err, c, cid)
 				return
 			}
 			b.connected(bt, cl, c, cid, assigned, res, nil, "")
 			return
 		}
 	}
+	src := b.clientSource(cl)
+	if b.refuseBlockedFrom(src, cl, c, cid) {
+		return
+	}
 	req := b.authRequest(cl, c, cid)
 	st := park()
 	st.working = true
 	a := sec.Authenticator
-	b.authPool.submit(func() {
+	b.authPool.submit(src, func(refused bool) {
+		if refused {
+			b.throttled()
+			b.authDone(cl, st, nil, true, auth.Result{}, errThrottled)
+			return
+		}
 		res, err := a.Authenticate(req)
+		if err != nil {
+			b.authFailed(src)
+		}
 		b.authDone(cl, st, nil, true, res, err)
 	})
 }
 
-// step runs one step of an enhanced authentication exchange on the auth pool.
+// refuseBlocked refuses CONNECT c (client id cid) at once if its source is blocked by
+// the failure budget (authfailures.go), and reports whether it did.
+func (b *Broker) refuseBlocked(cl *client, c *packet.Connect, cid string) bool {
+	return b.refuseBlockedFrom(b.clientSource(cl), cl, c, cid)
+}
+
+// refuseBlockedFrom is refuseBlocked for a client whose source is known.
+func (b *Broker) refuseBlockedFrom(src source, cl *client, c *packet.Connect, cid string) bool {
+	if !b.failures.blocked(src, &b.limits.Load().auth, now()) {
+		return false
+	}
+	b.throttled()
+	b.refuseAuth(cl, c.Version, errThrottled, c, cid)
+	return true
+}
+
+// step runs one step of an enhanced authentication exchange on the auth pool, in the
+// client's source's lane and under its failure budget.
 func (b *Broker) step(cl *client, st *authState, in []byte) {
 	st.working = true
 	ex := st.ex
-	b.authPool.submit(func() {
+	src := b.clientSource(cl)
+	b.authPool.submit(src, func(refused bool) {
+		if refused {
+			b.throttled()
+			b.authDone(cl, st, nil, true, auth.Result{}, errThrottled)
+			return
+		}
 		out, done, res, err := ex.Step(in)
+		if err != nil {
+			b.authFailed(src)
+		}
 		b.authDone(cl, st, out, done, res, err)
 	})
 }
@@ -243,7 +286,9 @@ func (b *Broker) authDoneLocked(bt *batch, cl *client, st *authState, out []byte
 	case st.reauth:
 		b.reauthDone(bt, cl, st, out, done, res, err)
 	case err != nil:
-		b.refuseAuth(cl, cl.r.Version, err)
+		c := &bt.connect
+		_ = c.Decode(st.h, st.body, 0) // decoded once already; for the refusal log
+		b.refuseAuth(cl, cl.r.Version, err, c, st.cid)
 		return
 	case !done:
 		b.sendAuth(cl, packet.ContinueAuthentication, st.method, out)
@@ -301,11 +346,9 @@ func (b *Broker) sendAuth(cl *client, code packet.ReasonCode, method string, dat
 	_, _ = cl.conn.Write(a.AppendTo(nil, packet.V5))
 }
 
-// refuseAuth refuses a CONNECT that failed authentication.
-func (b *Broker) refuseAuth(cl *client, v packet.Version, err error) {
-	rc := authCode(err)
-	b.log.Info("authentication failed", "remote", cl.conn.RemoteAddr().String(), "code", rc.String())
-	b.refuse(cl, v, rc)
+// refuseAuth refuses CONNECT c (client id cid), which failed authentication with err.
+func (b *Broker) refuseAuth(cl *client, v packet.Version, err error, c *packet.Connect, cid string) {
+	b.refuse(cl, v, authCode(err), connectRefusal(err.Error(), c, cid))
 }
 
 // onAuth handles an AUTH packet: the next step of an enhanced authentication, or the

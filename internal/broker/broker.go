@@ -25,6 +25,7 @@
 //	session.Session's lock → session.Sweeper's lock → sweep.mu
 //	Broker.retMu → pubsub's locks, Journal.mu
 //	client.mu → Broker.routeMu → pubsub's locks, the cluster's route table
+//	pool.mu (the auth pool) → authFailures.mu
 //
 // No code holds two clients' or two sessions' locks at once; idMu (the ID → session
 // table) is a leaf. Journal.Commit (commitMu) is called with no lock held: it may block
@@ -43,6 +44,7 @@ import (
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/listener"
+	"github.com/bifrost-mqtt/bifrost/internal/logging"
 	"github.com/bifrost-mqtt/bifrost/internal/memory"
 	"github.com/bifrost-mqtt/bifrost/internal/metrics"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
@@ -82,7 +84,7 @@ type Broker struct {
 	realmOf map[string]uint8         // listener name → realm; absent: 0
 	// realmNames names each realm for the store: "" for 0, else its listener's name.
 	realmNames []string
-	idLog      logLimit // the lines of identity.go
+	idLog      *logging.Limiter // the discarded foreign sessions' lines (identity.go)
 	// lim is what every settings snapshot shares: the counters, the sweeper and, once
 	// Restore ran, the journal. The limits themselves are in set.
 	lim     session.Limits
@@ -121,11 +123,14 @@ type Broker struct {
 
 	own ownerState // cluster_owner.go; b.mu
 
-	authPool pool
-	batches  sync.Pool
-	rounds   []round         // by poller: the batch of its round (listener.Batcher)
-	done     chan struct{}   // closed when Close begins
-	byProto  [3]atomic.Int64 // connections that completed CONNECT, by protocol: 3.1, 3.1.1, 5.0
+	authPool  pool
+	refusals  *logging.Limiter // the refusal log's rate (refusal.go)
+	failures  authFailures     // the failure budget's table (authfailures.go)
+	budgetLog *logging.Limiter // the rate of its "source blocked" lines
+	batches   sync.Pool
+	rounds    []round         // by poller: the batch of its round (listener.Batcher)
+	done      chan struct{}   // closed when Close begins
+	byProto   [3]atomic.Int64 // connections that completed CONNECT, by protocol: 3.1, 3.1.1, 5.0
 }
 
 // target is what a SubscriberID names: a session, or an in-process subscriber (local.go,
@@ -143,21 +148,24 @@ func New(o Options) (*Broker, error) {
 		return nil, errors.New("broker: no config")
 	}
 	b := &Broker{
-		cfg:      c,
-		log:      o.Logger,
-		index:    pubsub.NewIndex(),
-		ret:      pubsub.NewRetained[*session.Message](),
-		sessions: make(map[string]*session.Session),
-		wills:    make(map[*session.Session]*time.Timer),
-		expiries: make(map[*session.Session]*time.Timer),
-		claims:   make(map[*session.Session]int),
-		byID:     make([]target, 1, 1024),
-		goFn:     o.Go,
-		press:    o.Pressure,
-		budget:   o.Budget,
-		cluster:  o.Cluster,
-		start:    time.Now(),
-		done:     make(chan struct{}),
+		cfg:       c,
+		log:       o.Logger,
+		index:     pubsub.NewIndex(),
+		ret:       pubsub.NewRetained[*session.Message](),
+		sessions:  make(map[string]*session.Session),
+		wills:     make(map[*session.Session]*time.Timer),
+		expiries:  make(map[*session.Session]*time.Timer),
+		claims:    make(map[*session.Session]int),
+		byID:      make([]target, 1, 1024),
+		goFn:      o.Go,
+		press:     o.Pressure,
+		budget:    o.Budget,
+		cluster:   o.Cluster,
+		start:     time.Now(),
+		done:      make(chan struct{}),
+		refusals:  newRefusalLog(),
+		budgetLog: newRefusalLog(),
+		idLog:     logging.NewLimiter(1, time.Second),
 	}
 	if b.log == nil {
 		b.log = slog.Default()
@@ -195,6 +203,7 @@ func New(o Options) (*Broker, error) {
 	b.authPool.start = func(worker func()) bool {
 		return b.goRoutine("auth", func(context.Context) { worker() })
 	}
+	b.authPool.admit = b.admitCheck
 	b.net = listener.New(b, listener.Options{
 		ConnectTimeout:   time.Duration(c.MQTT.ConnectTimeout),
 		MaxTLSHandshakes: c.Limits.MaxTLSHandshakes,

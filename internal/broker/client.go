@@ -392,7 +392,8 @@ func (b *Broker) protocolError(bt *batch, cl *client, err error) {
 	}
 	if cl.s == nil {
 		if cl.auth != nil && cl.r.Version == packet.V5 {
-			b.refuse(cl, packet.V5, rc) // during enhanced authentication: spec 4.13.1
+			// During enhanced authentication: spec 4.13.1.
+			b.refuse(cl, packet.V5, rc, refusal{why: err.Error(), cid: cl.auth.cid})
 			return
 		}
 		cl.closing = true

@@ -142,9 +142,9 @@ func (b *Broker) claimedLocked(bt *batch, cl *client, st *authState, a *admissio
 	switch {
 	case err != nil:
 		b.log.Warn("cluster: client id not claimed; refusing the connect", "client", a.cid, "err", err)
-		b.refuse(cl, v, packet.ServerUnavailable)
+		b.refuse(cl, v, packet.ServerUnavailable, refusal{"cluster: client id not claimed", a.cid, a.info.Username})
 		return
-	case b.refuseUnserved(cl, v):
+	case b.refuseUnserved(cl, v, refusal{cid: a.cid, user: a.info.Username}):
 		return
 	}
 	a.epoch = epoch
@@ -384,13 +384,15 @@ func (b *Broker) unserved(bt *batch, cl *client) {
 
 // refuseUnserved refuses a CONNECT while this node may not serve clients: v5 0x9C with a
 // Server Reference when another node is known, else 0x88; 3.1.1 return code 3.
-func (b *Broker) refuseUnserved(cl *client, v packet.Version) bool {
+// who is the CONNECT's client id and user name, for the refusal log.
+func (b *Broker) refuseUnserved(cl *client, v packet.Version, who refusal) bool {
 	ok, ref := b.cluster.Serving()
 	if ok {
 		return false
 	}
 	if v != packet.V5 || ref == "" {
-		b.refuse(cl, v, packet.ServerUnavailable)
+		who.why = "cluster: this node serves no clients now"
+		b.refuse(cl, v, packet.ServerUnavailable, who)
 		return true
 	}
 	b.redirect(cl, ref)

@@ -29,10 +29,12 @@ func (b *Broker) onConnect(bt *batch, cl *client, h packet.Header, body []byte) 
 			if c.Version == packet.V5 {
 				v = packet.V5
 			}
-			b.refuse(cl, v, rc)
+			b.refuse(cl, v, rc, connectRefusal("unsupported protocol version", c, string(c.ClientID)))
 		case c.Version == packet.V5 && rc != 0:
-			b.refuse(cl, packet.V5, rc) // spec 3.1.4: CONNACK with 0x81/0x82, then close
+			// spec 3.1.4: CONNACK with 0x81/0x82, then close
+			b.refuse(cl, packet.V5, rc, connectRefusal(err.Error(), c, string(c.ClientID)))
 		default:
+			b.logRefusal(cl, packet.MalformedPacket, connectRefusal(err.Error(), c, string(c.ClientID)))
 			b.closeNow(cl)
 		}
 		return
@@ -40,7 +42,7 @@ func (b *Broker) onConnect(bt *batch, cl *client, h packet.Header, body []byte) 
 	v := c.Version
 	cl.r.Version = v
 	cl.bridge = c.Bridge
-	if b.cluster != nil && b.refuseUnserved(cl, v) {
+	if b.cluster != nil && b.refuseUnserved(cl, v, connectRefusal("", c, string(c.ClientID))) {
 		return
 	}
 	if b.pressure() >= memory.Soft {
@@ -49,7 +51,7 @@ func (b *Broker) onConnect(bt *batch, cl *client, h packet.Header, body []byte) 
 		// the kernel kills it. Quota exceeded, "an implementation or administrative
 		// imposed limit has been exceeded" (3.1.1: server unavailable): the limit is the
 		// memory the broker may use; server busy would say a moment's load.
-		b.refuse(cl, v, packet.QuotaExceeded)
+		b.refuse(cl, v, packet.QuotaExceeded, connectRefusal("memory pressure", c, string(c.ClientID)))
 		return
 	}
 	if b.cluster != nil && v == packet.V5 {
@@ -66,13 +68,13 @@ func (b *Broker) onConnect(bt *batch, cl *client, h packet.Header, body []byte) 
 		if v != packet.V5 && !c.CleanStart || v == packet.V31 {
 			// A 3.1.1 client must set clean session with an empty id [MQTT-3.1.3-8];
 			// 3.1 requires an id.
-			b.refuse(cl, v, packet.ClientIdentifierNotValid)
+			b.refuse(cl, v, packet.ClientIdentifierNotValid, connectRefusal("empty client id", c, ""))
 			return
 		}
 		cid, assigned = b.assignClientID(), true // [MQTT-3.1.3-6]
 	}
 	if _, rc := b.checkWill(cl.set, c); rc != packet.Success {
-		b.refuse(cl, v, rc)
+		b.refuse(cl, v, rc, connectRefusal(willRefused(rc), c, cid))
 		return
 	}
 	b.authenticate(bt, cl, h, body, cid, assigned)
@@ -89,14 +91,14 @@ func (b *Broker) connected(bt *batch, cl *client, c *packet.Connect, cid string,
 	}
 	will, rc := b.willOf(cl.set, c)
 	if rc != packet.Success {
-		b.refuse(cl, v, rc)
+		b.refuse(cl, v, rc, connectRefusal(willRefused(rc), c, cid))
 		return
 	}
-	if will != nil && !b.allow(cl.realm, res.Username, cid, auth.Write, will.Msg.Topic()) {
+	if will != nil && !b.willAllowed(cl, res.Username, cid, will.Msg.Topic()) {
 		// As Mosquitto does: a will the client could not publish refuses the CONNECT,
 		// rather than failing silently when the connection is lost.
 		b.stats.denied("will")
-		b.refuse(cl, v, packet.NotAuthorized)
+		b.refuse(cl, v, packet.NotAuthorized, connectRefusal("will topic denied by the ACL", c, cid))
 		return
 	}
 	expiry, expiryCapped := b.sessionExpiry(cl.set, c)
@@ -111,10 +113,12 @@ func (b *Broker) connected(bt *batch, cl *client, c *packet.Connect, cid string,
 		// Even without every property the client can do without, the CONNACK is above the
 		// client's Maximum Packet Size [MQTT-3.1.2-24]: it cannot be served, and is refused
 		// before it takes any session over. The bare refusal (5 bytes) if even that fits.
+		why := connectRefusal("CONNACK above the client's maximum packet size", c, cid)
 		if max >= 5 {
-			b.refuse(cl, v, packet.ImplementationSpecificError)
+			b.refuse(cl, v, packet.ImplementationSpecificError, why)
 		} else {
 			b.stats.refusedCode(packet.ImplementationSpecificError)
+			b.logRefusal(cl, packet.ImplementationSpecificError, why)
 			b.closeNow(cl)
 		}
 		return
@@ -162,14 +166,15 @@ func (b *Broker) admit(bt *batch, cl *client, a *admission, connack *packet.Conn
 	switch {
 	case c.refused:
 		// The session belongs to another identity (identity.go).
-		b.foreignLogged(s, o.user, true)
-		b.refuse(cl, v, packet.ClientIdentifierNotValid)
+		b.stats.denied("foreign_session")
+		owner, _ := s.Identity()
+		b.refuse(cl, v, packet.ClientIdentifierNotValid, refusal{"session of another user (" + owner + ")", cid, o.user})
 		return
 	case s == nil:
-		b.refuse(cl, v, packet.ServerUnavailable) // shutting down
+		b.refuse(cl, v, packet.ServerUnavailable, refusal{"shutting down", cid, a.info.Username})
 		return
 	case c.foreign:
-		b.foreignLogged(s, o.user, false)
+		b.foreignDiscarded(s, o.user)
 	}
 	if c.old != nil {
 		b.takeOver(bt, c.old, a.clean || c.foreign) // a foreign CONNECT ends the session
@@ -243,16 +248,6 @@ func (b *Broker) connack(connack *packet.Connack, set *settings, c *packet.Conne
 	}
 }
 
-// refuse answers a CONNECT with a failing CONNACK and closes the connection [MQTT-3.2.2-7].
-func (b *Broker) refuse(cl *client, v packet.Version, rc packet.ReasonCode) {
-	b.stats.refusedCode(rc)
-	ack := packet.Connack{Code: rc}
-	buf := ack.AppendTo(make([]byte, 0, 8), v)
-	_, _ = cl.conn.Write(buf)
-	cl.closing = true
-	cl.conn.Shutdown()
-}
-
 // assignClientID makes a unique client identifier for a client that sent none.
 func (b *Broker) assignClientID() string {
 	var r [10]byte
@@ -293,12 +288,13 @@ func (b *Broker) willOf(set *settings, c *packet.Connect) (*session.Will, packet
 }
 
 // checkWill is the will of a CONNECT as the broker will publish it, or the reason code to
-// refuse it with (see willOf): also a will on a topic that starts with $.
+// refuse it with (see willOf): also a will on a topic that starts with $, but for a
+// bridge's state, which connected checks against the client's identity (connstate.go).
 func (b *Broker) checkWill(set *settings, c *packet.Connect) (packet.Publish, packet.ReasonCode) {
 	if !c.WillFlag {
 		return packet.Publish{}, packet.Success
 	}
-	if len(c.WillTopic) > 0 && c.WillTopic[0] == '$' {
+	if len(c.WillTopic) > 0 && c.WillTopic[0] == '$' && !isConnectionState(c.WillTopic) {
 		// Topics starting with $ belong to the broker (spec 4.7.2: a server SHOULD keep
 		// clients from exchanging messages on them). A client's PUBLISH to $SYS is
 		// never routed (publish.go); its will, which the broker would publish for it

@@ -1,8 +1,8 @@
 package broker
 
 import (
+	"log/slog"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
@@ -102,11 +102,7 @@ func (b *Broker) idAllowed(cl *client, v packet.Version, cid, user string, assig
 		return true
 	}
 	b.stats.denied("client_id")
-	if ok, skipped := b.idLog.allow(); ok {
-		b.log.Info("client id not bound to the user name; connect refused", "client", cid, "user", user,
-			"remote", cl.conn.RemoteAddr().String(), "not_logged_before", skipped)
-	}
-	b.refuse(cl, v, packet.ClientIdentifierNotValid)
+	b.refuse(cl, v, packet.ClientIdentifierNotValid, refusal{"client id not bound to the user name (auth.client_ids)", cid, user})
 	return false
 }
 
@@ -117,42 +113,23 @@ func foreign(s *session.Session, user string, realm uint8) bool {
 	return owner != user || ownerRealm != realm
 }
 
-// foreignLogged counts and logs a CONNECT that found its client id's session owned by
-// another identity.
-func (b *Broker) foreignLogged(s *session.Session, user string, refused bool) {
+// foreignDiscarded counts and logs a CONNECT that found its client id's session owned by
+// another identity and ended it (foreign_session: discard); a refused one is logged as
+// a refused CONNECT.
+func (b *Broker) foreignDiscarded(s *session.Session, user string) {
 	b.stats.denied("foreign_session")
-	ok, skipped := b.idLog.allow()
+	ok, suppressed := b.idLog.Allow(time.Now())
 	if !ok {
 		return
 	}
 	owner, realm := s.Identity()
 	what := "session of another user discarded; the connect starts clean"
-	switch {
-	case realm == session.NoRealm:
+	if realm == session.NoRealm {
 		what = "session of unknown owner (from an older store, or an auth block gone) discarded; the connect starts clean"
-	case refused:
-		what = "session of another user; connect refused"
 	}
-	b.log.Info(what, "client", s.ClientID(), "user", user, "owner", owner, "not_logged_before", skipped)
-}
-
-// logLimit lets one line through per interval, and counts the ones it held back: a
-// client that retries in a loop must not flood the log.
-type logLimit struct {
-	next    atomic.Int64 // Unix ns before which lines are held back
-	skipped atomic.Uint64
-}
-
-const logInterval = time.Second
-
-// allow reports whether a line may be logged now, and how many were held back since the
-// last one.
-func (l *logLimit) allow() (bool, uint64) {
-	now := time.Now().UnixNano()
-	next := l.next.Load()
-	if now < next || !l.next.CompareAndSwap(next, now+int64(logInterval)) {
-		l.skipped.Add(1)
-		return false, 0
+	attrs := []any{"client", s.ClientID(), "user", user, "owner", owner}
+	if suppressed > 0 {
+		attrs = append(attrs, slog.Uint64("suppressed", suppressed))
 	}
-	return true, l.skipped.Swap(0)
+	b.log.Info(what, attrs...)
 }

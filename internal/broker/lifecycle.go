@@ -245,12 +245,12 @@ func (b *Broker) scheduleExpiry(s *session.Session, d time.Duration) {
 }
 
 // publishWill publishes a will message as the broker. A will on a topic starting with $
-// is dropped: CONNECT refuses those (checkWill), and this guard keeps one that got past
-// it (a will stored by an older version, restored at startup) out of $SYS and of the
-// retained store all the same.
+// is dropped, but for a bridge's state: CONNECT refuses the others (checkWill), and this
+// guard keeps one that got past it (a will stored by an older version, restored at
+// startup) out of $SYS and of the retained store all the same.
 func (b *Broker) publishWill(bt *batch, w *session.Will) {
 	m := w.Publishable(now())
-	if t := m.Topic(); len(t) > 0 && t[0] == '$' {
+	if t := m.Topic(); len(t) > 0 && t[0] == '$' && !isConnectionState(t) {
 		b.stats.denied("will")
 		return
 	}

@@ -25,6 +25,7 @@ type limits struct {
 	maxSubs     int
 	pubRate     float64 // PUBLISHes per second per client; 0: no limit
 	pubBurst    float64
+	auth        authBudget // the failure budget of each source (authfailures.go)
 }
 
 // newLimits returns the limits of c, counting open connections in open. prev, the
@@ -41,6 +42,7 @@ func newLimits(c *conf.Config, open *atomic.Int64, prev *limits) *limits {
 		maxSubs:     *c.Limits.MaxSubscriptions,
 		pubRate:     float64(c.Limits.PublishRate),
 		pubBurst:    float64(c.Limits.PublishBurst),
+		auth:        newAuthBudget(&c.Limits.AuthFailures),
 	}
 	for _, lc := range c.Listeners {
 		if lc.MaxConnections > 0 {

@@ -66,12 +66,15 @@ func (b *Broker) onPublish(bt *batch, cl *client, p *packet.Publish) error {
 		return errTopicLimits
 	}
 	b.stats.received[p.QoS].Add(1)
-	if b.realms[cl.realm].Authorizer != nil && !b.allowSession(s, auth.Write, topic) {
+	// $SYS belongs to the broker: like Mosquitto, a client's publish there is accepted
+	// and acknowledged, but not routed; a bridge's state is the exception (connstate.go).
+	internal := bytes.HasPrefix(topic, sysPrefix)
+	switch {
+	case internal && b.publishState(cl, topic):
+		internal = false
+	case b.realms[cl.realm].Authorizer != nil && !b.allowSession(s, auth.Write, topic):
 		return b.publishDenied(bt, cl, p)
 	}
-	// $SYS belongs to the broker: like Mosquitto, a client's publish there is accepted
-	// and acknowledged, but not routed.
-	internal := bytes.HasPrefix(topic, sysPrefix)
 	switch p.QoS {
 	case 0:
 		if !internal {

@@ -35,9 +35,13 @@ type stats struct {
 	bytesRecv counter
 	dropped   [session.NumDrops]counter // by session.Drop
 	connects  counter
-	subs      atomic.Int64
-	conns     sync.Map // listener name → *connMetrics
-	m         *metrics.Registry
+	// The failure budget (authfailures.go): failed checks, and CONNECTs or AUTH steps
+	// refused unchecked.
+	authFailures  counter
+	authThrottled counter
+	subs          atomic.Int64
+	conns         sync.Map // listener name → *connMetrics
+	m             *metrics.Registry
 }
 
 func (st *stats) init(m *metrics.Registry) {
@@ -54,6 +58,7 @@ func (st *stats) init(m *metrics.Registry) {
 	}
 	st.bytesSent.prom = m.BytesSent
 	st.bytesRecv.prom = m.BytesReceived
+	st.authFailures.prom, st.authThrottled.prom = m.AuthFailures, m.AuthThrottled
 	for d := session.DropQueueFull; int(d) < len(st.dropped); d++ {
 		st.dropped[d].prom = m.MessagesDropped.WithLabelValues(d.String())
 	}

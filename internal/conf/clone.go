@@ -19,6 +19,8 @@ func (c *Config) Clone() *Config {
 	n.Limits.MaxConnections = clonePtr(c.Limits.MaxConnections)
 	n.Limits.ConnectRate = clonePtr(c.Limits.ConnectRate)
 	n.Limits.MaxSubscriptions = clonePtr(c.Limits.MaxSubscriptions)
+	n.Limits.AuthFailures.Max = clonePtr(c.Limits.AuthFailures.Max)
+	n.Limits.AuthFailures.ExemptLoopback = clonePtr(c.Limits.AuthFailures.ExemptLoopback)
 	n.SysInterval = clonePtr(c.SysInterval)
 	n.HTTP.Admin.Users = slices.Clone(c.HTTP.Admin.Users)
 	n.HTTP.AllowedHosts = slices.Clone(c.HTTP.AllowedHosts)

@@ -24,7 +24,9 @@ func TestDefaultServer(t *testing.T) {
 		Queue: Queue{OnlineMessages: 16, OfflineMessages: 1000, OfflineBytes: 16 << 20,
 			ExpirySweep: Duration(30 * time.Second)},
 		Limits: Limits{MaxConnections: ptr(1_000_000), ConnectRate: ptr(100), ConnectBurst: 500,
-			MaxTopicLength: 4096, MaxTopicLevels: 128, MaxSubscriptions: ptr(1000), MaxTLSHandshakes: 256},
+			MaxTopicLength: 4096, MaxTopicLevels: 128, MaxSubscriptions: ptr(1000), MaxTLSHandshakes: 256,
+			AuthFailures: AuthFailures{Max: ptr(5), Window: Duration(time.Minute), BackoffMax: Duration(30 * time.Second),
+				ExemptLoopback: ptr(true)}},
 		SysInterval: ptr(Duration(10 * time.Second)),
 	}
 	if !reflect.DeepEqual(c, want) {

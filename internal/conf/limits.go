@@ -1,5 +1,7 @@
 package conf
 
+import "time"
+
 // Limits bound what clients may take from the broker, so that one client, or a flood of
 // them, cannot starve the others. Each has a default; the ones a well-behaved deployment
 // could outgrow can be set to 0 to switch them off, as noted per field.
@@ -45,6 +47,28 @@ type Limits struct {
 	// over 200 ms links, more than a few cores compute, for about 5 MiB at most; there is
 	// no "no cap".
 	MaxTLSHandshakes int `yaml:"max_tls_handshakes"`
+	// AuthFailures is the failure budget of each source of CONNECTs.
+	AuthFailures AuthFailures `yaml:"auth_failures"`
+}
+
+// AuthFailures is the failure budget of a source of CONNECTs (limits.auth_failures): one
+// IPv4 address, or one IPv6 /64 (what a single host or site holds). After Max failed
+// password checks (a wrong password or unknown user, a refused enhanced authentication,
+// an authenticator's refusal) with less than Window between one and the next, the source
+// is blocked: for 1s, then twice as long after each further failure, up to BackoffMax.
+// While blocked, its CONNECTs that need a check are refused at once without one (v5 0x9F
+// connection rate exceeded, 3.1.1 return code 3); checks already running count against
+// the budget, so a burst of connections gets Max of them, and after a block one. Logins
+// decided without a check (the login cache, anonymous access, a client certificate) are
+// never refused by it. A source with no failure for Window is forgotten. Defaults: 5,
+// 1m, 30s, loopback exempt: a guesser gets 5 tries, then one every 30s.
+type AuthFailures struct {
+	Max        *int     `yaml:"max"`         // default 5; 0 = no budget
+	Window     Duration `yaml:"window"`      // default 1m
+	BackoffMax Duration `yaml:"backoff_max"` // default 30s
+	// ExemptLoopback leaves loopback sources uncounted: the host's own programs, and
+	// every client at once behind a proxy on the host. Default true.
+	ExemptLoopback *bool `yaml:"exempt_loopback"`
 }
 
 // ensureDefaults fills l from the profile's d.
@@ -56,6 +80,10 @@ func (l *Limits) ensureDefaults(d *Limits) {
 	orDefault(&l.MaxTopicLevels, d.MaxTopicLevels)
 	nilDefault(&l.MaxSubscriptions, d.MaxSubscriptions)
 	orDefault(&l.MaxTLSHandshakes, d.MaxTLSHandshakes)
+	nilDefault(&l.AuthFailures.Max, d.AuthFailures.Max)
+	orDefault(&l.AuthFailures.Window, d.AuthFailures.Window)
+	orDefault(&l.AuthFailures.BackoffMax, d.AuthFailures.BackoffMax)
+	nilDefault(&l.AuthFailures.ExemptLoopback, d.AuthFailures.ExemptLoopback)
 	if l.PublishRate > 0 && l.PublishBurst == 0 {
 		l.PublishBurst = l.PublishRate // one second's worth
 	}
@@ -63,7 +91,9 @@ func (l *Limits) ensureDefaults(d *Limits) {
 
 // limitsDefaults are the profile-independent defaults.
 func limitsDefaults() Limits {
-	return Limits{ConnectRate: ptr(100), ConnectBurst: 500, MaxTopicLength: 4096, MaxTopicLevels: 128}
+	return Limits{ConnectRate: ptr(100), ConnectBurst: 500, MaxTopicLength: 4096, MaxTopicLevels: 128,
+		AuthFailures: AuthFailures{Max: ptr(5), Window: Duration(time.Minute), BackoffMax: Duration(30 * time.Second),
+			ExemptLoopback: ptr(true)}}
 }
 
 // validate reports the out-of-range limits.
@@ -78,6 +108,13 @@ func (l *Limits) validate(errs *errorList) {
 	between(errs, "limits.publish_rate", l.PublishRate, 0, maxInt32)
 	between(errs, "limits.publish_burst", l.PublishBurst, 0, maxInt32)
 	between(errs, "limits.max_tls_handshakes", l.MaxTLSHandshakes, 0, 1<<20)
+	between(errs, "limits.auth_failures.max", valueOr(l.AuthFailures.Max), 0, 65535)
+	if l.AuthFailures.Window != 0 { // unset before EnsureDefaults
+		positive(errs, "limits.auth_failures.window", l.AuthFailures.Window)
+	}
+	if l.AuthFailures.BackoffMax != 0 {
+		positive(errs, "limits.auth_failures.backoff_max", l.AuthFailures.BackoffMax)
+	}
 }
 
 // valueOr is *p, or 0 for an unset field (Validate before EnsureDefaults).

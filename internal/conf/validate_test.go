@@ -19,6 +19,14 @@ func TestValidate(t *testing.T) {
 		set  func(*Config)
 		want string // "" means valid; else the expected "field: message" (a prefix suffices)
 	}{
+		// limits
+		{"limits.auth_failures.max=-1", func(c *Config) { c.Limits.AuthFailures.Max = ptr(-1) },
+			`limits.auth_failures.max: -1 is out of range 0..65535`},
+		{"limits.auth_failures.max=0", func(c *Config) { c.Limits.AuthFailures.Max = ptr(0) }, ""},
+		{"limits.auth_failures.window=-1s", func(c *Config) { c.Limits.AuthFailures.Window = Duration(-time.Second) },
+			`limits.auth_failures.window: must be positive, got -1s`},
+		{"limits.auth_failures.backoff_max=-1s", func(c *Config) { c.Limits.AuthFailures.BackoffMax = Duration(-time.Second) },
+			`limits.auth_failures.backoff_max: must be positive, got -1s`},
 		// listeners
 		{"listeners[0].type=udp", func(c *Config) { c.Listeners[0].Type = "udp" },
 			`listeners[0].type: "udp" is not one of tcp, tls, ws, wss`},

@@ -61,6 +61,12 @@ type Registry struct {
 	// Denied counts operations the ACL or a limit refused, by action (publish,
 	// subscribe, will, deliver, max_subscriptions, publish_rate).
 	Denied *CounterVec
+	// AuthFailures counts failed password checks (and enhanced authentications): what
+	// the failure budget of each source (limits.auth_failures) counts.
+	AuthFailures *Counter
+	// AuthThrottled counts CONNECTs and AUTH steps refused without a check, their
+	// source over its failure budget.
+	AuthThrottled *Counter
 }
 
 // New returns a Registry with the broker's series registered. load supplies the inputs
@@ -92,11 +98,15 @@ func New(load func() LoadInput) *Registry {
 	retained := NewGaugeVec("bifrost_retained_messages_current", "Retained messages held.")
 	r.BytesReceived, r.BytesSent = bytesRecv.WithLabelValues(), bytesSent.WithLabelValues()
 	r.Subscriptions, r.RetainedMessages = subs.WithLabelValues(), retained.WithLabelValues()
+	authFailures := NewCounterVec("bifrost_auth_failures_total", "Failed password checks and enhanced authentications.")
+	authThrottled := NewCounterVec("bifrost_auth_throttled_total",
+		"CONNECTs and AUTH steps refused unchecked, their source over its failure budget (limits.auth_failures).")
+	r.AuthFailures, r.AuthThrottled = authFailures.WithLabelValues(), authThrottled.WithLabelValues()
 	loadGauge := NewGaugeFunc("bifrost_load", "Load from 0 (idle) to 1 (full): the most used of connections and memory.",
 		func() float64 { return r.Load().Load })
 
 	for _, c := range []Collector{loadGauge, r.ConnectionsCurrent, r.ConnectionsTotal, received, sent,
-		r.MessagesDropped, bytesRecv, bytesSent, subs, retained, r.ConnectsRefused, r.Denied} {
+		r.MessagesDropped, bytesRecv, bytesSent, subs, retained, r.ConnectsRefused, r.Denied, authFailures, authThrottled} {
 		if err := r.Register(c); err != nil {
 			panic(err) // the names above are distinct
 		}
