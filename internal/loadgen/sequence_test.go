@@ -3,6 +3,7 @@ package loadgen
 import (
 	"encoding/binary"
 	"slices"
+	"sync/atomic"
 	"testing"
 )
 
@@ -35,9 +36,10 @@ func TestSeqSet(t *testing.T) {
 func TestSubscriberSequences(t *testing.T) {
 	pubs := []*publisher{{}, {}, {}}
 	for _, p := range pubs {
+		p.recv = make([]atomic.Int64, 1)
 		p.wakeAt.Store(1 << 62)
 	}
-	s := newSubscriber(nil, pubs, 1, 1) // due publisher 1 only, as in pair
+	s := newSubscriber(nil, pubs, 1, 1, 0) // due publisher 1 only, as in pair
 	payload := func(pub, seq uint32) []byte {
 		b := make([]byte, headerSize)
 		binary.BigEndian.PutUint64(b, uint64(now()))
@@ -50,7 +52,7 @@ func TestSubscriberSequences(t *testing.T) {
 	if want := []bool{true, true, false, false, false, false}; !slices.Equal(got, want) {
 		t.Fatalf("deliver reported %v, want %v", got, want)
 	}
-	if d := pubs[1].delivered.Load(); d != 2 || s.foreign != 3 {
+	if d := pubs[1].received(); d != 2 || s.foreign != 3 {
 		t.Fatalf("publisher credited %d, foreign %d; want 2, 3", d, s.foreign)
 	}
 	pubs[1].sent.Store(3)

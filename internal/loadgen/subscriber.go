@@ -19,6 +19,7 @@ type subscriber struct {
 	// until it returns.
 	seqs  []seqSet
 	first int
+	slot  int       // this subscriber's counter in each of those publishers' recv
 	hist  Histogram // owned by recvLoop until it returns
 
 	received atomic.Int64 // deliveries, each message once: duplicates are in seqs
@@ -26,9 +27,10 @@ type subscriber struct {
 	foreign  int64        // PUBLISHes not from this run's publishers due here; recvLoop only
 }
 
-// newSubscriber returns a subscriber on c due the messages of pubs[first:first+n].
-func newSubscriber(c *client, pubs []*publisher, first, n int) *subscriber {
-	return &subscriber{c: c, pubs: pubs, first: first, seqs: make([]seqSet, n)}
+// newSubscriber returns a subscriber on c due the messages of pubs[first:first+n],
+// counting them in the publishers' recv[slot].
+func newSubscriber(c *client, pubs []*publisher, first, n, slot int) *subscriber {
+	return &subscriber{c: c, pubs: pubs, first: first, seqs: make([]seqSet, n), slot: slot}
 }
 
 // recvLoop reads until the connection ends and returns the error that ended it, nil when
@@ -109,7 +111,7 @@ func (s *subscriber) deliver(payload []byte) bool {
 	sentAt := int64(binary.BigEndian.Uint64(payload))
 	s.hist.Record(time.Duration(now() - sentAt))
 	p := s.pubs[i]
-	if p.delivered.Add(1) >= p.wakeAt.Load() {
+	if p.recv[s.slot].Add(1) >= p.wakeAt.Load() {
 		p.signal()
 	}
 	return true

@@ -81,9 +81,9 @@ func runTraffic(ctx context.Context, o *Options, errs *errorLog) (*Report, error
 	subs := make([]*subscriber, nSubs)
 	for i, c := range subClients {
 		if o.Mode == ModePair {
-			subs[i] = newSubscriber(c, pubs, i, 1)
+			subs[i] = newSubscriber(c, pubs, i, 1, 0)
 		} else {
-			subs[i] = newSubscriber(c, pubs, 0, nPubs)
+			subs[i] = newSubscriber(c, pubs, 0, nPubs, i)
 		}
 	}
 
