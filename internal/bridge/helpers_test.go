@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -115,6 +117,28 @@ func (m *mosquitto) start() {
 		}
 		return err == nil
 	})
+}
+
+// inFlightTo is how many QoS 1 and 2 PUBLISHes Mosquitto has sent the client id whose
+// exchange has not ended (PUBACK, PUBCOMP), read from its log, which says what it did in
+// the order it did it. A restart's restored messages are not in the log: the count holds
+// until Mosquitto restarts with messages in flight.
+func (m *mosquitto) inFlightTo(id string) int {
+	m.mu.Lock()
+	log := m.log.String()
+	m.mu.Unlock()
+	q := regexp.QuoteMeta(id)
+	sent := regexp.MustCompile(`Sending PUBLISH to ` + q + ` \(d\d, q[12], r\d, m(\d+),`)
+	ended := regexp.MustCompile(`Received PUB(?:ACK|COMP) from ` + q + ` \(Mid: (\d+)`)
+	open := map[string]bool{}
+	for line := range strings.Lines(log) {
+		if s := sent.FindStringSubmatch(line); s != nil {
+			open[s[1]] = true
+		} else if e := ended.FindStringSubmatch(line); e != nil {
+			delete(open, e[1])
+		}
+	}
+	return len(open)
 }
 
 // stop sends sig to the process (by its PID) and waits for it to exit.
@@ -259,16 +283,25 @@ func client(t testing.TB, addr, id string, clean bool, filter string) (paho.Clie
 func clientQoS(t testing.TB, addr, id string, clean bool, filter string, qos byte) (paho.Client, *inbox) {
 	t.Helper()
 	in := &inbox{}
+	return clientInto(t, addr, id, clean, filter, qos, in), in
+}
+
+// clientInto is clientQoS recording into in: a client that comes back to its broker
+// (after a restart) adds to what it had received.
+//
+// The client never reconnects by itself: paho.mqtt.golang v1.5.1's reconnect races, its
+// resume marking DUP on a stored PUBLISH that the lost connection's writer may still be
+// encoding (the race detector reports it; eclipse-paho/paho.mqtt.golang#703). A test
+// whose broker goes away disconnects the client and connects a new one when the broker
+// is back.
+func clientInto(t testing.TB, addr, id string, clean bool, filter string, qos byte, in *inbox) paho.Client {
+	t.Helper()
 	o := paho.NewClientOptions().AddBroker("tcp://" + addr).SetClientID(id).SetCleanSession(clean).
-		SetAutoReconnect(true).SetConnectRetry(true).SetConnectRetryInterval(50 * time.Millisecond).
-		SetMaxReconnectInterval(200 * time.Millisecond).SetOrderMatters(false)
+		SetAutoReconnect(false).SetConnectRetry(true).SetConnectRetryInterval(50 * time.Millisecond).SetOrderMatters(false)
 	if filter != "" {
 		// A resumed session's messages may come before Subscribe registers its handler:
 		// without a default one, Paho acknowledges and drops them.
 		o.SetDefaultPublishHandler(in.add)
-		o.SetOnConnectHandler(func(c paho.Client) {
-			c.Subscribe(filter, qos, in.add)
-		})
 	}
 	c := paho.NewClient(o)
 	if tok := c.Connect(); !tok.WaitTimeout(testenv.Timeout) || tok.Error() != nil {
@@ -280,7 +313,7 @@ func clientQoS(t testing.TB, addr, id string, clean bool, filter string, qos byt
 		}
 	}
 	t.Cleanup(func() { c.Disconnect(100) })
-	return c, in
+	return c
 }
 
 // publish publishes and waits for the broker's acknowledgement (QoS 1) or the write.

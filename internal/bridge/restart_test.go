@@ -42,7 +42,7 @@ func remoteRestart(t *testing.T, proto string, sig syscall.Signal) {
 	bc.RestartTimeout, bc.RestartTimeoutMax = conf.Duration(time.Second), conf.Duration(time.Second)
 	_, addr, set := startBifrost(t, bc)
 	br := set.Bridges()[0]
-	_, remote := client(t, mq.addr(), "remote-sub", false, "q/#")
+	sub, remote := client(t, mq.addr(), "remote-sub", false, "q/#")
 	pub, _ := client(t, addr, "local-pub", true, "")
 	probe(t, pub, "q/probe", remote)
 
@@ -63,10 +63,12 @@ func remoteRestart(t *testing.T, proto string, sig syscall.Signal) {
 		}
 	}
 	send(n / 3)
+	sub.Disconnect(100) // its session stays: with SIGTERM, Mosquitto saves what it queues there
 	mq.stop(sig)
 	testenv.WaitFor(t, "the bridge to see the remote go", func() bool { return !br.Stats().Up })
 	send(n / 2) // queued while the remote is down
 	mq.start()
+	clientInto(t, mq.addr(), "remote-sub", false, "q/#", 1, remote)
 	send(n)
 	testenv.WaitFor(t, "the remote to acknowledge every message", func() bool {
 		st := br.Stats()

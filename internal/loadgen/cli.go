@@ -18,7 +18,7 @@ const Usage = `usage: bifrost-bench MODE [flags]
 
 modes:
   conns    open -n idle connections; with -pid, the broker's RSS and PSS per connection
-  fanin    -pubs publishers -> 1 subscriber, one topic
+  fanin    -pubs publishers -> -subs subscribers (default 1), one topic
   fanout   1 publisher -> -subs subscribers, one topic
   pair     -pairs publisher/subscriber pairs, a topic each
   churn    -concurrency clients connect and disconnect as fast as they can for -duration;
@@ -49,7 +49,7 @@ conns flags:
 
 fanin, fanout, pair flags:
   -pub-addr IP:PORT the publishers' broker address, another node of a cluster (default -addr)
-  -pubs P / -subs S / -pairs K   (default 10 each)
+  -pubs P / -subs S / -pairs K   (default 10 each; fanin -subs: 1)
   -size B           payload bytes, at least 16 (default 64)
   -rate R           messages per second per publisher; 0: as fast as the window allows (default 0)
   -inflight W       window per publisher: unacknowledged (QoS 1/2) and, with -rate 0,
@@ -101,7 +101,7 @@ func Main(args []string, stdout, stderr io.Writer, self []string) int {
 	fs.IntVar(&o.PerProcess, "per-proc", 9000, "")
 	fs.IntVar(&o.KeepAlive, "keepalive", 0, "")
 	fs.IntVar(&o.Publishers, "pubs", 10, "")
-	fs.IntVar(&o.Subscribers, "subs", 10, "")
+	fs.IntVar(&o.Subscribers, "subs", 0, "") // 0: the mode's default (EnsureDefaults)
 	fs.IntVar(&o.Pairs, "pairs", 10, "")
 	fs.IntVar(&o.Size, "size", 64, "")
 	fs.Float64Var(&o.Rate, "rate", 0, "")

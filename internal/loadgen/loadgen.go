@@ -12,15 +12,17 @@
 //     as its RLIMIT_NOFILE allows, so past Options.PerProcess connections the run
 //     re-executes the binary as worker processes, each holding a share, and adds up their
 //     reports. Connections come from several loopback source addresses (127.0.0.2, ...).
-//   - fanin (P publishers, 1 subscriber), fanout (1 publisher, S subscribers) and pair
-//     (K publisher/subscriber pairs, a topic each) send PUBLISHes at QoS 0, 1 or 2 and
-//     report messages per second sent and received, the messages lost, the latency
-//     percentiles, and, given the pid, the broker's CPU time and messages per broker
-//     CPU-second.
+//   - fanin (P publishers, S subscribers, 1 by default, on one topic), fanout (1
+//     publisher, S subscribers) and pair (K publisher/subscriber pairs, a topic each)
+//     send PUBLISHes at QoS 0, 1 or 2 and report messages per second sent and received,
+//     the messages lost, duplicated and out of order, the latency percentiles, and,
+//     given the pid, the broker's CPU time and messages per broker CPU-second.
 //
 // Latency is measured within this process: every payload starts with the publisher's send
 // time on the monotonic clock, its publisher's index and a sequence number (16 bytes, so
-// payloads are at least that large), and the subscriber that receives it subtracts.
+// payloads are at least that large), and the subscriber that receives it subtracts. The
+// subscriber also marks the sequence number in a bit set per publisher (sequence.go), so
+// that a message missing is told apart from one delivered twice, and named.
 //
 // The load is generated on raw TCP connections with bifrost's own codec (internal/packet),
 // one goroutine per connection, each publisher writing a pre-encoded PUBLISH whose packet

@@ -94,14 +94,16 @@ func TestTraffic(t *testing.T) {
 		due     int64
 	}{
 		{loadgen.ModeFanOut, 2, packet.V5, 0, 50 * 5},
+		{loadgen.ModeFanIn, 1, packet.V311, 0, 50 * 3 * 5},
 		{loadgen.ModePair, 1, packet.V5, 0, 50 * 3},
 		{loadgen.ModePair, 0, packet.V311, 2000, 50 * 3},
 	} {
 		t.Run(fmt.Sprintf("%s/QoS=%d/%v", tc.mode, tc.qos, tc.version), func(t *testing.T) {
 			r := run(t, &loadgen.Options{Mode: tc.mode, Addr: addr, QoS: tc.qos, Version: tc.version,
-				Count: 50, Subscribers: 5, Pairs: 3, Rate: tc.rate, RecvMax: 100})
-			if tr := r.Traffic; tr.Expected != tc.due || tr.Received != tc.due || tr.Lost != 0 {
-				t.Fatalf("expected %d, received %d, lost %d; want %d, %d, 0", tr.Expected, tr.Received, tr.Lost, tc.due, tc.due)
+				Count: 50, Publishers: 3, Subscribers: 5, Pairs: 3, Rate: tc.rate, RecvMax: 100})
+			if tr := r.Traffic; tr.Expected != tc.due || tr.Received != tc.due || tr.Lost != 0 || tr.Duplicates != 0 || tr.Reordered != 0 {
+				t.Fatalf("expected %d, received %d, lost %d, duplicates %d, reordered %d; want %d, %d, 0, 0, 0",
+					tr.Expected, tr.Received, tr.Lost, tr.Duplicates, tr.Reordered, tc.due, tc.due)
 			}
 		})
 	}

@@ -13,7 +13,7 @@ import (
 // The kinds of run: the values of Options.Mode.
 const (
 	ModeConns  = "conns"  // idle connections and the broker's memory per connection
-	ModeFanIn  = "fanin"  // P publishers, 1 subscriber, one topic
+	ModeFanIn  = "fanin"  // P publishers, S subscribers (default 1), one topic
 	ModeFanOut = "fanout" // 1 publisher, S subscribers, one topic
 	ModePair   = "pair"   // K publishers and K subscribers, a topic per pair
 	ModeChurn  = "churn"  // connect and disconnect as fast as possible, then the broker's leftovers
@@ -61,7 +61,7 @@ type Options struct {
 	Duration    time.Duration // sending time; default 10s unless Count is set
 	Count       int           // messages per publisher at most; 0: no limit but Duration
 	Publishers  int           // fanin; default 10
-	Subscribers int           // fanout; default 10
+	Subscribers int           // fanout, default 10; fanin, default 1
 	Pairs       int           // pair; default 10
 	RecvMax     int           // 5.0 subscribers' Receive Maximum; 0: not sent (the spec's 65535)
 	// SessionExpiry makes the subscribers' sessions persistent, so that the broker stores
@@ -104,6 +104,9 @@ func (o *Options) EnsureDefaults() {
 		o.Duration = 10 * time.Second
 	}
 	def(&o.Publishers, 10)
+	if o.Mode == ModeFanIn {
+		def(&o.Subscribers, 1)
+	}
 	def(&o.Subscribers, 10)
 	def(&o.Pairs, 10)
 	if o.Log == nil {
@@ -176,7 +179,7 @@ func (o *Options) Validate() error {
 func (o *Options) trafficConns() int {
 	switch o.Mode {
 	case ModeFanIn:
-		return o.Publishers + 1
+		return o.Publishers + o.Subscribers
 	case ModeFanOut:
 		return o.Subscribers + 1
 	case ModePair:
@@ -235,7 +238,7 @@ func (o *Options) params() Params {
 func (o *Options) topology() (pubs, subs int) {
 	switch o.Mode {
 	case ModeFanIn:
-		return o.Publishers, 1
+		return o.Publishers, o.Subscribers
 	case ModeFanOut:
 		return 1, o.Subscribers
 	case ModePair:

@@ -25,7 +25,7 @@ type publisher struct {
 	c     *client
 	index uint32
 	qos   byte
-	subs  int64 // deliveries due per message
+	subs  int64 // deliveries due per message: the subscribers due it, each with a slot in recv
 
 	// tmpl is one encoded PUBLISH; pidAt and payAt are the offsets of its packet
 	// identifier (QoS 1 and 2) and payload, which each copy patches.
@@ -38,12 +38,14 @@ type publisher struct {
 	nextPID  uint16
 
 	wake   chan struct{} // capacity 1: an acknowledgement or delivery may have opened the window
-	wakeAt atomic.Int64  // the delivered count at which subscribers wake run; MaxInt64: never
+	wakeAt atomic.Int64  // the received count at which a subscriber wakes run; MaxInt64: never
 
-	sent       atomic.Int64 // PUBLISHes written
-	delivered  atomic.Int64 // deliveries of this publisher's messages, counted by subscribers
+	sent atomic.Int64 // PUBLISHes written
+	// recv counts, for each subscriber due this publisher's messages, the ones it has
+	// received (each once), by the subscriber's slot.
+	recv       []atomic.Int64
 	acked      atomic.Int64 // PUBACKs or PUBCOMPs
-	writtenOff int64        // deliveries given up on by the closed loop; run only
+	writtenOff int64        // messages given up on by the closed loop; run only
 	stalls     int64        // times the closed loop gave up; run only
 
 	firstSend, lastSend int64 // now() of the first and last write; run only
@@ -57,7 +59,8 @@ func (s *pidSet) set(id uint16)      { s[id>>6] |= 1 << (id & 63) }
 func (s *pidSet) clear(id uint16)    { s[id>>6] &^= 1 << (id & 63) }
 
 func newPublisher(c *client, index int, topic string, qos byte, size int, subs int) *publisher {
-	p := &publisher{c: c, index: uint32(index), qos: qos, subs: int64(subs), wake: make(chan struct{}, 1)}
+	p := &publisher{c: c, index: uint32(index), qos: qos, subs: int64(subs), recv: make([]atomic.Int64, subs),
+		wake: make(chan struct{}, 1)}
 	p.wakeAt.Store(math.MaxInt64)
 	pp := packet.Publish{Topic: []byte(topic), QoS: qos, Payload: make([]byte, size)}
 	if qos > 0 {
@@ -71,6 +74,16 @@ func newPublisher(c *client, index int, topic string, qos byte, size int, subs i
 	}
 	binary.BigEndian.PutUint32(p.tmpl[p.payAt+8:], p.index)
 	return p
+}
+
+// received returns how many of its messages every subscriber due them has received:
+// the slowest subscriber's count.
+func (p *publisher) received() int64 {
+	least := int64(math.MaxInt64)
+	for i := range p.recv {
+		least = min(least, p.recv[i].Load())
+	}
+	return least
 }
 
 // signal wakes run if it waits; it never blocks.
@@ -98,7 +111,7 @@ func (p *publisher) run(pc pace, stop <-chan struct{}) error {
 	start := time.Now()
 	refill := int64(max(1, min(pc.window/4, maxBatch)))
 	var stalledSince int64 // now() when the closed-loop window was last found shut, 0: open
-	var stalledAt int64    // delivered count then
+	var stalledAt int64    // received count then
 	for {
 		select {
 		case <-stop:
@@ -128,17 +141,20 @@ func (p *publisher) run(pc pace, stop <-chan struct{}) error {
 		} else {
 			// Closed loop. Send once the window has room for a batch (a quarter of the
 			// window, or what the count leaves), so that a slow broker gets batches rather
-			// than one write per delivery, and sleep until then.
+			// than one write per delivery, and sleep until then. The window counts the
+			// messages the slowest subscriber has not received yet: counting deliveries
+			// over all subscribers would let one of S lag S windows behind.
 			least := min(refill, n)
-			out := sent*p.subs - p.delivered.Load() - p.writtenOff
-			room := int64(pc.window) - (out+p.subs-1)/p.subs
+			out := sent - p.received() - p.writtenOff
+			room := int64(pc.window) - out
 			if room < least {
-				// Ask the subscribers to wake this loop once enough deliveries have
-				// arrived, then look again: they read wakeAt after counting, so either
-				// they see the new target or this load sees their count.
-				target := sent*p.subs - p.writtenOff - (int64(pc.window)-least)*p.subs
+				// Ask the subscribers to wake this loop once the slowest has received
+				// enough, then look again: each reads wakeAt after counting, so either
+				// the one that brings the least count to the target sees it or this load
+				// sees its count.
+				target := sent - p.writtenOff - (int64(pc.window) - least)
 				p.wakeAt.Store(target)
-				d := p.delivered.Load()
+				d := p.received()
 				switch {
 				case d >= target:
 					continue

@@ -64,3 +64,17 @@ func TestAllocPIDSkipsUsed(t *testing.T) {
 		t.Fatalf("allocPID across the wrap = %d, %d; want 65535, 4 (0 is never an identifier)", a, b)
 	}
 }
+
+// TestPublisherReceived: the closed loop's window counts what the slowest subscriber has
+// not received, not deliveries summed over subscribers.
+func TestPublisherReceived(t *testing.T) {
+	p := newPublisher(&client{v: packet.V311}, 0, "lg/run/fanin", 1, 40, 3)
+	for slot, n := range []int{5, 2, 7} {
+		for range n {
+			p.recv[slot].Add(1)
+		}
+	}
+	if got := p.received(); got != 2 {
+		t.Fatalf("received %d, want 2 (the slowest of 5, 2, 7)", got)
+	}
+}

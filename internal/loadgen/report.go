@@ -32,7 +32,7 @@ type ConnsResult struct {
 type TrafficResult struct {
 	Sent     int64   `json:"sent"`     // PUBLISHes written
 	Expected int64   `json:"expected"` // deliveries due: sent × subscribers of each message
-	Received int64   `json:"received"` // PUBLISHes the subscribers read
+	Received int64   `json:"received"` // deliveries due that the subscribers read, each once
 	Lost     int64   `json:"lost"`     // expected - received; for QoS 1 and 2 it must be 0
 	Acked    int64   `json:"acked"`    // QoS 1/2 PUBLISHes the broker acknowledged (PUBACK, PUBCOMP)
 	Stalls   int64   `json:"stalls"`   // closed-loop windows written off (see the package doc)
@@ -40,6 +40,13 @@ type TrafficResult struct {
 	RecvS    float64 `json:"recv_s"`   // from the first PUBLISH to the last delivery
 	SentRate float64 `json:"sent_rate"`
 	RecvRate float64 `json:"recv_rate"`
+
+	// Duplicates are deliveries of a message its subscriber had already; Reordered, the
+	// ones that came after a later message of the same publisher: the subscribers check
+	// every publisher's sequence numbers. Without reconnects QoS 1 must have no
+	// duplicates either, and none may be out of order (spec 4.6).
+	Duplicates int64 `json:"duplicates"`
+	Reordered  int64 `json:"reordered"`
 
 	Latency Latency `json:"latency_us"`
 }
@@ -206,7 +213,7 @@ func (r *Report) writeText(w io.Writer) {
 		if p.QoS > 0 && t.Lost != 0 {
 			fmt.Fprintf(w, " (QoS %d must lose none)", p.QoS)
 		}
-		fmt.Fprintln(w)
+		fmt.Fprintf(w, "; %d duplicate(s), %d out of order\n", t.Duplicates, t.Reordered)
 		l := t.Latency
 		fmt.Fprintf(w, "latency:  p50 %s  p99 %s  p99.9 %s  max %s  mean %s\n",
 			us(l.P50), us(l.P99), us(l.P999), us(l.Max), us(l.Mean))

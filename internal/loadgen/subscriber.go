@@ -9,15 +9,28 @@ import (
 )
 
 // A subscriber reads PUBLISHes on one connection, records their latency and credits the
-// publisher each came from, and acknowledges them as their QoS requires.
+// publisher each came from, checks each publisher's sequence numbers, and acknowledges
+// them as their QoS requires.
 type subscriber struct {
 	c    *client
 	pubs []*publisher // by index, as carried in the payload
-	hist Histogram    // owned by recvLoop until it returns
+	// seqs are the sequence numbers received from the publishers first to
+	// first+len(seqs)-1, the ones whose messages this subscriber is due; recvLoop's
+	// until it returns.
+	seqs  []seqSet
+	first int
+	slot  int       // this subscriber's counter in each of those publishers' recv
+	hist  Histogram // owned by recvLoop until it returns
 
-	received atomic.Int64
+	received atomic.Int64 // deliveries, each message once: duplicates are in seqs
 	last     atomic.Int64 // now() of the last delivery
-	foreign  int64        // PUBLISHes not from this run's publishers; recvLoop only
+	foreign  int64        // PUBLISHes not from this run's publishers due here; recvLoop only
+}
+
+// newSubscriber returns a subscriber on c due the messages of pubs[first:first+n],
+// counting them in the publishers' recv[slot].
+func newSubscriber(c *client, pubs []*publisher, first, n, slot int) *subscriber {
+	return &subscriber{c: c, pubs: pubs, first: first, seqs: make([]seqSet, n), slot: slot}
 }
 
 // recvLoop reads until the connection ends and returns the error that ended it, nil when
@@ -79,22 +92,26 @@ func (s *subscriber) recvLoop() error {
 	}
 }
 
-// deliver records one delivery: its latency, and a credit to its publisher, whom it
-// wakes when the publisher waits for that many. It reports false for a payload that no publisher of this run sent.
+// deliver records one delivery: its sequence number and, the first time, its latency and
+// a credit to its publisher, whom it wakes when the publisher waits for that many. It
+// reports whether this was the message's first delivery from a publisher due here.
 func (s *subscriber) deliver(payload []byte) bool {
 	if len(payload) < headerSize {
 		s.foreign++
 		return false
 	}
-	sentAt := int64(binary.BigEndian.Uint64(payload))
-	i := binary.BigEndian.Uint32(payload[8:])
-	if int(i) >= len(s.pubs) {
+	i := int(binary.BigEndian.Uint32(payload[8:]))
+	if i < s.first || i >= s.first+len(s.seqs) || i >= len(s.pubs) {
 		s.foreign++
 		return false
 	}
+	if !s.seqs[i-s.first].add(binary.BigEndian.Uint32(payload[12:])) {
+		return false // a duplicate
+	}
+	sentAt := int64(binary.BigEndian.Uint64(payload))
 	s.hist.Record(time.Duration(now() - sentAt))
 	p := s.pubs[i]
-	if p.delivered.Add(1) >= p.wakeAt.Load() {
+	if p.recv[s.slot].Add(1) >= p.wakeAt.Load() {
 		p.signal()
 	}
 	return true

@@ -36,9 +36,9 @@ func runTraffic(ctx context.Context, o *Options, errs *errorLog) (*Report, error
 	if o.Mode == ModePair {
 		topic = func(i int) string { return fmt.Sprintf("lg/%s/pair/%d", run, i) }
 	}
-	subsPerMsg := 1
-	if o.Mode == ModeFanOut {
-		subsPerMsg = nSubs
+	subsPerMsg := nSubs // fanin and fanout: every subscriber has the one topic
+	if o.Mode == ModePair {
+		subsPerMsg = 1
 	}
 
 	// Connections are opened a few at a time; every one is closed on the way out.
@@ -80,7 +80,11 @@ func runTraffic(ctx context.Context, o *Options, errs *errorLog) (*Report, error
 	}
 	subs := make([]*subscriber, nSubs)
 	for i, c := range subClients {
-		subs[i] = &subscriber{c: c, pubs: pubs}
+		if o.Mode == ModePair {
+			subs[i] = newSubscriber(c, pubs, i, 1, 0)
+		} else {
+			subs[i] = newSubscriber(c, pubs, 0, nPubs, i)
+		}
 	}
 
 	var readers sync.WaitGroup
@@ -203,6 +207,7 @@ func runTraffic(ctx context.Context, o *Options, errs *errorLog) (*Report, error
 	if foreign > 0 {
 		errs.add("subscriber", fmt.Errorf("%d PUBLISHes from outside this run", foreign))
 	}
+	checkSequences(r, pubs, subs, o.QoS, errs)
 	if firstSend == 0 {
 		firstSend = start
 	}
@@ -220,6 +225,32 @@ func runTraffic(ctx context.Context, o *Options, errs *errorLog) (*Report, error
 		usage.MsgsPerCPUS = float64(r.Received) / usage.CPUS
 	}
 	return &Report{Traffic: r, Broker: usage}, nil
+}
+
+// checkSequences adds up what the subscribers' sequence numbers show (duplicates,
+// messages out of order) and names the first missing messages at QoS 1 and 2, where
+// none may be missing: which publisher's, which subscriber's, and whether the publisher
+// was told the broker had it.
+func checkSequences(r *TrafficResult, pubs []*publisher, subs []*subscriber, qos byte, errs *errorLog) {
+	for si, s := range subs {
+		for k := range s.seqs {
+			q := &s.seqs[k]
+			r.Duplicates += q.dups
+			r.Reordered += q.reordered
+			if qos == 0 {
+				continue
+			}
+			p := pubs[s.first+k]
+			n, first := q.missing(p.sent.Load(), errorsKept)
+			for _, seq := range first {
+				errs.add("missing", fmt.Errorf("subscriber %d: message %d of publisher %d (of %d missing there; the publisher has %d of %d acknowledged)",
+					si, seq, s.first+k, n, p.acked.Load(), p.sent.Load()))
+			}
+		}
+	}
+	if r.Duplicates > 0 && qos > 0 {
+		errs.add("duplicates", fmt.Errorf("%d deliveries of messages received already", r.Duplicates))
+	}
 }
 
 // awaitDeliveries waits until every delivery due has arrived (and, with acks, every PUBLISH has
