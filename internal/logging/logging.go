@@ -1,4 +1,5 @@
-// Package logging builds bifrost's structured logger from the log section of the config.
+// Package logging builds bifrost's structured logger from the log section of the config
+// (logging.go), and limits the lines of errors that repeat in a loop (limit.go).
 //
 // Every part logs through one *slog.Logger handed down from the broker; none calls the
 // slog default. The level lives in a *slog.LevelVar so that a live reload can change it

@@ -8,17 +8,39 @@
 // the goroutine that committed can turn it into an error with Recover and decide what
 // the database is worth after it. In any other goroutine (a flush, a compaction) the
 // panic stops the process, as Pebble intends.
+//
+// Pebble retries a failed flush or compaction at once and forever (on a full disk, tens
+// of times a second), reporting each failure through Errorf: NewLogger's Logger logs
+// those through a logging.Limiter, a line per kind a second.
 package pebbledb
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"syscall"
+	"time"
+
+	"github.com/bifrost-mqtt/bifrost/internal/logging"
 )
 
 // Logger sends Pebble's messages to Log: Infof at debug level (Pebble reports every
-// flush and compaction), Errorf at error level, Fatalf at error level and then a panic
-// with a *Fatal.
-type Logger struct{ Log *slog.Logger }
+// flush and compaction), Errorf at error level (through limit, if set), Fatalf at error
+// level and then a panic with a *Fatal.
+type Logger struct {
+	Log   *slog.Logger
+	limit *logging.Limiter
+}
+
+// errorEvery is the interval of a Logger's limiter: at most a line per kind of error
+// (Errorf's format and the error's errno) in it.
+const errorEvery = time.Second
+
+// NewLogger returns a Logger on log whose errors are limited to a line per kind per
+// errorEvery, with the count of those left out.
+func NewLogger(log *slog.Logger) Logger {
+	return Logger{Log: log, limit: logging.NewLimiter(log, errorEvery)}
+}
 
 // Infof implements pebble.Logger.
 func (l Logger) Infof(format string, args ...any) {
@@ -27,7 +49,25 @@ func (l Logger) Infof(format string, args ...any) {
 
 // Errorf implements pebble.Logger.
 func (l Logger) Errorf(format string, args ...any) {
-	l.Log.Error("pebble: " + fmt.Sprintf(format, args...))
+	msg := "pebble: " + fmt.Sprintf(format, args...)
+	if l.limit == nil {
+		l.Log.Error(msg)
+		return
+	}
+	l.limit.Log(slog.LevelError, errorKind(format, args), msg)
+}
+
+// errorKind is what tells one kind of Pebble error from another: the message's format and
+// the errno of its errors (a full disk, an I/O error), never the text, which names files.
+func errorKind(format string, args []any) string {
+	kind := format
+	for _, a := range args {
+		var errno syscall.Errno
+		if err, ok := a.(error); ok && errors.As(err, &errno) {
+			kind += " " + errno.Error()
+		}
+	}
+	return kind
 }
 
 // Fatalf implements pebble.Logger: it logs and panics with a *Fatal whose cause is the

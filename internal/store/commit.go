@@ -160,6 +160,7 @@ type iterator interface {
 // store is the Store of Open and NewMemory: the committer in front of an engine.
 type store struct {
 	eng      engine
+	dir      string // the engine's directory, for messages; "" in memory
 	log      *slog.Logger
 	policy   syncPolicy
 	maxQueue int // bytes of batches the queue holds before Commit blocks

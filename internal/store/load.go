@@ -307,6 +307,10 @@ func (l *loader) commitSweep() error {
 		return nil
 	}
 	if err := l.s.commitWait(&l.sweep); err != nil {
+		if e := noSpace("load", l.s.dir, fmt.Sprintf("deleting what a crash or expiry left behind (%d records)", l.sweep.Len()),
+			uint64(l.sweep.Size()), err); e != err {
+			return e
+		}
 		return fmt.Errorf("store: load: sweep: %w", err)
 	}
 	l.sweep.Reset()

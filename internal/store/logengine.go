@@ -125,7 +125,10 @@ func openLog(cfg conf.Store, log *slog.Logger, wrap func(logFile) logFile) (*sto
 	// The commit queue is bounded as the pebble engine's (commit.go, invariant 6), so
 	// that store.memtable_size keeps its meaning for the memory waiting batches pin.
 	maxQueue := max(int(cfg.MemtableSize/2), 256<<10)
-	return newStore(e, policy, time.Duration(cfg.SyncInterval), maxQueue, log), nil
+	warnLowSpace(log, dir, uint64(maxQueue), "a commit group writes up to half store.memtable_size, at least 256 KiB")
+	s := newStore(e, policy, time.Duration(cfg.SyncInterval), maxQueue, log)
+	s.dir = dir
+	return s, nil
 }
 
 // checkLogDir refuses a directory holding something other than the log engine's files:

@@ -65,14 +65,23 @@ func openPebble(cfg conf.Store, log *slog.Logger, fs vfs.FS) (*store, error) {
 			return nil, err
 		}
 	}
-	wal := &walWatch{FS: fs}
+	tables := &tableWatch{FS: fs, backoff: reopenBackoff}
+	wal := &walWatch{FS: tables}
+	flushes := new(flushWatch)
 	opts := pebbleOptions(cfg, wal, log)
+	opts.EventListener = flushes.listener()
 	if existing {
 		// Open an existing database at its own format: if it turns out not to be ours,
 		// it must leave as it came. Ours is raised to pebbleFormat after the check.
 		opts.FormatMajorVersion = pebble.FormatMinSupported
 	}
-	db, err := pebble.Open(dir, opts)
+	o := flushes.open(dir, opts)
+	db, err, stuck := o.wait()
+	if stuck {
+		err = stuckError("open", dir, err)
+		o.abandon(release) // it lets the directory go once space lets it complete
+		return nil, err
+	}
 	if err != nil {
 		release()
 		if fs == vfs.Default {
@@ -80,26 +89,46 @@ func openPebble(cfg conf.Store, log *slog.Logger, fs vfs.FS) (*store, error) {
 				return nil, held
 			}
 		}
-		return nil, fmt.Errorf("store: open %s: %w", dir, err)
+		return nil, openError(dir, err)
 	}
-	if err := format.Check(db, dir); err != nil {
-		_ = db.Close()
+	if err := checkFormat(db, dir); err != nil {
+		_ = closeDB(db)
 		release()
 		return nil, err
 	}
-	if db.FormatMajorVersion() < pebbleFormat {
-		if err := db.RatchetFormatMajorVersion(pebbleFormat); err != nil {
-			_ = db.Close()
-			release()
-			return nil, fmt.Errorf("store: open %s: %w", dir, err)
-		}
-	}
 	opts.FormatMajorVersion = pebbleFormat
 
-	e := &pebbleEngine{dir: dir, opts: opts, log: log, wal: wal, db: db, release: release,
+	e := &pebbleEngine{dir: dir, opts: opts, log: log, wal: wal, tables: tables, flushes: flushes, db: db, release: release,
 		chunkBytes: int(cfg.MemtableSize / 4), backoff: reopenBackoff}
 	maxQueue := max(int(cfg.MemtableSize/2), 256<<10)
-	return newStore(e, policy, time.Duration(cfg.SyncInterval), maxQueue, log), nil
+	warnLowSpace(log, dir, uint64(cfg.MemtableSize), "a memtable flush writes up to store.memtable_size")
+	s := newStore(e, policy, time.Duration(cfg.SyncInterval), maxQueue, log)
+	s.dir = dir
+	return s, nil
+}
+
+// openError is the error of a pebble.Open of dir that failed with err.
+func openError(dir string, err error) error {
+	if e := noSpace("open", dir, "opening the store", 0, err); e != err {
+		return e
+	}
+	return fmt.Errorf("store: open %s: %w", dir, err)
+}
+
+// checkFormat checks the format record of db (pebbledb.Format.Check) and raises an older
+// store to pebbleFormat, turning a fatal error of Pebble's (a write that a full disk
+// stopped) into an error.
+func checkFormat(db *pebble.DB, dir string) (err error) {
+	defer pebbledb.Recover(&err)
+	if err := format.Check(db, dir); err != nil {
+		return noSpace("open", dir, "writing the store's format record", 0, err)
+	}
+	if db.FormatMajorVersion() < pebbleFormat {
+		if err := db.RatchetFormatMajorVersion(pebbleFormat); err != nil {
+			return openError(dir, err)
+		}
+	}
+	return nil
 }
 
 // pebbleOptions sizes Pebble from cfg. Everything else is Pebble's default, which suits
@@ -110,7 +139,7 @@ func pebbleOptions(cfg conf.Store, fs vfs.FS, log *slog.Logger) *pebble.Options 
 		CacheSize:          int64(cfg.CacheSize),
 		MemTableSize:       uint64(cfg.MemtableSize),
 		FormatMajorVersion: pebbleFormat,
-		Logger:             pebbledb.Logger{Log: log},
+		Logger:             pebbledb.NewLogger(log),
 	}
 	// Pebble's default today, pinned: zstd is never used (package doc, Build).
 	for i := range opts.Levels {
@@ -152,12 +181,15 @@ func checkDir(fs vfs.FS, dir string) (existing bool, err error) {
 
 // pebbleEngine is the engine on disk. The committer calls write and flush; Load calls
 // iter. After a failed write or flush the database is closed and reopened by the next
-// write (package doc, Failures).
+// write (package doc, Failures); while Pebble cannot write its tables, commits are
+// refused (pebbleopen.go).
 type pebbleEngine struct {
 	dir        string
 	opts       *pebble.Options
 	log        *slog.Logger
 	wal        *walWatch
+	tables     *tableWatch
+	flushes    *flushWatch
 	chunkBytes int           // the most one Pebble batch takes (commit.go, invariant 4)
 	backoff    time.Duration // reopenBackoff; shorter in tests
 	release    func()        // lets go of the directory's claim (lock.go); nil once closed
@@ -167,11 +199,17 @@ type pebbleEngine struct {
 	db      *pebble.DB    // nil while broken
 	broken  error         // why db is nil
 	retryAt time.Time     // the earliest reopen
+	pending *dbOpen       // a reopen waiting for space, whose flush failed; nil if none
 	pb      *pebble.Batch // the committer's, reused from group to group
+
+	refusing bool // refuse refuses commits; the committer's
 }
 
 func (e *pebbleEngine) write(group []*Batch, sync bool) error {
 	if err := e.reopen(); err != nil {
+		return err
+	}
+	if err := e.refuse(); err != nil {
 		return err
 	}
 	e.mu.RLock()
@@ -180,6 +218,25 @@ func (e *pebbleEngine) write(group []*Batch, sync bool) error {
 	if err != nil {
 		e.fail(err)
 	}
+	return err
+}
+
+// refuse returns an error while Pebble cannot write its tables, logging when that starts
+// and ends: Pebble may stall a commit until a flush succeeds, so none is handed to it
+// meanwhile (pebbleopen.go). The committer is the only caller.
+func (e *pebbleEngine) refuse() error {
+	err := e.flushes.failing()
+	if err == nil {
+		err = e.tables.failedWithin(2 * e.tables.backoff)
+	}
+	switch {
+	case err != nil && !e.refusing:
+		e.log.Error("store: Pebble cannot write its tables; commits are refused until it can (it tries again once a second)",
+			slog.String("dir", e.dir), slog.Any("err", err))
+	case err == nil && e.refusing:
+		e.log.Info("store: Pebble writes its tables again; commits are accepted", slog.String("dir", e.dir))
+	}
+	e.refusing = err != nil
 	return err
 }
 
@@ -282,7 +339,9 @@ func (e *pebbleEngine) fail(cause error) {
 	e.retryAt = time.Now().Add(e.backoff)
 }
 
-// reopen opens the database again if a failure closed it and the backoff has passed.
+// reopen opens the database again if a failure closed it and the backoff has passed. A
+// reopen whose flush fails (a full disk) is kept pending, retried by Pebble once per
+// backoff, and adopted by the first reopen after it has completed.
 func (e *pebbleEngine) reopen() error {
 	e.mu.RLock()
 	ok := e.db != nil
@@ -295,17 +354,35 @@ func (e *pebbleEngine) reopen() error {
 	if e.db != nil {
 		return nil
 	}
-	if time.Now().Before(e.retryAt) {
-		return e.broken
+	var db *pebble.DB
+	var err error
+	if e.pending != nil {
+		if db, err, ok = e.pending.opened(); !ok {
+			return e.broken // still waiting for space
+		}
+		e.pending = nil
+	} else {
+		if time.Now().Before(e.retryAt) {
+			return e.broken
+		}
+		e.wal.reset()
+		o := e.flushes.open(e.dir, e.opts)
+		var stuck bool
+		if db, err, stuck = o.wait(); stuck {
+			e.pending = o
+			e.broken = stuckError("reopen", e.dir, err)
+			e.log.Error("store: the database cannot reopen until space is freed; commits fail meanwhile",
+				slog.String("dir", e.dir), slog.Any("err", e.broken))
+			return e.broken
+		}
 	}
-	e.wal.reset()
-	db, err := pebble.Open(e.dir, e.opts)
 	if err != nil {
 		e.broken = fmt.Errorf("reopen %s: %w", e.dir, err)
 		e.retryAt = time.Now().Add(e.backoff)
 		return e.broken
 	}
 	e.log.Info("store: reopened after a failed write", slog.String("dir", e.dir))
+	e.flushes.opened()
 	e.db, e.broken = db, nil
 	return nil
 }
@@ -322,6 +399,12 @@ func (e *pebbleEngine) iter(lower, upper []byte) (iterator, error) {
 func (e *pebbleEngine) close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.pending != nil { // it lets the directory go once space lets it complete
+		e.log.Warn("store: closed while reopening after a full disk: the database closes, and lets the directory go, once space is freed",
+			slog.String("dir", e.dir))
+		e.pending.abandon(e.release)
+		e.pending, e.release = nil, nil
+	}
 	if e.release != nil {
 		defer e.release() // after the database, and its lock, are let go
 		e.release = nil

@@ -47,7 +47,7 @@ func openPebble(fs vfs.FS, dir string, log *slog.Logger) (*pebble.DB, error) {
 		CacheSize:          cacheSize,
 		MemTableSize:       memTableSize,
 		FormatMajorVersion: pebbleFormat,
-		Logger:             pebbledb.Logger{Log: log},
+		Logger:             pebbledb.NewLogger(log),
 		FS:                 fs,
 	}
 	// Pebble's default today, pinned: zstd is never used (internal/store's package doc,

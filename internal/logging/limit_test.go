@@ -1,0 +1,66 @@
+package logging
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// lockedBuffer is a log's output, written from the limiter's timers too.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) lines() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Split(strings.TrimSpace(b.b.String()), "\n")
+}
+
+// TestLimiter: a flood of one key is a line per interval, the suppressed ones counted;
+// another key is logged at once; a key quiet for an interval is logged at once again.
+func TestLimiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out lockedBuffer
+		log := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{
+			ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+				if a.Key == slog.TimeKey {
+					return slog.Attr{}
+				}
+				return a
+			}}))
+		l := NewLimiter(log, time.Second)
+		for i := range 100 { // a line every 30 ms for 3 s
+			l.Log(slog.LevelError, "flood", "flood", "i", i)
+			if i == 10 {
+				l.Log(slog.LevelWarn, "other", "other")
+			}
+			time.Sleep(30 * time.Millisecond)
+		}
+		time.Sleep(3 * time.Second) // the windows end
+		l.Log(slog.LevelError, "flood", "flood", "i", "again")
+		want := []string{
+			`level=ERROR msg=flood i=0`,
+			`level=WARN msg=other`,
+			`level=ERROR msg=flood i=33 suppressed=33`,
+			`level=ERROR msg=flood i=66 suppressed=33`,
+			`level=ERROR msg=flood i=99 suppressed=33`,
+			`level=ERROR msg=flood i=again`,
+		}
+		got := out.lines()
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("logged:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	})
+}
