@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"log/slog"
 	"net"
 	"net/netip"
 	"sync"
@@ -248,10 +249,8 @@ func (b *Broker) authFailed(src source) {
 	if d == 0 {
 		return
 	}
-	if ok, suppressed := b.budgetLog.Allow(time.Now()); ok {
-		b.log.Info("auth: source blocked after failed logins", "source", src.String(), "for", d.String(),
-			"suppressed", suppressed)
-	}
+	b.budgetLog.Log(b.log, slog.LevelInfo, "blocked", "auth: source blocked after failed logins",
+		"source", src.String(), "for", d.String())
 }
 
 // throttled counts a CONNECT or AUTH step refused unchecked, its source blocked.

@@ -3,7 +3,6 @@ package broker
 import (
 	"log/slog"
 	"strings"
-	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
@@ -118,18 +117,10 @@ func foreign(s *session.Session, user string, realm uint8) bool {
 // a refused CONNECT.
 func (b *Broker) foreignDiscarded(s *session.Session, user string) {
 	b.stats.denied("foreign_session")
-	ok, suppressed := b.idLog.Allow(time.Now())
-	if !ok {
-		return
-	}
 	owner, realm := s.Identity()
 	what := "session of another user discarded; the connect starts clean"
 	if realm == session.NoRealm {
 		what = "session of unknown owner (from an older store, or an auth block gone) discarded; the connect starts clean"
 	}
-	attrs := []any{"client", s.ClientID(), "user", user, "owner", owner}
-	if suppressed > 0 {
-		attrs = append(attrs, slog.Uint64("suppressed", suppressed))
-	}
-	b.log.Info(what, attrs...)
+	b.idLog.Log(b.log, slog.LevelInfo, "foreign", what, "client", s.ClientID(), "user", user, "owner", owner)
 }

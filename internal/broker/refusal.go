@@ -14,8 +14,8 @@ import (
 // code) and logged at info, "connect refused", with why in a few words, the reason code,
 // the client id and user name the CONNECT carried and the remote address. An operator
 // must be able to tell a misconfigured bridge or a wrong password from the broker's side
-// alone. The log is rate-limited broker-wide (refusalLogBurst lines a second; the first
-// line after lines were held back says how many in "suppressed"), so that a password
+// alone. The log is rate-limited broker-wide (refusalLogBurst lines a second; the last
+// line held back in a second is logged when it ends, saying how many in "suppressed"), so that a password
 // guesser or a fleet with a bad config cannot fill the disk; the counter counts them all.
 
 // refusalLogBurst is how many refused CONNECTs are logged a second at most.
@@ -51,16 +51,8 @@ func (b *Broker) refuse(cl *client, v packet.Version, rc packet.ReasonCode, r re
 
 // logRefusal logs a refused CONNECT, within the refusal log's rate.
 func (b *Broker) logRefusal(cl *client, rc packet.ReasonCode, r refusal) {
-	ok, suppressed := b.refusals.Allow(time.Now())
-	if !ok {
-		return
-	}
-	attrs := []any{"reason", r.why, "code", rc.String(), "client", r.cid, "user", r.user,
-		"remote", cl.conn.RemoteAddr().String()}
-	if suppressed > 0 {
-		attrs = append(attrs, slog.Uint64("suppressed", suppressed))
-	}
-	b.log.Info("connect refused", attrs...)
+	b.refusals.Log(b.log, slog.LevelInfo, "connect refused", "connect refused", "reason", r.why, "code", rc.String(),
+		"client", r.cid, "user", r.user, "remote", cl.conn.RemoteAddr().String())
 }
 
 // willRefused says why checkWill refused a will with rc.

@@ -40,16 +40,16 @@ func TestLimiter(t *testing.T) {
 				}
 				return a
 			}}))
-		l := NewLimiter(log, time.Second)
+		l := NewLimiter(1, time.Second)
 		for i := range 100 { // a line every 30 ms for 3 s
-			l.Log(slog.LevelError, "flood", "flood", "i", i)
+			l.Log(log, slog.LevelError, "flood", "flood", "i", i)
 			if i == 10 {
-				l.Log(slog.LevelWarn, "other", "other")
+				l.Log(log, slog.LevelWarn, "other", "other")
 			}
 			time.Sleep(30 * time.Millisecond)
 		}
 		time.Sleep(3 * time.Second) // the windows end
-		l.Log(slog.LevelError, "flood", "flood", "i", "again")
+		l.Log(log, slog.LevelError, "flood", "flood", "i", "again")
 		want := []string{
 			`level=ERROR msg=flood i=0`,
 			`level=WARN msg=other`,
@@ -57,6 +57,39 @@ func TestLimiter(t *testing.T) {
 			`level=ERROR msg=flood i=66 suppressed=33`,
 			`level=ERROR msg=flood i=99 suppressed=33`,
 			`level=ERROR msg=flood i=again`,
+		}
+		got := out.lines()
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("logged:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	})
+}
+
+// TestLimiterBurst: burst lines of a key pass in a window, the rest are counted and the
+// last of them reported when it ends.
+func TestLimiterBurst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out lockedBuffer
+		log := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{
+			ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+				if a.Key == slog.TimeKey {
+					return slog.Attr{}
+				}
+				return a
+			}}))
+		l := NewLimiter(3, time.Second)
+		for i := range 10 {
+			l.Log(log, slog.LevelInfo, "k", "refused", "i", i)
+		}
+		time.Sleep(1500 * time.Millisecond)
+		l.Log(log, slog.LevelInfo, "k", "refused", "i", 10)
+		time.Sleep(3 * time.Second)
+		want := []string{
+			`level=INFO msg=refused i=0`,
+			`level=INFO msg=refused i=1`,
+			`level=INFO msg=refused i=2`,
+			`level=INFO msg=refused i=9 suppressed=7`,
+			`level=INFO msg=refused i=10`,
 		}
 		got := out.lines()
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {

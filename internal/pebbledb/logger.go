@@ -39,7 +39,7 @@ const errorEvery = time.Second
 // NewLogger returns a Logger on log whose errors are limited to a line per kind per
 // errorEvery, with the count of those left out.
 func NewLogger(log *slog.Logger) Logger {
-	return Logger{Log: log, limit: logging.NewLimiter(log, errorEvery)}
+	return Logger{Log: log, limit: logging.NewLimiter(1, errorEvery)}
 }
 
 // Infof implements pebble.Logger.
@@ -54,7 +54,7 @@ func (l Logger) Errorf(format string, args ...any) {
 		l.Log.Error(msg)
 		return
 	}
-	l.limit.Log(slog.LevelError, errorKind(format, args), msg)
+	l.limit.Log(l.Log, slog.LevelError, errorKind(format, args), msg)
 }
 
 // errorKind is what tells one kind of Pebble error from another: the message's format and
