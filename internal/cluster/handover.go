@@ -30,6 +30,10 @@ const (
 
 // handover finishes pc's claim at epoch, whose previous owner is prev (another node).
 func (c *Cluster) handover(pc pendingClaim, epoch uint64, prev string) {
+	if prev == unknownOwner {
+		c.afterLease(pc, epoch, prev, "claimed twice, and the first outcome is not known here")
+		return
+	}
 	m, live := c.ms.lookup(prev)
 	if !live || m.MetaErr != nil || m.Meta.RPC == "" {
 		c.afterLease(pc, epoch, prev, "not a live member")

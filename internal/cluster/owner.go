@@ -88,6 +88,7 @@ type ownership struct {
 	fence   fenceState    // fence.go
 	counts  ownerCounts   // owner_metrics.go
 	pending pendingClaims // owner_pending.go
+	traces  claimTraces   // owner_again.go
 }
 
 func (o *ownership) init() {
@@ -193,15 +194,20 @@ func (c *Cluster) applyClaims(ctx context.Context, batch []pendingClaim) {
 	}
 	self := c.cfg.NodeName
 	actx, cancel := context.WithCancel(leaseBound(ctx))
+	defer cancel()
 	stop := c.untilFenced(actx, cancel, fences)
-	res, err := c.Apply(actx, claims{node: self, ids: ids})
-	stop()
-	cancel()
+	tr := c.own.traces.trace(ids, c.raft.CommitIndex())
+	res, _, again, err := c.applyTracked(actx, claims{node: self, ids: ids})
 	var epoch uint64
 	var out []claimed
 	if err == nil {
 		epoch, out, err = decodeClaimed(res, len(ids))
 	}
+	if err == nil && again {
+		out = c.firstOutcome(actx, tr, epoch, out)
+	}
+	c.own.traces.end(tr)
+	stop()
 	if err != nil {
 		for _, pc := range batch {
 			pc.done(Claim{Err: err})
@@ -273,11 +279,15 @@ func (c *Cluster) releaseLoop(ctx context.Context) {
 }
 
 // applied is the FSM's hook: a claim by another node fences this node's connections of
-// its ids.
-func (c *Cluster) applied(cmd command, index uint64) {
+// its ids; one of this node's is traced (owner_again.go).
+func (c *Cluster) applied(cmd command, index uint64, result []byte) {
 	c.own.pending.applied(index)
 	cl, ok := cmd.(claims)
-	if !ok || cl.node == c.cfg.NodeName {
+	if !ok {
+		return
+	}
+	if cl.node == c.cfg.NodeName {
+		c.own.traces.applied(cl.ids, index, result)
 		return
 	}
 	c.own.counts.fenced.Add(uint64(len(cl.ids)))
