@@ -48,9 +48,14 @@ func TestPauseRejoin(t *testing.T) {
 // TestPauseLeaderClaim: the Raft leader is paused (SIGSTOP) and a client connects to a
 // follower at once. Its claim, forwarded to the paused leader, follows the leadership to
 // the one the others elect: the CONNACK is a success, well before mqtt.connect_timeout,
-// never 0x88. -rounds repeats the pause (each round pauses the leader of the moment).
+// never 0x88. A lease longer than the default keeps the followers serving through an
+// election slowed down by a loaded machine. -rounds repeats the pause (each round pauses
+// the leader of the moment).
 func TestPauseLeaderClaim(t *testing.T) {
-	c, _ := servingCluster(t, nil)
+	c, _ := servingCluster(t, func(_ int, k *nodeConfig) {
+		k.ClusterYAML = "    lease: 8s\n    claim_timeout: 15s\n"
+		k.YAML = "mqtt:\n  connect_timeout: 20s\n"
+	})
 	for round := range *rounds {
 		_, leader := c.waitFormed()
 		paused, others := c.split(leader, true)
