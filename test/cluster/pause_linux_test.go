@@ -26,8 +26,8 @@ import (
 // the pause.
 func TestPauseOwner(t *testing.T) {
 	c, leader := servingCluster(t, func(_ int, k *nodeConfig) {
-		k.ClusterYAML = "    lease: 3s\n    claim_timeout: 5s\n"
-		k.YAML = "mqtt:\n  connect_timeout: 6s\n"
+		k.ClusterYAML = "    lease: 4s\n    claim_timeout: 6s\n"
+		k.YAML = "mqtt:\n  connect_timeout: 7s\n"
 	})
 	owner, others := c.split(leader, false)
 	pub := mqtttest.DialRaw(t, others[1].mqttAddr())
@@ -90,7 +90,7 @@ func TestPauseOwner(t *testing.T) {
 			t.Fatalf("round %d: %s, woken after its lease, wrote %s to the connection it lost, %v after SIGCONT",
 				round+1, owner.name, describe(p), time.Since(woken).Round(time.Millisecond))
 		}
-		t.Logf("round %d: CONNACK on %s %v after %s was paused (lease 3s); %d messages read before SIGCONT, none after; the old connection closed %v after SIGCONT",
+		t.Logf("round %d: CONNACK on %s %v after %s was paused (lease 4s); %d messages read before SIGCONT, none after; the old connection closed %v after SIGCONT",
 			round+1, others[0].name, took.Round(time.Millisecond), owner.name, before, time.Since(woken).Round(time.Millisecond))
 		if err := moved.Send(packet.Pingreq{}); err != nil {
 			t.Fatal(err)
