@@ -185,18 +185,14 @@ func New(o Options) (*Broker, error) {
 	b.authPool.start = func(worker func()) bool {
 		return b.goRoutine("auth", func(context.Context) { worker() })
 	}
-	lo := listener.Options{
+	b.net = listener.New(b, listener.Options{
 		ConnectTimeout:   time.Duration(c.MQTT.ConnectTimeout),
 		MaxTLSHandshakes: c.Limits.MaxTLSHandshakes,
 		Logger:           b.log,
 		Admit:            b.admitAccepted,
 		DrainedAt:        b.lim.SlowBytes, // a session held back by it may write again (OnDrained)
-	}
-	if cl := o.Cluster; cl != nil {
-		// A node whose lease has ended writes nothing to its clients (cluster_owner.go).
-		lo.WriteFence = func() bool { return cl.WritableAt(now()) }
-	}
-	b.net = listener.New(b, lo)
+		WriteFence:       writeFence(o.Cluster),
+	})
 	b.rounds = make([]round, b.net.Pollers())
 	if o.Metrics != nil {
 		if err := o.Metrics.Register(newTLSCollector(b.net)); err != nil {

@@ -372,6 +372,15 @@ func (b *Broker) SelfFence() {
 	b.log.Warn("cluster: lost the raft leader; disconnected every client", "clients", len(online))
 }
 
+// writeFence is the listener's write fence of a node of cluster cl: a node whose lease
+// has ended writes nothing to its clients; nil (no fence) without a cluster.
+func writeFence(cl Cluster) func() bool {
+	if cl == nil {
+		return nil
+	}
+	return func() bool { return cl.WritableAt(now()) }
+}
+
 // unserved closes a connected client whose bytes arrive while this node may not serve
 // (v5 DISCONNECT 0x9C): the lease watch closes every client too, but a node waking from
 // a pause reads its sockets before the watch has run. The caller holds cl.mu.
