@@ -60,7 +60,7 @@ type Cluster struct {
 	// leader dies took 1.3-2.6 s here (docs/cluster-owner.md), so an election does not
 	// disconnect the survivors' clients; a cut-off node still lets its clients go
 	// elsewhere within seconds. A CONNECT that takes its client id from a node that does
-	// not answer waits the lease: it must leave a second (ClaimGrace) of ClaimTimeout.
+	// not answer waits the lease: it must leave a second (claimGrace) of ClaimTimeout.
 	Lease Duration `yaml:"lease"`
 	// ClaimTimeout bounds a CONNECT's claim of its client id, below mqtt.connect_timeout
 	// (which closes a connection without a CONNACK): the hand-over from the previous
@@ -91,9 +91,9 @@ const (
 	minClusterLease = Duration(time.Second)
 	// maxNodeName bounds node_name, which travels in every gossip message.
 	maxNodeName = 64
-	// ClaimGrace is the least claim_timeout must leave beside the lease: the claim's Raft
+	// claimGrace is the least claim_timeout must leave beside the lease: the claim's Raft
 	// entry's time.
-	ClaimGrace = Duration(time.Second)
+	claimGrace = Duration(time.Second)
 )
 
 // ensureDefaults fills the cluster block's zero fields. storeDir is store.dir, already
@@ -177,7 +177,7 @@ func (k *Cluster) validate(errs *errorList, storeDir string, connectTimeout Dura
 }
 
 // validateTimeouts checks the chain of a CONNECT's timeouts, each below the one that
-// bounds it: mqtt.connect_timeout > claim_timeout >= lease + ClaimGrace
+// bounds it: mqtt.connect_timeout > claim_timeout >= lease + claimGrace
 // (docs/cluster-owner.md, Timeouts).
 func (k *Cluster) validateTimeouts(errs *errorList, connectTimeout Duration) {
 	if k.ClaimTimeout <= 0 {
@@ -188,9 +188,9 @@ func (k *Cluster) validateTimeouts(errs *errorList, connectTimeout Duration) {
 		errs.add("cluster.claim_timeout", "%s is not below mqtt.connect_timeout (%s): a CONNECT would be closed without a CONNACK before its claim ends",
 			k.ClaimTimeout, connectTimeout)
 	}
-	if k.Lease >= minClusterLease && k.Lease+ClaimGrace > k.ClaimTimeout {
+	if k.Lease >= minClusterLease && k.Lease+claimGrace > k.ClaimTimeout {
 		errs.add("cluster.lease", "%s and %s for the claim do not fit in cluster.claim_timeout (%s): a CONNECT that takes its client id from a node that does not answer waits the lease",
-			k.Lease, ClaimGrace, k.ClaimTimeout)
+			k.Lease, claimGrace, k.ClaimTimeout)
 	}
 }
 
