@@ -210,6 +210,7 @@ func New(o Options) (*Broker, error) {
 		Logger:           b.log,
 		Admit:            b.admitAccepted,
 		DrainedAt:        b.lim.SlowBytes, // a session held back by it may write again (OnDrained)
+		WriteFence:       writeFence(o.Cluster),
 	})
 	b.rounds = make([]round, b.net.Pollers())
 	if o.Metrics != nil {

@@ -61,6 +61,12 @@ type ClusterOwner interface {
 	// on every read of a connected client's bytes, so that a node waking from a pause
 	// serves no packet before it knows it may.
 	ServingAt(now int64) bool
+	// WritableAt reports whether this node may still write to its clients at now (Unix
+	// ns): its lease has not ended (a little after serving ends, so that the DISCONNECTs
+	// of a self-fence go out). An atomic load, asked before every write to a connected
+	// client's socket (the listener's write fence), so that a node waking from a pause
+	// writes nothing, not even what it had encoded before.
+	WritableAt(now int64) bool
 }
 
 // ownerState is the broker's record of its claims; guarded by Broker.mu.
@@ -369,6 +375,15 @@ func (b *Broker) SelfFence() {
 		s.Disconnect(packet.UseAnotherServer)
 	}
 	b.log.Warn("cluster: lost the raft leader; disconnected every client", "clients", len(online))
+}
+
+// writeFence is the listener's write fence of a node of cluster cl: a node whose lease
+// has ended writes nothing to its clients; nil (no fence) without a cluster.
+func writeFence(cl Cluster) func() bool {
+	if cl == nil {
+		return nil
+	}
+	return func() bool { return cl.WritableAt(now()) }
 }
 
 // unserved closes a connected client whose bytes arrive while this node may not serve

@@ -124,6 +124,10 @@ func (n *fakeNode) ServingAt(int64) bool {
 	return ok
 }
 
+// WritableAt: the fake's clients are no sockets, which the write fence guards (the
+// listener's TestWriteFence).
+func (n *fakeNode) WritableAt(int64) bool { return true }
+
 func (n *fakeNode) Serving() (bool, string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -120,7 +120,8 @@ type Cluster struct {
 	lastWhy   string
 	published Meta
 
-	own ownership // owner.go: client-id claims, hand-over, the lease
+	own     ownership   // owner.go: client-id claims, hand-over, the lease
+	leaders leaderWatch // leader.go: the leadership forwarded Applies run under
 }
 
 // New returns a Cluster for o, not started: it opens nothing and starts no goroutine.
@@ -270,6 +271,7 @@ func (c *Cluster) start(ctx context.Context) error {
 			return err
 		}
 	}
+	c.spawn("cluster leader watch", c.watchLeader)
 	c.spawn("cluster control", c.control)
 	c.startOwnership()
 	c.spawn("cluster routes", func(ctx context.Context) { c.routes.run(ctx.Done()) })
@@ -521,9 +523,11 @@ type applyError struct{ error }
 
 // Apply appends cmd to the Raft log, on this node if it leads or forwarded to the leader
 // over gRPC, and returns the command's result once the leader has applied it. While there
-// is no leader (an election) it waits, up to ctx's deadline (applyTimeout without one). A
-// leader that fails mid-call may have applied the command before a retry applies it
-// again: commands are written to be idempotent.
+// is no leader (an election) it waits, up to ctx's deadline (applyTimeout without one); a
+// forwarded command whose leader changes before it answers goes to the next one. A
+// leader that fails mid-call, or is left so, may have applied the command before a retry
+// applies it again: commands are written to be idempotent (a claim's outcome is its first
+// application's: owner_again.go).
 func (c *Cluster) Apply(ctx context.Context, cmd Command) ([]byte, error) {
 	res, _, err := c.applyIndexed(ctx, cmd)
 	return res, err
@@ -531,6 +535,15 @@ func (c *Cluster) Apply(ctx context.Context, cmd Command) ([]byte, error) {
 
 // applyIndexed is Apply, and returns the index of the entry too.
 func (c *Cluster) applyIndexed(ctx context.Context, cmd Command) ([]byte, uint64, error) {
+	res, index, _, err := c.applyTracked(ctx, cmd)
+	return res, index, err
+}
+
+// applyTracked is applyIndexed, and tells whether an earlier attempt may have been
+// applied too (again): it reached a leader and got no answer, which was then tried
+// again (the leader changed, or failed mid-call). The entry at index is then the last of
+// the command's applications.
+func (c *Cluster) applyTracked(ctx context.Context, cmd Command) (res []byte, index uint64, again bool, err error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, applyTimeout)
@@ -540,60 +553,85 @@ func (c *Cluster) applyIndexed(ctx context.Context, cmd Command) ([]byte, uint64
 	start := time.Now()
 	for {
 		if c.ctx.Err() != nil {
-			return nil, 0, errClosed
+			return nil, 0, again, errClosed
 		}
-		via, res, index, err, retry := c.applyOnce(ctx, data)
-		if !retry {
-			if err == nil && c.mets != nil {
-				c.mets.apply.WithLabelValues(via).Observe(time.Since(start).Seconds())
+		a := c.applyOnce(ctx, data)
+		if !a.retry {
+			if a.err == nil && c.mets != nil {
+				c.mets.apply.WithLabelValues(a.via).Observe(time.Since(start).Seconds())
 			}
-			return res, index, err
+			return a.res, a.index, again, a.err
 		}
+		again = again || a.sent
 		select {
 		case <-ctx.Done():
-			return nil, 0, fmt.Errorf("cluster: apply: no leader took the command: %w", ctx.Err())
+			return nil, 0, again, fmt.Errorf("cluster: apply: no leader took the command: %w", ctx.Err())
 		case <-time.After(applyRetry):
 		}
 	}
 }
 
-// applyOnce tries the leader this node knows; retry means there is none, or it changed.
-func (c *Cluster) applyOnce(ctx context.Context, data []byte) (via string, res []byte, index uint64, err error, retry bool) {
+// An attempt is one try of an Apply: its outcome, or retry (there is no leader, or it
+// changed), with sent when the command reached a leader (it may have been applied).
+type attempt struct {
+	via   string
+	res   []byte
+	index uint64
+	err   error
+	retry bool
+	sent  bool
+}
+
+// applyOnce tries the leader this node knows. A command forwarded to it is given up
+// (retry) when the leader this node knows changes: a leader paused or cut off never
+// answers, and its followers elect another within an election or two, to which the
+// command goes next (leader.go).
+func (c *Cluster) applyOnce(ctx context.Context, data []byte) attempt {
 	if c.raft.State() == raft.Leader {
-		res, index, err = c.applyLocal(ctx, data)
+		res, index, err := c.applyLocal(ctx, data)
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
 			errors.Is(err, raft.ErrLeadershipTransferInProgress) {
-			return "", nil, 0, nil, true
+			return attempt{retry: true, sent: errors.Is(err, raft.ErrLeadershipLost)}
 		}
-		return "leader", res, index, err, false
+		return attempt{via: "leader", res: res, index: index, err: err}
 	}
+	leadership := c.leaders.current() // before the leader is read: a change after it ends this
 	addr, id := c.raft.LeaderWithID()
 	if id == "" {
-		return "", nil, 0, nil, true
+		return attempt{retry: true}
 	}
 	if m, ok := c.ms.lookup(string(id)); ok && m.Meta.RPC != "" {
 		addr = raft.ServerAddress(m.Meta.RPC)
 	}
 	until, err := c.validUntil(ctx)
 	if err != nil {
-		return "", nil, 0, err, false
+		return attempt{err: err}
 	}
 	cl, err := c.peers.client(string(id), string(addr))
 	if err != nil {
-		return "", nil, 0, err, !errors.Is(err, errClosed)
+		return attempt{err: err, retry: !errors.Is(err, errClosed)}
 	}
-	reply, err := cl.Apply(ctx, &clusterpb.ApplyRequest{Command: data, ValidUntil: until})
-	switch status.Code(err) {
-	case codes.OK:
-	case codes.FailedPrecondition, codes.Unavailable:
-		return "", nil, 0, nil, true
+	fctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(leadership, cancel)
+	reply, err := cl.Apply(fctx, &clusterpb.ApplyRequest{Command: data, ValidUntil: until})
+	stop()
+	cancel()
+	switch code := status.Code(err); {
+	case code == codes.OK:
+	case code == codes.FailedPrecondition, code == codes.Unavailable:
+		return attempt{retry: true, sent: true}
+	case leadership.Err() != nil && ctx.Err() == nil:
+		leader, _ := c.Leader()
+		c.log.Debug("cluster: apply: the leader changed while it had the command; sending it again",
+			"was", id, "now", leader)
+		return attempt{retry: true, sent: true}
 	default:
-		return "", nil, 0, fmt.Errorf("cluster: apply on %s: %w", id, err), false
+		return attempt{err: fmt.Errorf("cluster: apply on %s: %w", id, err)}
 	}
 	if reply.Error != "" {
-		return "forwarded", nil, reply.Index, applyError{errors.New(reply.Error)}, false
+		return attempt{via: "forwarded", index: reply.Index, err: applyError{errors.New(reply.Error)}}
 	}
-	return "forwarded", reply.Result, reply.Index, nil, false
+	return attempt{via: "forwarded", res: reply.Result, index: reply.Index}
 }
 
 // applyLocal applies data on this node, which must lead, and waits until it is applied.

@@ -44,7 +44,8 @@ type testNode struct {
 // nodeConfig is a cluster block for a node on loopback with free ports.
 func nodeConfig(t testing.TB, name string, expect int, seeds ...string) *conf.Cluster {
 	return &conf.Cluster{NodeName: name, Bind: "127.0.0.1:0", RPC: "127.0.0.1:0", Seeds: seeds,
-		BootstrapExpect: expect, Dir: t.TempDir(), RedirectLoad: 0.9, Lease: conf.DefaultClusterLease}
+		BootstrapExpect: expect, Dir: t.TempDir(), RedirectLoad: 0.9, Lease: conf.DefaultClusterLease,
+		ClaimTimeout: conf.DefaultClusterClaimTimeout}
 }
 
 // startNode starts a node on k, after prepare (the stores, hosts and hooks a test hands a

@@ -35,14 +35,15 @@
 // memberlist's alive and merge delegates: two clusters never merge. With cluster.secret,
 // gossip is encrypted with a key derived from it, and the rpc port speaks TLS with an
 // authority derived from it, so a node without the secret is refused on every path
-// (secret.go).
+// (secret.go); refusals are counted and logged (refusal.go).
 //
 // The admin API of any node lists the sessions of one node or of all: each node answers
 // its peers a page of its own (sessions.go, a gRPC call), and $SYS's cluster totals are
 // each node's figures summed (sys.go).
 //
 // The Cluster type (cluster.go) is what the broker holds: Start, Close, Apply (on the
-// leader, or forwarded to it), the leader, the members, Wait for the cluster to be formed,
-// and the Prometheus metrics (metrics.go). The design for all phases is the issue's
-// (issue 13) and the shared cluster-design notes.
+// leader, or forwarded to it, and to the next one when the leader changes: leader.go),
+// the leader, the members, Wait for the cluster to be formed, and the Prometheus metrics
+// (metrics.go). The design for all phases is the issue's (issue 13) and the shared
+// cluster-design notes.
 package cluster

@@ -29,6 +29,12 @@ type fenceState struct {
 	// it on while the leader is in contact; a node paused past it (SIGSTOP, a stalled VM)
 	// finds it expired on waking, before the watch has run again.
 	until atomic.Int64
+	// writeUntil is when the lease itself ends, (1 - fenceAt) of a lease after until: the
+	// last moment this node may write to its clients (the listener's write fence, asked
+	// before every write), so that its self-fence's DISCONNECTs still go out while a node
+	// waking from a pause writes nothing, not even what it had encoded before. It is not
+	// reset when the node fences itself: it runs out by itself.
+	writeUntil atomic.Int64
 }
 
 // Serving reports whether this node serves clients: it is in contact with the leader and
@@ -44,6 +50,10 @@ func (c *Cluster) Serving() (ok bool, ref string) {
 // ServingAt reports whether this node may serve clients at now (Unix ns): an atomic load,
 // for the packet path.
 func (c *Cluster) ServingAt(now int64) bool { return now < c.own.fence.until.Load() }
+
+// WritableAt reports whether this node may still write to its clients at now (Unix ns):
+// its lease has not ended. An atomic load, for every write to a client's socket.
+func (c *Cluster) WritableAt(now int64) bool { return now < c.own.fence.writeUntil.Load() }
 
 // otherMQTT returns the MQTT address of the least loaded other live member of this
 // cluster; "" when there is none.
@@ -71,6 +81,7 @@ func (c *Cluster) otherMQTT() string {
 func (c *Cluster) leaseLoop(ctx context.Context) {
 	lease := time.Duration(c.cfg.Lease)
 	hold := time.Duration(float64(lease) * fenceAt)
+	tail := lease - hold // writes to clients go on after serving ends: fenceState.writeUntil
 	tick := time.NewTicker(lease / 10)
 	defer tick.Stop()
 	st := &c.own.fence
@@ -90,10 +101,12 @@ func (c *Cluster) leaseLoop(ctx context.Context) {
 				h.SelfFence()
 			}
 		case !fenced:
+			st.writeUntil.Store(until.Add(tail).UnixNano())
 			st.until.Store(until.UnixNano())
 		case in && c.caughtUp(ctx, lease):
 			fenced = false
 			until, _ = c.leaseUntil(time.Now(), hold, lease/5)
+			st.writeUntil.Store(until.Add(tail).UnixNano())
 			st.until.Store(until.UnixNano())
 			c.log.Info("cluster: in contact with the raft leader and caught up: serving clients",
 				"applied", c.raft.AppliedIndex())

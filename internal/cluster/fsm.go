@@ -132,10 +132,11 @@ type FSM struct {
 	// changed, when set, runs after each applied command and after a Restore, on Raft's
 	// FSM goroutine without the lock: it must return quickly.
 	changed func()
-	// applied, when set, is told each command applied without error, with its index, on
-	// Raft's FSM goroutine after the state changed and without the lock (owner.go fences
-	// the connections of client ids claimed elsewhere): it must not block.
-	applied func(c command, index uint64)
+	// applied, when set, is told each command applied without error, with its index and
+	// result (which it may keep: nothing reuses it), on Raft's FSM goroutine after the
+	// state changed and without the lock (owner.go fences the connections of client ids
+	// claimed elsewhere): it must not block.
+	applied func(c command, index uint64, result []byte)
 }
 
 var _ raft.FSM = (*FSM)(nil)
@@ -159,7 +160,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 	}
 	f.mu.Unlock()
 	if err == nil && f.applied != nil {
-		f.applied(c, l.Index)
+		f.applied(c, l.Index, data)
 	}
 	if f.changed != nil {
 		f.changed()

@@ -16,27 +16,31 @@ import (
 //
 // A previous owner that is not a live member cannot be asked: this node waits the lease
 // (by then that node, if it still runs, has fenced itself: fence.go) and the session that
-// lived there is lost. So is one whose owner does not answer within handoverTimeout.
+// lived there is lost. So is one whose owner does not answer within the lease (paused,
+// cut off, overloaded): it is treated as a dead one, since by then it has stopped writing
+// to its clients whatever it is doing. Either applied the claim, and closed its
+// connection of the id, or it has not heard from the leader since before the claim was
+// applied, and its lease has run out. The lease is the longest a hand-over takes, so
+// that a CONNECT gets its answer within cluster.claim_timeout (owner.go, entryBy).
 
-// Hand-over settings, with their reasons.
-const (
-	// handoverTimeout bounds the whole hand-over, retries included: a session's image is
-	// at most its queue bounds, which a LAN carries in well under this.
-	handoverTimeout = 10 * time.Second
-	// handoverRetry is the pause before asking again a node whose own CONNECT of the id
-	// is between its claim and its CONNACK (busy): a Raft commit.
-	handoverRetry = 20 * time.Millisecond
-)
+// handoverRetry is the pause before asking again a node whose own CONNECT of the id is
+// between its claim and its CONNACK (busy): a Raft commit.
+const handoverRetry = 20 * time.Millisecond
 
 // handover finishes pc's claim at epoch, whose previous owner is prev (another node).
 func (c *Cluster) handover(pc pendingClaim, epoch uint64, prev string) {
+	start := time.Now()
+	if prev == unknownOwner {
+		c.afterLease(pc, epoch, prev, "claimed twice, and the first outcome is not known here", start)
+		return
+	}
 	m, live := c.ms.lookup(prev)
 	if !live || m.MetaErr != nil || m.Meta.RPC == "" {
-		c.afterLease(pc, epoch, prev, "not a live member")
+		c.afterLease(pc, epoch, prev, "not a live member", start)
 		return
 	}
 	ok := c.spawn("cluster handover", func(ctx context.Context) {
-		ctx, cancel := context.WithTimeout(ctx, handoverTimeout)
+		ctx, cancel := context.WithDeadline(ctx, start.Add(time.Duration(c.cfg.Lease)))
 		defer cancel()
 		req := &clusterpb.HandoverRequest{ClientId: pc.cid, Epoch: epoch, Node: c.cfg.NodeName, Discard: pc.clean}
 		for {
@@ -71,11 +75,15 @@ func (c *Cluster) handover(pc pendingClaim, epoch uint64, prev string) {
 					}
 				}
 			}
-			if ctx.Err() != nil && c.ctx.Err() != nil {
+			if c.ctx.Err() != nil {
 				pc.done(Claim{Err: errClosed})
 				return
 			}
-			c.afterLease(pc, epoch, prev, err.Error())
+			why := err.Error()
+			if ctx.Err() != nil {
+				why = "no answer within the lease"
+			}
+			c.afterLease(pc, epoch, prev, why, start)
 			return
 		}
 	})
@@ -84,23 +92,24 @@ func (c *Cluster) handover(pc pendingClaim, epoch uint64, prev string) {
 	}
 }
 
-// afterLease finishes pc's claim without a session, once the lease has passed: by then a
-// previous owner that could not be asked has closed its connections if it lost the
-// leader, or closed this client's when it applied the claim.
+// afterLease finishes pc's claim without a session, once a lease has passed from when
+// this node knew it could not reach prev (from: it began to try), or from when it learned
+// that prev failed, if that was earlier: by then a previous owner that could not be asked
+// has closed its connections if it lost the leader, or closed this client's when it
+// applied the claim.
 //
-// The lease runs from when this node learned that prev failed (memberlist declares a
-// node dead only after the others' probes went unanswered, so it had lost the majority,
-// and with it the leader, by then), else from now. So the clients of a dead node wait
-// one lease in all, not one each: a reconnect storm of its 19,000 clients is not held
-// up by 19,000 lease waits in a row.
+// memberlist declares a node dead only after the others' probes went unanswered, so it
+// had lost the majority, and with it the leader, by then. So the clients of a dead node
+// wait one lease in all, not one each: a reconnect storm of its 19,000 clients is not
+// held up by 19,000 lease waits in a row.
 // It waits on a goroutine of the cluster's, so that Close waits for the answer.
-func (c *Cluster) afterLease(pc pendingClaim, epoch uint64, prev, why string) {
+func (c *Cluster) afterLease(pc pendingClaim, epoch uint64, prev, why string, from time.Time) {
 	c.own.counts.lost.Add(1)
 	c.log.Debug("cluster: session not handed over; it is lost", "client", pc.cid, "previous_owner", prev, "why", why)
-	wait := time.Duration(c.cfg.Lease)
-	if at, ok := c.ms.goneAt(prev); ok {
-		wait = time.Until(at.Add(wait))
+	if at, ok := c.ms.goneAt(prev); ok && at.Before(from) {
+		from = at
 	}
+	wait := time.Until(from.Add(time.Duration(c.cfg.Lease)))
 	if wait <= 0 {
 		pc.done(Claim{Epoch: epoch, Moved: true})
 		return

@@ -19,14 +19,15 @@ const levelTrace = slog.LevelDebug - 4
 
 // memberlistLogger returns a *log.Logger for memberlist.Config.Logger: each line's
 // "[LEVEL] memberlist: " prefix becomes the record's level. note, if not nil, is given
-// every line without its prefixes (membership reads the suspicions in them).
-func memberlistLogger(l *slog.Logger, note func(line string)) *log.Logger {
+// every line without its prefixes (membership reads suspicions and refusals in them); a
+// line it calls quiet is logged at debug level.
+func memberlistLogger(l *slog.Logger, note func(line string) (quiet bool)) *log.Logger {
 	return log.New(&lineWriter{log: l.With("component", "memberlist"), note: note}, "", 0)
 }
 
 type lineWriter struct {
 	log  *slog.Logger
-	note func(line string)
+	note func(line string) (quiet bool)
 }
 
 func (w *lineWriter) Write(p []byte) (int, error) {
@@ -41,11 +42,11 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 			break
 		}
 	}
-	line = bytes.TrimPrefix(line, []byte("memberlist: "))
-	w.log.Log(context.Background(), level, string(line))
-	if w.note != nil {
-		w.note(string(line))
+	text := string(bytes.TrimPrefix(line, []byte("memberlist: ")))
+	if w.note != nil && w.note(text) {
+		level = slog.LevelDebug
 	}
+	w.log.Log(context.Background(), level, text)
 	return len(p), nil
 }
 

@@ -19,7 +19,8 @@ import (
 // Membership: who is in the cluster, alive or not, and what each member says of itself
 // (Meta), through memberlist's gossip on cluster.bind. A node advertising another cluster
 // id than ours is refused: memberlist's alive delegate keeps it out of the member list,
-// and its merge delegate cancels a join with it, on both sides.
+// and its merge delegate cancels a join with it, on both sides. A node without our secret
+// cannot even be read (refusal.go).
 //
 // memberlist tells a member's departure (NotifyLeave) without saying whether it failed or
 // left (its Node.State is not kept up to date), so a node that closes first says so in
@@ -40,8 +41,6 @@ const (
 	// finds itself alone (its peers all failed and came back elsewhere, or a healed
 	// partition that gossip gave up on) joins its seeds again.
 	aloneRecheck = 5 * time.Second
-	// refusalLogEvery bounds the refusal log per foreign node: it retries its join.
-	refusalLogEvery = 30 * time.Second
 	// pushPullInterval is how often a node exchanges its whole member list (with the
 	// metadata) with a random peer; memberlist's default is 30s. Metadata changes go out
 	// as gossip first, but memberlist v0.7.0's broadcast queue can drop one: when a
@@ -105,17 +104,16 @@ type membership struct {
 	// live and gone are this node's copy of memberlist's view, kept by the event
 	// delegate: the *Node values memberlist.Members returns are rewritten under a lock
 	// of memberlist's own, so reading them later races with gossip.
-	mu           sync.Mutex
-	live         map[string]Member    // alive (or suspect) members, this node included
-	suspect      map[string]bool      // live members this node's probe found silent
-	gone         map[string]Member    // failed or left members, until they come back
-	refused      map[string]time.Time // foreign nodes, when their refusal was last logged
-	refusedCount uint64
+	mu      sync.Mutex
+	live    map[string]Member // alive (or suspect) members, this node included
+	suspect map[string]bool   // live members this node's probe found silent
+	gone    map[string]Member // failed or left members, until they come back
+	refused refusals          // refusal.go
 }
 
 func newMembership(self string, log *slog.Logger, local func() Meta, ours func() string, onGone func(string)) *membership {
 	return &membership{self: self, log: log, local: local, ours: ours, onGone: onGone, answers: answers,
-		changed: make(chan struct{}, 1), live: map[string]Member{}, suspect: map[string]bool{}, gone: map[string]Member{}, refused: map[string]time.Time{}}
+		changed: make(chan struct{}, 1), live: map[string]Member{}, suspect: map[string]bool{}, gone: map[string]Member{}}
 }
 
 // memberlistConfig is memberlist's LAN configuration on k's addresses: probes every
@@ -146,6 +144,17 @@ func (m *membership) memberlistConfig(k *conf.Cluster) (*memberlist.Config, erro
 	c.Logger = memberlistLogger(m.log, m.noteLog)
 	c.Ping = m
 	return c, nil
+}
+
+// noteLog reads each line memberlist logs: failed probes make suspects (suspicion.go),
+// gossip it could not decrypt is a stranger refused (refusal.go). quiet: the line is one
+// of the latter, which the refusal's own warning says.
+func (m *membership) noteLog(line string) (quiet bool) {
+	if m.noteUndecrypted(line) {
+		return true
+	}
+	m.noteSuspect(line)
+	return false
 }
 
 func splitHostPort(addr string) (string, int, error) {
@@ -351,30 +360,6 @@ func (m *membership) check(n *memberlist.Node) error {
 		return fmt.Errorf("%w: it belongs to cluster %s, this node to %s", errForeign, meta.ClusterID, ours)
 	}
 	return nil
-}
-
-// refuse logs a refusal, at most every refusalLogEvery per node.
-func (m *membership) refuse(n *memberlist.Node, err error) error {
-	m.mu.Lock()
-	m.refusedCount++
-	last, ok := m.refused[n.Name]
-	now := time.Now()
-	logIt := !ok || now.Sub(last) >= refusalLogEvery
-	if logIt {
-		m.refused[n.Name] = now
-	}
-	m.mu.Unlock()
-	if logIt {
-		m.log.Warn("cluster: refused a node", "node", n.Name, "addr", n.Address(), "reason", err)
-	}
-	return fmt.Errorf("cluster: node %s refused: %w", n.Name, err)
-}
-
-// refusals returns how many times a node was refused.
-func (m *membership) refusals() uint64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.refusedCount
 }
 
 // NotifyAlive is memberlist's alive delegate: an error keeps n out of the member list.

@@ -29,7 +29,7 @@ var (
 	descMemberLoad = prometheus.NewDesc("bifrost_cluster_member_load",
 		"Each live member's load figure as it last told the others (0 to 1).", []string{"node"}, nil)
 	descRefused = prometheus.NewDesc("bifrost_cluster_refused_total",
-		"Peers refused: at gossip (another cluster, unreadable metadata) or at the rpc port (no secret).", []string{"at"}, nil)
+		"Peers refused: at gossip (another cluster, unreadable metadata, gossip that our secret does not decrypt) or at the rpc port (no secret).", []string{"at"}, nil)
 )
 
 // registerMetrics registers c's collector and Apply's histogram on reg.
@@ -88,7 +88,7 @@ func (k collector) Collect(ch chan<- prometheus.Metric) {
 	for s, n := range counts {
 		ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(n), s)
 	}
-	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(k.c.ms.refusals()), "gossip")
+	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(k.c.ms.refusalCount()), "gossip")
 	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(k.c.mux.refused.Load()), "rpc")
 }
 

@@ -70,7 +70,10 @@ type pendingClaim struct {
 	cid    string
 	clean  bool
 	fences uint64 // the times this node had fenced itself when the claim was made
-	done   func(Claim)
+	// entryBy is when its Raft entry must be applied: cluster.claim_timeout less the
+	// lease, which a hand-over may take after it (handover.go).
+	entryBy time.Time
+	done    func(Claim)
 }
 
 // ownership is a Cluster's side of client-id ownership.
@@ -88,6 +91,7 @@ type ownership struct {
 	fence   fenceState    // fence.go
 	counts  ownerCounts   // owner_metrics.go
 	pending pendingClaims // owner_pending.go
+	traces  claimTraces   // owner_again.go
 }
 
 func (o *ownership) init() {
@@ -126,9 +130,10 @@ func (c *Cluster) startOwnership() {
 // its session without sending it. Claim never blocks.
 func (c *Cluster) Claim(cid string, clean bool, done func(epoch uint64, moved bool, session []byte, err error)) {
 	o := &c.own
+	entryBy := time.Now().Add(time.Duration(c.cfg.ClaimTimeout - c.cfg.Lease))
 	o.mu.Lock()
 	o.claims = append(o.claims, pendingClaim{cid: cid, clean: clean, fences: c.own.counts.selfFenced.Load(),
-		done: func(r Claim) { done(r.Epoch, r.Moved, r.Session, r.Err) }})
+		entryBy: entryBy, done: func(r Claim) { done(r.Epoch, r.Moved, r.Session, r.Err) }})
 	o.mu.Unlock()
 	wake(o.claimWake)
 }
@@ -175,33 +180,49 @@ func (c *Cluster) claimLoop(ctx context.Context) {
 
 // applyClaims applies one batch and dispatches each outcome. Claims made before this
 // node fenced itself fail, and so does the batch if it fences itself while the batch
-// waits for the log (fence_watch.go): their CONNECTs were refused by the fence.
+// waits for the log (fence_watch.go): their CONNECTs were refused by the fence. The
+// entry must be applied by the latest entryBy of the batch (a claim whose own has passed
+// by the time the batch is taken fails).
 func (c *Cluster) applyClaims(ctx context.Context, batch []pendingClaim) {
 	fences := c.own.counts.selfFenced.Load()
 	ids := make([]string, 0, len(batch))
 	keep := batch[:0]
+	now := time.Now()
+	var by time.Time
 	for _, pc := range batch {
-		if pc.fences != fences {
+		switch {
+		case pc.fences != fences:
 			pc.done(Claim{Err: errFenced})
+			continue
+		case !now.Before(pc.entryBy):
+			pc.done(Claim{Err: errClaimTimeout})
 			continue
 		}
 		keep = append(keep, pc)
 		ids = append(ids, pc.cid)
+		if pc.entryBy.After(by) {
+			by = pc.entryBy
+		}
 	}
 	if batch = keep; len(batch) == 0 {
 		return
 	}
 	self := c.cfg.NodeName
-	actx, cancel := context.WithCancel(leaseBound(ctx))
+	actx, cancel := context.WithDeadline(leaseBound(ctx), by)
+	defer cancel()
 	stop := c.untilFenced(actx, cancel, fences)
-	res, err := c.Apply(actx, claims{node: self, ids: ids})
-	stop()
-	cancel()
+	tr := c.own.traces.trace(ids, c.raft.CommitIndex())
+	res, _, again, err := c.applyTracked(actx, claims{node: self, ids: ids})
 	var epoch uint64
 	var out []claimed
 	if err == nil {
 		epoch, out, err = decodeClaimed(res, len(ids))
 	}
+	if err == nil && again {
+		out = c.firstOutcome(actx, tr, epoch, out)
+	}
+	c.own.traces.end(tr)
+	stop()
 	if err != nil {
 		for _, pc := range batch {
 			pc.done(Claim{Err: err})
@@ -220,6 +241,10 @@ func (c *Cluster) applyClaims(ctx context.Context, batch []pendingClaim) {
 		c.handover(pc, epoch, prev)
 	}
 }
+
+// errClaimTimeout fails a claim whose Raft entry was not applied within
+// cluster.claim_timeout less the lease.
+var errClaimTimeout = errors.New("cluster: the claim was not applied within cluster.claim_timeout less the lease (no leader took it in time)")
 
 // Release ends this node's claim of cid made at epoch: its session ended. Releases are
 // applied in batches, later; Release never blocks.
@@ -273,11 +298,15 @@ func (c *Cluster) releaseLoop(ctx context.Context) {
 }
 
 // applied is the FSM's hook: a claim by another node fences this node's connections of
-// its ids.
-func (c *Cluster) applied(cmd command, index uint64) {
+// its ids; one of this node's is traced (owner_again.go).
+func (c *Cluster) applied(cmd command, index uint64, result []byte) {
 	c.own.pending.applied(index)
 	cl, ok := cmd.(claims)
-	if !ok || cl.node == c.cfg.NodeName {
+	if !ok {
+		return
+	}
+	if cl.node == c.cfg.NodeName {
+		c.own.traces.applied(cl.ids, index, result)
 		return
 	}
 	c.own.counts.fenced.Add(uint64(len(cl.ids)))

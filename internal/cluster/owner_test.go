@@ -184,8 +184,15 @@ func TestLeaseSelfFence(t *testing.T) {
 	// The right to serve runs out by itself: a node paused for a lease (SIGSTOP) wakes
 	// without it, before its lease watch runs again.
 	now := time.Now()
-	if !alone.ServingAt(now.UnixNano()) || alone.ServingAt(now.Add(time.Duration(alone.cfg.Lease)).UnixNano()) {
+	lease := time.Duration(alone.cfg.Lease)
+	if !alone.ServingAt(now.UnixNano()) || alone.ServingAt(now.Add(lease).UnixNano()) {
 		t.Fatal("the lease does not end a lease from now")
+	}
+	// Writes to clients end with the lease too, a fifth of a lease after serving does.
+	if until, write := alone.own.fence.until.Load(), alone.own.fence.writeUntil.Load(); !alone.WritableAt(now.UnixNano()) ||
+		alone.WritableAt(now.Add(lease).UnixNano()) || write < until {
+		t.Fatalf("writes to clients end at %v, serving at %v, now %v; want between serving's end and a lease from now",
+			time.Unix(0, write), time.Unix(0, until), now)
 	}
 	for _, n := range nodes[1:] {
 		if err := n.raft.Shutdown().Error(); err != nil { // a failure, not a leave

@@ -12,7 +12,7 @@ import (
 // itself: no delegate is told, and the Node values it hands out keep their first State.
 // Operators want to see it (/load, /cluster), so membership keeps its own: a member is
 // suspect from the moment this node's probe of it failed (memberlist logs exactly then,
-// and the log writer passes the line here) until it answers a probe (the ping delegate),
+// and the log writer passes the line here, noteLog) until it answers a probe (the ping delegate),
 // an alive message about it arrives (its refutation), or it is declared dead.
 // Suspicions other nodes gossip are not seen.
 
@@ -23,8 +23,8 @@ const (
 	suspectSuffix = " has failed, no acks received"
 )
 
-// noteLog reads memberlist's log lines for failed probes.
-func (m *membership) noteLog(line string) {
+// noteSuspect reads memberlist's log lines for failed probes.
+func (m *membership) noteSuspect(line string) {
 	rest, ok := strings.CutPrefix(line, suspectPrefix)
 	if !ok {
 		return

@@ -59,8 +59,18 @@ type Cluster struct {
 	// Default 5s: a follower fences at 0.8 of it (4 s) and Raft's elections after a
 	// leader dies took 1.3-2.6 s here (docs/cluster-owner.md), so an election does not
 	// disconnect the survivors' clients; a cut-off node still lets its clients go
-	// elsewhere within seconds.
+	// elsewhere within seconds. A CONNECT that takes its client id from a node that does
+	// not answer waits the lease: it must leave a second (claimGrace) of ClaimTimeout.
 	Lease Duration `yaml:"lease"`
+	// ClaimTimeout bounds a CONNECT's claim of its client id, below mqtt.connect_timeout
+	// (which closes a connection without a CONNACK): the hand-over from the previous
+	// owner takes the lease at most (a node that does not answer), so the claim's Raft
+	// entry may take the rest, ClaimTimeout - Lease, at least a second, through an
+	// election; past that the CONNECT is refused (v5 0x88, Server unavailable; 3.1.1 3).
+	// Default 9s: 4 s for the entry with the default lease, as long as a follower serves
+	// without a leader, and a second of the connect timeout for the CONNECT to arrive
+	// and be authenticated (docs/cluster-owner.md, Timeouts).
+	ClaimTimeout Duration `yaml:"claim_timeout"`
 }
 
 // Cluster defaults that do not depend on the rest of the configuration.
@@ -70,6 +80,7 @@ const (
 	DefaultClusterExpect       = 3
 	DefaultClusterRedirectLoad = 0.9
 	DefaultClusterLease        = Duration(5 * time.Second)
+	DefaultClusterClaimTimeout = Duration(9 * time.Second)
 
 	// minClusterSecret is the shortest cluster.secret accepted: the keys are derived
 	// from it with a fast hash, so a short secret could be guessed offline from a
@@ -80,6 +91,9 @@ const (
 	minClusterLease = Duration(time.Second)
 	// maxNodeName bounds node_name, which travels in every gossip message.
 	maxNodeName = 64
+	// claimGrace is the least claim_timeout must leave beside the lease: the claim's Raft
+	// entry's time.
+	claimGrace = Duration(time.Second)
 )
 
 // ensureDefaults fills the cluster block's zero fields. storeDir is store.dir, already
@@ -96,6 +110,7 @@ func (k *Cluster) ensureDefaults(storeDir string) {
 	}
 	orDefault(&k.RedirectLoad, DefaultClusterRedirectLoad)
 	orDefault(&k.Lease, DefaultClusterLease)
+	orDefault(&k.ClaimTimeout, DefaultClusterClaimTimeout)
 }
 
 // clone returns a deep copy of k; nil for nil.
@@ -108,9 +123,9 @@ func (k *Cluster) clone() *Cluster {
 	return &n
 }
 
-// validate reports the cluster block's problems. The addresses' clashes with the
-// listeners' are checked with theirs (validateListeners).
-func (k *Cluster) validate(errs *errorList, storeDir string) {
+// validate reports the cluster block's problems; connectTimeout is mqtt.connect_timeout.
+// The addresses' clashes with the listeners' are checked with theirs (validateListeners).
+func (k *Cluster) validate(errs *errorList, storeDir string, connectTimeout Duration) {
 	switch {
 	case k.NodeName == "":
 		errs.add("cluster.node_name", "required (the host name is unknown)")
@@ -157,6 +172,25 @@ func (k *Cluster) validate(errs *errorList, storeDir string) {
 	}
 	if k.Lease < minClusterLease {
 		errs.add("cluster.lease", "%s is below the minimum of %s (Raft's heartbeat timeout)", k.Lease, minClusterLease)
+	}
+	k.validateTimeouts(errs, connectTimeout)
+}
+
+// validateTimeouts checks the chain of a CONNECT's timeouts, each below the one that
+// bounds it: mqtt.connect_timeout > claim_timeout >= lease + claimGrace
+// (docs/cluster-owner.md, Timeouts).
+func (k *Cluster) validateTimeouts(errs *errorList, connectTimeout Duration) {
+	if k.ClaimTimeout <= 0 {
+		errs.add("cluster.claim_timeout", "%s: must be above 0", k.ClaimTimeout)
+		return
+	}
+	if connectTimeout > 0 && k.ClaimTimeout >= connectTimeout {
+		errs.add("cluster.claim_timeout", "%s is not below mqtt.connect_timeout (%s): a CONNECT would be closed without a CONNACK before its claim ends",
+			k.ClaimTimeout, connectTimeout)
+	}
+	if k.Lease >= minClusterLease && k.Lease+claimGrace > k.ClaimTimeout {
+		errs.add("cluster.lease", "%s and %s for the claim do not fit in cluster.claim_timeout (%s): a CONNECT that takes its client id from a node that does not answer waits the lease",
+			k.Lease, claimGrace, k.ClaimTimeout)
 	}
 }
 

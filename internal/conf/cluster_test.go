@@ -41,6 +41,7 @@ func TestClusterDefaults(t *testing.T) {
 		Dir:             filepath.Join("/var/lib/bifrost", "cluster"),
 		RedirectLoad:    0.9,
 		Lease:           Duration(5 * time.Second),
+		ClaimTimeout:    Duration(9 * time.Second),
 	}
 	if !reflect.DeepEqual(c.Cluster, want) {
 		t.Fatalf("cluster = %+v\nwant      %+v", c.Cluster, want)
@@ -69,7 +70,8 @@ cluster:
   secret: 0123456789abcdef0123
   mqtt_advertise: mqtt.example:1883
   redirect_load: 0.75
-  lease: 5s
+  lease: 4s
+  claim_timeout: 7s
 `), "bifrost.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +79,7 @@ cluster:
 	want := &Cluster{NodeName: "n1", Bind: "10.0.0.1:7000", Advertise: "192.0.2.1:7000", RPC: ":7001",
 		RPCAdvertise: "n1.example:7001", Seeds: []string{"10.0.0.2:7000", "n3.example:7000"}, BootstrapExpect: 5,
 		Dir: "/srv/raft", Secret: "0123456789abcdef0123", MQTTAdvertise: "mqtt.example:1883", RedirectLoad: 0.75,
-		Lease: Duration(5 * time.Second)}
+		Lease: Duration(4 * time.Second), ClaimTimeout: Duration(7 * time.Second)}
 	if !reflect.DeepEqual(c.Cluster, want) {
 		t.Fatalf("cluster = %+v\nwant      %+v", c.Cluster, want)
 	}
@@ -132,6 +134,23 @@ func TestClusterValidate(t *testing.T) {
 		{"redirect_load 1", func(c *Config) { c.Cluster.RedirectLoad = 1 }, ""},
 		{"lease 500ms", func(c *Config) { c.Cluster.Lease = Duration(500 * time.Millisecond) },
 			"cluster.lease: 500ms is below the minimum of 1s"},
+		// The chain of a CONNECT's timeouts: connect_timeout > claim_timeout >= lease + 1s.
+		{"lease 8500ms", func(c *Config) { c.Cluster.Lease = Duration(8500 * time.Millisecond) },
+			"cluster.lease: 8.5s and 1s for the claim do not fit in cluster.claim_timeout (9s)"},
+		{"lease 8s", func(c *Config) { c.Cluster.Lease = Duration(8 * time.Second) }, ""},
+		{"lease 9s, claim_timeout 10s", func(c *Config) {
+			c.Cluster.Lease, c.Cluster.ClaimTimeout = Duration(9*time.Second), Duration(10*time.Second)
+		}, "cluster.claim_timeout: 10s is not below mqtt.connect_timeout (10s)"},
+		{"lease 9s, claim_timeout 10s, connect_timeout 12s", func(c *Config) {
+			c.Cluster.Lease, c.Cluster.ClaimTimeout = Duration(9*time.Second), Duration(10*time.Second)
+			c.MQTT.ConnectTimeout = Duration(12 * time.Second)
+		}, ""},
+		{"claim_timeout 10s", func(c *Config) { c.Cluster.ClaimTimeout = Duration(10 * time.Second) },
+			"cluster.claim_timeout: 10s is not below mqtt.connect_timeout (10s)"},
+		{"connect_timeout 5s", func(c *Config) { c.MQTT.ConnectTimeout = Duration(5 * time.Second) },
+			"cluster.claim_timeout: 9s is not below mqtt.connect_timeout (5s)"},
+		{"claim_timeout -1s", func(c *Config) { c.Cluster.ClaimTimeout = Duration(-time.Second) },
+			"cluster.claim_timeout: -1s: must be above 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Default()
@@ -174,7 +193,7 @@ cluster:
 	want := strings.Join([]string{
 		`bifrost.yaml:7: cluster.lease: "3" is not a duration (write it like 10s, 250ms or 1m30s)`,
 		"bifrost.yaml:8: cluster.sedes: unknown key; expected one of node_name, bind, advertise, rpc, rpc_advertise, " +
-			"seeds, bootstrap_expect, dir, secret, mqtt_advertise, redirect_load, lease",
+			"seeds, bootstrap_expect, dir, secret, mqtt_advertise, redirect_load, lease, claim_timeout",
 		"bifrost.yaml:3: cluster.dir: required when store.dir is off: Raft keeps its state across restarts",
 		"bifrost.yaml:5: cluster.bootstrap_expect: -1 is out of range 1..1000",
 		"bifrost.yaml:6: cluster.secret: 3 bytes; at least 16 (e.g. openssl rand -base64 32)",

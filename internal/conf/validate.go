@@ -96,7 +96,7 @@ func (c *Config) validate() errorList {
 
 	c.validateAuth(&errs)
 	if c.Cluster != nil {
-		c.Cluster.validate(&errs, c.Store.Dir)
+		c.Cluster.validate(&errs, c.Store.Dir, c.MQTT.ConnectTimeout)
 	}
 	c.validateBridges(&errs)
 	return errs

@@ -213,6 +213,13 @@ func (c *conn) written(n int) {
 	}
 }
 
+// writeFenced reports whether Options.WriteFence refuses writes to c now: c was admitted
+// (stIdleSet, in st) and the fence says no. The write lock or c.wmu is held.
+func (c *conn) writeFenced(st uint32) bool {
+	f := c.l.srv.o.WriteFence
+	return f != nil && st&stIdleSet != 0 && !f()
+}
+
 // halfClose shuts the write side down, once: the peer reads what was sent, then EOF.
 // The socket is not closed. c.wmu is held.
 func (c *conn) halfClose() {

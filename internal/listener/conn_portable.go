@@ -33,10 +33,18 @@ var pastDeadline = time.Unix(1, 0)
 
 // writeOwn writes head and bufs as one unit: queued behind what the write goroutine has
 // not sent yet if it runs; else the socket takes what it can now, and the write goroutine
-// is started for the rest. c.wmu is held.
+// is started for the rest. A fenced write (Options.WriteFence) drops the queue and closes
+// the connection instead; the write goroutine asks the fence before each chunk. c.wmu is
+// held.
 func (c *conn) writeOwn(head []byte, bufs [][]byte) error {
-	if c.state.Load()&(stFdClosed|stCloseReq) != 0 {
+	st := c.state.Load()
+	if st&(stFdClosed|stCloseReq) != 0 {
 		return net.ErrClosed
+	}
+	if c.writeFenced(st) {
+		c.dropQueue()
+		_ = c.closeOwnLocked(ErrWriteFenced)
+		return ErrWriteFenced
 	}
 	total := len(head)
 	for _, b := range bufs {
@@ -101,6 +109,13 @@ func (c *conn) writeLoop() {
 		// on the epoll engine, not only when a whole backlog has gone out.
 		var err error
 		for q := *b; len(q) > 0 && err == nil; {
+			if c.writeFenced(c.state.Load()) {
+				c.wmu.Lock()
+				_ = c.closeOwnLocked(ErrWriteFenced)
+				c.dropQueue()
+				c.wmu.Unlock()
+				break
+			}
 			var n int
 			n, err = c.nc.Write(q[:min(len(q), writeChunk)])
 			q = q[n:]

@@ -195,6 +195,9 @@ var (
 	ErrIdleTimeout = errors.New("listener: idle timeout")
 	// ErrServerClosed is returned by Listen after Close.
 	ErrServerClosed = errors.New("listener: server closed")
+	// ErrWriteFenced is given to OnClose, and returned by writes, when Options.WriteFence
+	// refused a write to an admitted connection.
+	ErrWriteFenced = errors.New("listener: writes fenced (Options.WriteFence)")
 )
 
 // Listener kinds, by the transport they serve: bits, so that wss is ws over tls.

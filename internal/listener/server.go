@@ -61,6 +61,17 @@ type Options struct {
 	// wss listeners are checked (one stat each) and reloaded when they changed; see also
 	// Server.ReloadTLS. Default 10s.
 	CertCheckInterval time.Duration
+	// WriteFence, if set, says whether the connections the handler has admitted (those
+	// it called SetIdleTimeout on) may be written to now. It is asked before every write
+	// to such a connection's socket, from its write path and its poller, with the write
+	// lock held, so it must be quick (the broker's: the clock and an atomic load). When it
+	// says no, nothing more reaches that socket, not even the bytes queued for it: they
+	// are dropped and the connection is closed (OnClose gets ErrWriteFenced). Connections
+	// not admitted (a CONNACK refusing the client) are written to as ever. The broker of a
+	// cluster node fences with its lease: a node that lost it, paused past it perhaps,
+	// writes nothing more to its clients. Default nil: no fence, at the cost of one nil
+	// test per write.
+	WriteFence func() bool
 }
 
 // Defaults of Options.

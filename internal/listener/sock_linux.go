@@ -44,11 +44,17 @@ func (c *conn) LocalAddr() net.Addr { return c.ownAddr(false) }
 
 // writeOwn writes head and bufs as one unit: straight to the socket with one writev when
 // nothing is queued, and what the socket does not take is copied to the queue, which the
-// poller writes out when the socket is writable. c.wmu is held.
+// poller writes out when the socket is writable. A fenced write (Options.WriteFence)
+// drops the queue and closes the connection instead. c.wmu is held.
 func (c *conn) writeOwn(head []byte, bufs [][]byte) error {
 	st := c.state.Load()
 	if st&(stFdClosed|stCloseReq) != 0 {
 		return net.ErrClosed
+	}
+	if c.writeFenced(st) {
+		c.dropQueue()
+		_ = c.closeOwnLocked(ErrWriteFenced)
+		return ErrWriteFenced
 	}
 	total := len(head)
 	for _, b := range bufs {
@@ -124,14 +130,20 @@ func appendAfter(q, b []byte, skip int) ([]byte, int) {
 	return append(q, b[skip:]...), 0
 }
 
-// flushOwn writes what is queued, as much as the socket takes; once the queue is empty it
-// stops watching for writability, and a queue left in a buffer far too large for it moves
-// to a smaller one (see writeOwn). It reports the bytes written (written: the half close
+// flushOwn writes what is queued, as much as the socket takes (nothing, if the write is
+// fenced: see writeOwn); once the queue is empty it stops watching for writability, and a
+// queue left in a buffer far too large for it moves to a smaller one (see writeOwn). It reports the bytes written (written: the half close
 // of a Shutdown, drain notices). Called by the poller on EPOLLOUT.
 func (c *conn) flushOwn() {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if c.out == nil || c.state.Load()&stFdClosed != 0 {
+	st := c.state.Load()
+	if c.out == nil || st&stFdClosed != 0 {
+		return
+	}
+	if c.writeFenced(st) {
+		c.dropQueue()
+		_ = c.closeOwnLocked(ErrWriteFenced)
 		return
 	}
 	n, err := writev(int(c.fd), (*c.out)[c.outOff:], nil)

@@ -34,6 +34,10 @@ func DialRaw(t testing.TB, addr string) *Raw {
 	return NewRaw(c)
 }
 
+// Buffered is how many bytes the client has read from the connection and not yet
+// returned as packets.
+func (c *Raw) Buffered() int { return c.r.Buffered() }
+
 // Send writes p.
 func (c *Raw) Send(p packet.Packet) error {
 	_, err := c.Conn.Write(p.AppendTo(nil, packet.V5))

@@ -23,10 +23,15 @@ import (
 // cluster.lease (a long one keeps the minority's clients served through a cut).
 func healLab(t *testing.T, n int, lease string) (lab *netLab, c *testCluster, id, leader string) {
 	lab = newNetLab(t)
+	d, err := time.ParseDuration(lease)
+	if err != nil {
+		t.Fatal(err)
+	}
 	c = newNetCluster(t, lab, n, func(_ int, cfg *nodeConfig) {
-		cfg.ClusterYAML += "    lease: " + lease + "\n"
-		// A take-over from an unreachable node waits out the lease before its CONNACK.
-		cfg.YAML += "mqtt:\n  connect_timeout: 60s\n"
+		// A take-over from an unreachable node waits out the lease before its CONNACK:
+		// the claim's timeout and the connect timeout above it (docs/cluster-owner.md).
+		cfg.ClusterYAML += fmt.Sprintf("    lease: %v\n    claim_timeout: %v\n", d, d+10*time.Second)
+		cfg.YAML += fmt.Sprintf("mqtt:\n  connect_timeout: %v\n", d+20*time.Second)
 	})
 	c.start()
 	id, leader = c.waitFormed()

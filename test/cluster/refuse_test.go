@@ -16,8 +16,9 @@ const secret = "test-cluster-secret-0123456789"
 
 // TestRefuseStrangers: a cluster with a secret refuses a node of another cluster (it
 // holds the secret, but a different cluster id: refused at gossip on both sides, and the
-// two never merge) and a node without the secret (its gossip cannot be read, and a
-// connection to the rpc port that does not hold the secret is closed at the handshake).
+// two never merge), a node with another secret and a node without one (their gossip
+// cannot be read: counted and logged with their address at gossip; and a connection to
+// the rpc port that does not hold the secret is closed at the handshake).
 func TestRefuseStrangers(t *testing.T) {
 	a := newCluster(t, 3, func(_ int, c *nodeConfig) { c.Secret = secret })
 	a.start()
@@ -50,11 +51,30 @@ func TestRefuseStrangers(t *testing.T) {
 		}
 	})
 
+	t.Run("another secret", func(t *testing.T) {
+		w := newNode(t, "w1", nodeConfig{BootstrapExpect: 3, Seeds: []string{a.nodes[0].gossip}, Secret: "not the " + secret})
+		before := refused(a.nodes[0], "gossip")
+		w.start()
+		testenv.WaitFor(t, "w1's gossip refused, counted and logged at "+a.nodes[0].name, func() bool {
+			return refused(a.nodes[0], "gossip") > before && gossipRefusalLogged(a.nodes[0])
+		})
+		for _, nd := range a.nodes {
+			if _, ok := nd.mustStatus().member("w1"); ok {
+				t.Errorf("%s lists w1, which has another secret", nd.name)
+			}
+		}
+		w.kill()
+	})
+
 	t.Run("no secret", func(t *testing.T) {
-		c := newNode(t, "c1", nodeConfig{BootstrapExpect: 3, Seeds: []string{a.nodes[0].gossip}})
+		c := newNode(t, "c1", nodeConfig{BootstrapExpect: 3, Seeds: []string{a.nodes[1].gossip}})
+		before := refused(a.nodes[1], "gossip")
 		c.start()
 		testenv.WaitFor(t, "c1's join refused", func() bool {
 			return strings.Contains(c.logs(), "no seed answered yet")
+		})
+		testenv.WaitFor(t, "c1's gossip refused, counted and logged at "+a.nodes[1].name, func() bool {
+			return refused(a.nodes[1], "gossip") > before && gossipRefusalLogged(a.nodes[1])
 		})
 		// The rpc port: a gRPC client without the secret opens with the HTTP/2
 		// preface, which is not the TLS handshake the port wants.
@@ -78,6 +98,17 @@ func TestRefuseStrangers(t *testing.T) {
 			t.Errorf("c1 sees %v of cluster %q", s.alive(), s.ClusterID)
 		}
 	})
+}
+
+// gossipRefusalLogged reports whether nd logged the refusal of gossip it could not
+// decrypt, from an address on loopback.
+func gossipRefusalLogged(nd *node) bool {
+	for _, line := range strings.Split(nd.logs(), "\n") {
+		if strings.Contains(line, `msg="cluster: refused a node" addr=127.0.0.1:`) && strings.Contains(line, "cluster.secret") {
+			return true
+		}
+	}
+	return false
 }
 
 // refused returns a node's count of refused peers at "gossip" or "rpc".
