@@ -88,9 +88,10 @@ type Broker struct {
 	// lim is what every settings snapshot shares: the counters, the sweeper and, once
 	// Restore ran, the journal. The limits themselves are in set.
 	lim     session.Limits
-	reconf  sync.Mutex    // serializes Reconfigure; guards cfg and sysStop after Start
-	sysStop chan struct{} // closed to end the $SYS goroutine (sys.go); nil: none runs
-	paused  pausedConns   // publishers paused at hard memory pressure (pause.go)
+	reconf  sync.Mutex       // serializes Reconfigure; guards cfg and sysStop after Start
+	sysStop chan struct{}    // closed to end the $SYS goroutine (sys.go); nil: none runs
+	paused  pausedConns      // publishers paused at hard memory pressure (pause.go)
+	drops   *logging.Limiter // the drop lines, by reason (drops.go)
 	index   *pubsub.Index
 	ret     *pubsub.Retained[*session.Message]
 	j       *session.Journal // nil without a store (Restore)
@@ -166,6 +167,7 @@ func New(o Options) (*Broker, error) {
 		refusals:  newRefusalLog(),
 		budgetLog: newRefusalLog(),
 		idLog:     logging.NewLimiter(1, time.Second),
+		drops:     newDropLog(),
 	}
 	if b.log == nil {
 		b.log = slog.Default()

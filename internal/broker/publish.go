@@ -75,6 +75,8 @@ func (b *Broker) onPublish(bt *batch, cl *client, p *packet.Publish) error {
 	case b.realms[cl.realm].Authorizer != nil && !b.allowSession(s, auth.Write, topic):
 		return b.publishDenied(bt, cl, p)
 	}
+	bt.from = s // for route's deliveries
+	defer func() { bt.from = nil }()
 	switch p.QoS {
 	case 0:
 		if !internal {
@@ -334,7 +336,9 @@ func (b *Broker) deliverTo(bt *batch, id pubsub.SubscriberID, d session.Delivery
 	}
 	dirtied, drop, stored := t.s.DeliverStored(d, nowNs)
 	bt.mark(t.s, dirtied)
-	b.stats.drop(drop)
+	if drop != session.Delivered {
+		b.dropped(drop, dropCtx{to: t.s, topic: d.Msg.Topic(), qos: d.QoS, from: bt.from})
+	}
 	return drop == session.Delivered, stored
 }
 

@@ -176,8 +176,8 @@ func (r *restorer) apply(now time.Time) {
 	for i := range r.sessions {
 		rs := &r.sessions[i]
 		s := rs.s
-		for range s.TrimQueue() {
-			b.stats.drop(session.DropQueueFull)
+		if n := s.TrimQueue(); n > 0 {
+			b.dropped(session.DropQueueFull, dropCtx{to: s, n: n})
 		}
 		offline := rs.disconnectedAt
 		if offline == 0 {
