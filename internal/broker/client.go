@@ -47,6 +47,9 @@ type client struct {
 	pubLast   uint32
 	// takenOver is set by another connection's CONNECT that took the session over.
 	takenOver atomic.Bool
+	// held: backpressure holds its reads (backpressure.go); guarded by Broker.paused.mu.
+	// A byte of the struct's padding.
+	held bool
 }
 
 // batch is the scratch space of a poller's round (round) or of one call off the pollers:
@@ -68,6 +71,7 @@ type batch struct {
 	recipients  []recipient
 	retained    uint64           // the retained change this PUBLISH handed to the cluster; 0: none
 	from        *session.Session // the session whose PUBLISH is being routed; nil: the broker's own
+	hold        holder           // its client, under when_full: backpressure (backpressure.go)
 	msg         session.Message  // the borrowed message of the PUBLISH being routed
 	props       []byte           // scratch for msg's encoded properties
 	dirty       []*session.Session

@@ -62,7 +62,8 @@ func (b *Broker) onPublish(bt *batch, cl *client, p *packet.Publish) error {
 	if err != nil {
 		return err
 	}
-	if !b.limits.Load().topicOK(topic) {
+	lim := b.limits.Load()
+	if !lim.topicOK(topic) {
 		return errTopicLimits
 	}
 	b.stats.received[p.QoS].Add(1)
@@ -76,7 +77,10 @@ func (b *Broker) onPublish(bt *batch, cl *client, p *packet.Publish) error {
 		return b.publishDenied(bt, cl, p)
 	}
 	bt.from = s // for route's deliveries
-	defer func() { bt.from = nil }()
+	if lim.backpressure {
+		bt.hold = holder{b: b, cl: cl}
+	}
+	defer func() { bt.from, bt.hold = nil, holder{} }()
 	switch p.QoS {
 	case 0:
 		if !internal {
@@ -333,6 +337,9 @@ func (b *Broker) deliverTo(bt *batch, id pubsub.SubscriberID, d session.Delivery
 	case check && !b.allowSession(t.s, auth.Read, d.Msg.Topic()):
 		b.stats.denied("deliver")
 		return false, false
+	}
+	if bt.hold.cl != nil && d.QoS > 0 {
+		d.Hold = &bt.hold
 	}
 	dirtied, drop, stored := t.s.DeliverStored(d, nowNs)
 	bt.mark(t.s, dirtied)
