@@ -32,6 +32,9 @@ func TestPublishPathAllocs(t *testing.T) {
 		pebble     bool // a Pebble store in a temporary directory
 		persistent bool // the subscribers' sessions outlive their connections
 		shared     bool // one subscriber, in a shared subscription group
+		// queue.when_full: backpressure, the queues never full: every delivery carries
+		// its publisher as a Holder, which costs nothing until a queue is full.
+		backpressure bool
 	}{
 		{name: "Store=off"},
 		// The store is on but no subscriber is persistent: nothing reaches it, and the
@@ -43,11 +46,17 @@ func TestPublishPathAllocs(t *testing.T) {
 		// A group member gets the message through deliverShared, which needs the
 		// message's one pooled copy as a direct subscriber does.
 		{name: "Store=off/Subs=shared", shared: true},
+		{name: "Store=off/Queue=backpressure", backpressure: true},
 	} {
 		for _, v := range []packet.Version{packet.V311, packet.V5} {
 			for _, qos := range []byte{0, 1} {
 				t.Run(fmt.Sprintf("%s/V=%s/QoS=%d", sc.name, v, qos), func(t *testing.T) {
 					p := newPathHarness(t, sc.pebble, sc.persistent, sc.shared, v, qos)
+					if sc.backpressure {
+						l := *p.br.limits.Load()
+						l.backpressure = true
+						p.br.limits.Store(&l)
+					}
 					runs := 1000
 					if sc.persistent {
 						runs = 200 // two fsyncs per message

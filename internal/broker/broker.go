@@ -11,8 +11,9 @@
 // handshake goroutine, the portable engine, the auth pool) use a batch that ends with
 // their call (OnData, endBatch). Timers exist only for
 // sessions that have no connection: a will waiting for its delay and a session waiting to
-// expire (time.AfterFunc, which parks no goroutine), and one broker-wide timer that sweeps
-// expired messages from offline queues while there are any (sweep.go). One goroutine
+// expire (time.AfterFunc, which parks no goroutine), one broker-wide timer that sweeps
+// expired messages from offline queues while there are any (sweep.go), and one that checks
+// the full queues holding publishers back while there are any (backpressure.go). One goroutine
 // publishes $SYS. With a store, acknowledgements held for it are written by the store's
 // committer goroutine (persist.go).
 //
@@ -23,6 +24,8 @@
 //	client.mu → pubsub's locks (read) → Broker.idMu (read), session.Session's lock
 //	Journal.commitMu → Broker.mu → session.Session's lock → Journal.mu
 //	session.Session's lock → session.Sweeper's lock → sweep.mu
+//	session.Session's lock → Broker.paused.mu → the connection's write lock (backpressure.go)
+//	client.mu → Broker.paused.mu → the connection's write lock (pause.go)
 //	Broker.retMu → pubsub's locks, Journal.mu
 //	client.mu → Broker.routeMu → pubsub's locks, the cluster's route table
 //	pool.mu (the auth pool) → authFailures.mu
@@ -88,9 +91,10 @@ type Broker struct {
 	// lim is what every settings snapshot shares: the counters, the sweeper and, once
 	// Restore ran, the journal. The limits themselves are in set.
 	lim     session.Limits
-	reconf  sync.Mutex    // serializes Reconfigure; guards cfg and sysStop after Start
-	sysStop chan struct{} // closed to end the $SYS goroutine (sys.go); nil: none runs
-	paused  pausedConns   // publishers paused at hard memory pressure (pause.go)
+	reconf  sync.Mutex       // serializes Reconfigure; guards cfg and sysStop after Start
+	sysStop chan struct{}    // closed to end the $SYS goroutine (sys.go); nil: none runs
+	paused  pausedConns      // publishers paused at hard memory pressure (pause.go) or held by full queues (backpressure.go)
+	drops   *logging.Limiter // the drop lines, by reason (drops.go)
 	index   *pubsub.Index
 	ret     *pubsub.Retained[*session.Message]
 	j       *session.Journal // nil without a store (Restore)
@@ -166,6 +170,7 @@ func New(o Options) (*Broker, error) {
 		refusals:  newRefusalLog(),
 		budgetLog: newRefusalLog(),
 		idLog:     logging.NewLimiter(1, time.Second),
+		drops:     newDropLog(),
 	}
 	if b.log == nil {
 		b.log = slog.Default()
@@ -184,6 +189,9 @@ func New(o Options) (*Broker, error) {
 	if err := b.stats.pausedGauge(b); err != nil {
 		return nil, err
 	}
+	if err := b.stats.heldMetrics(b); err != nil {
+		return nil, err
+	}
 	b.lim = session.Limits{
 		SlowBytes: slowBytes(c),
 		Pressed:   func() bool { return b.pressure() >= memory.Soft },
@@ -191,6 +199,7 @@ func New(o Options) (*Broker, error) {
 		BytesSent: &b.stats.bytesSent,
 		Denied:    &b.stats.dropped[session.DropDenied],
 		Realms:    b.realmNames,
+		Drained:   b.queueDrained, // backpressure.go
 	}
 	for _, sec := range b.realms {
 		if sec.Authorizer != nil {
@@ -273,6 +282,7 @@ func (b *Broker) Close() error {
 	}
 	b.mu.Unlock()
 	b.stopSweep()
+	b.stopHold()
 	// Acknowledgements waiting for the store go out before the connections close.
 	b.commitWait()
 	for _, s := range online {

@@ -47,6 +47,9 @@ type client struct {
 	pubLast   uint32
 	// takenOver is set by another connection's CONNECT that took the session over.
 	takenOver atomic.Bool
+	// held: backpressure holds its reads (backpressure.go); guarded by Broker.paused.mu.
+	// A byte of the struct's padding.
+	held bool
 }
 
 // batch is the scratch space of a poller's round (round) or of one call off the pollers:
@@ -66,9 +69,11 @@ type batch struct {
 	unsuback    packet.Unsuback
 	matches     pubsub.Matches
 	recipients  []recipient
-	retained    uint64          // the retained change this PUBLISH handed to the cluster; 0: none
-	msg         session.Message // the borrowed message of the PUBLISH being routed
-	props       []byte          // scratch for msg's encoded properties
+	retained    uint64           // the retained change this PUBLISH handed to the cluster; 0: none
+	from        *session.Session // the session whose PUBLISH is being routed; nil: the broker's own
+	hold        holder           // its client, under when_full: backpressure (backpressure.go)
+	msg         session.Message  // the borrowed message of the PUBLISH being routed
+	props       []byte           // scratch for msg's encoded properties
 	dirty       []*session.Session
 	cluster     clusterScratch // nil Options.Cluster: never used
 }
@@ -253,9 +258,7 @@ func (b *Broker) OnDrained(c listener.Conn) {
 	bt := b.getBatch()
 	dirtied, dropped := s.Pump(c, now())
 	bt.mark(s, dirtied)
-	for _, d := range dropped {
-		b.stats.drop(d)
-	}
+	b.droppedAll(s, dropped)
 	b.endBatch(bt) // flushes, and commits what the pump staged for the store
 }
 
@@ -334,9 +337,7 @@ func (b *Broker) handle(bt *batch, cl *client, h packet.Header, body []byte) {
 		if err = bt.ack.Decode(h, body, v); err == nil {
 			dirtied, dropped := cl.s.Ack(&bt.ack, now())
 			bt.mark(cl.s, dirtied)
-			for _, d := range dropped {
-				b.stats.drop(d)
-			}
+			b.droppedAll(cl.s, dropped)
 		}
 	case packet.PUBREL:
 		if err = bt.ack.Decode(h, body, v); err == nil {

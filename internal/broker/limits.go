@@ -5,15 +5,17 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/listener"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 )
 
-// limits are conf.Limits as the broker enforces them (see that type for each one's
-// meaning and default): an immutable snapshot that Reconfigure swaps, taking effect for
-// every connection at its next CONNECT, SUBSCRIBE or PUBLISH.
+// limits are conf.Limits, and queue.when_full and max_pause, as the broker enforces them
+// (see those types for each one's meaning and default): an immutable snapshot that
+// Reconfigure swaps, taking effect for every connection at its next CONNECT, SUBSCRIBE or
+// PUBLISH.
 type limits struct {
 	maxConns    int64 // 0: no cap
 	fileConns   int64 // the open-file limit's room (openfiles.go); 0: no cap
@@ -26,6 +28,9 @@ type limits struct {
 	pubRate     float64 // PUBLISHes per second per client; 0: no limit
 	pubBurst    float64
 	auth        authBudget // the failure budget of each source (authfailures.go)
+	// backpressure: queue.when_full is backpressure (backpressure.go), bounded by maxPause.
+	backpressure bool
+	maxPause     time.Duration
 }
 
 // newLimits returns the limits of c, counting open connections in open. prev, the
@@ -33,16 +38,18 @@ type limits struct {
 // reload does not give every source a full burst again.
 func newLimits(c *conf.Config, open *atomic.Int64, prev *limits) *limits {
 	l := &limits{
-		open:        open,
-		maxConns:    int64(*c.Limits.MaxConnections),
-		fileConns:   fileCap(),
-		perListener: make(map[string]int64),
-		topicLen:    c.Limits.MaxTopicLength,
-		topicLevels: c.Limits.MaxTopicLevels,
-		maxSubs:     *c.Limits.MaxSubscriptions,
-		pubRate:     float64(c.Limits.PublishRate),
-		pubBurst:    float64(c.Limits.PublishBurst),
-		auth:        newAuthBudget(&c.Limits.AuthFailures),
+		open:         open,
+		maxConns:     int64(*c.Limits.MaxConnections),
+		fileConns:    fileCap(),
+		perListener:  make(map[string]int64),
+		topicLen:     c.Limits.MaxTopicLength,
+		topicLevels:  c.Limits.MaxTopicLevels,
+		maxSubs:      *c.Limits.MaxSubscriptions,
+		pubRate:      float64(c.Limits.PublishRate),
+		pubBurst:     float64(c.Limits.PublishBurst),
+		auth:         newAuthBudget(&c.Limits.AuthFailures),
+		backpressure: c.Queue.WhenFull == conf.QueueBackpressure,
+		maxPause:     time.Duration(c.Queue.MaxPause),
 	}
 	for _, lc := range c.Listeners {
 		if lc.MaxConnections > 0 {

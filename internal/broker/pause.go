@@ -31,10 +31,22 @@ import (
 // and PressureChanged reads it under the same lock after the level is stored, so a
 // connection paused at Hard is either seen by the resume that follows or not paused.
 
-// pausedConns is the set of connections paused at Hard.
+// pausedConns is the set of connections whose reads are paused: at Hard (m), and the
+// publishers held back by full queues (held, backpressure.go). A connection is read again
+// once neither holds it.
 type pausedConns struct {
-	mu sync.Mutex
-	m  map[*client]struct{}
+	mu   sync.Mutex
+	m    map[*client]struct{}
+	held heldPublishers
+}
+
+// resumeHeldLocked reads cl again, which backpressure no longer holds back, unless it is
+// paused at Hard. ps.mu is held.
+func (ps *pausedConns) resumeHeldLocked(cl *client) {
+	cl.held = false
+	if _, hard := ps.m[cl]; !hard {
+		cl.conn.(listener.Pauser).ResumeReads()
+	}
 }
 
 // pausePublisher stops reading cl, which has sent a PUBLISH, if the memory pressure is
@@ -69,15 +81,23 @@ func (b *Broker) PressureChanged() {
 		return
 	}
 	for cl := range b.paused.m {
-		cl.conn.(listener.Pauser).ResumeReads()
+		if !cl.held {
+			cl.conn.(listener.Pauser).ResumeReads()
+		}
 		delete(b.paused.m, cl)
 	}
 }
 
-// unpause forgets cl, closing, if it was paused.
+// unpause forgets cl, closing, if it was paused or held. cl.mu is held.
 func (b *Broker) unpause(cl *client) {
 	b.paused.mu.Lock()
 	delete(b.paused.m, cl)
+	if cl.held {
+		if r := b.paused.held.pubs[cl.s]; r != nil && r.cl == cl {
+			b.forgetHeldLocked(cl.s, r)
+		}
+		cl.held = false
+	}
 	b.paused.mu.Unlock()
 }
 

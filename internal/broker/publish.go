@@ -62,7 +62,8 @@ func (b *Broker) onPublish(bt *batch, cl *client, p *packet.Publish) error {
 	if err != nil {
 		return err
 	}
-	if !b.limits.Load().topicOK(topic) {
+	lim := b.limits.Load()
+	if !lim.topicOK(topic) {
 		return errTopicLimits
 	}
 	b.stats.received[p.QoS].Add(1)
@@ -75,6 +76,11 @@ func (b *Broker) onPublish(bt *batch, cl *client, p *packet.Publish) error {
 	case b.realms[cl.realm].Authorizer != nil && !b.allowSession(s, auth.Write, topic):
 		return b.publishDenied(bt, cl, p)
 	}
+	bt.from = s // for route's deliveries
+	if lim.backpressure {
+		bt.hold = holder{b: b, cl: cl}
+	}
+	defer func() { bt.from, bt.hold = nil, holder{} }()
 	switch p.QoS {
 	case 0:
 		if !internal {
@@ -332,9 +338,14 @@ func (b *Broker) deliverTo(bt *batch, id pubsub.SubscriberID, d session.Delivery
 		b.stats.denied("deliver")
 		return false, false
 	}
+	if bt.hold.cl != nil && d.QoS > 0 {
+		d.Hold = &bt.hold
+	}
 	dirtied, drop, stored := t.s.DeliverStored(d, nowNs)
 	bt.mark(t.s, dirtied)
-	b.stats.drop(drop)
+	if drop != session.Delivered {
+		b.dropped(drop, dropCtx{to: t.s, topic: d.Msg.Topic(), qos: d.QoS, from: bt.from})
+	}
 	return drop == session.Delivered, stored
 }
 

@@ -16,6 +16,8 @@ import (
 //
 //   - limits: one snapshot swapped atomically, the count of open connections carried
 //     over; from the next CONNECT, SUBSCRIBE or PUBLISH of every connection.
+//   - queue.when_full and max_pause: at the next PUBLISH; publishers held back by full
+//     queues are read again when backpressure is turned off.
 //   - mqtt and queue bounds, use_identity_as_username: for connections accepted from
 //     now on (what a CONNACK states stays true for its connection), and the sessions
 //     they create or resume; mqtt.connect_timeout for connections accepted from now on.
@@ -34,6 +36,9 @@ func (b *Broker) Reconfigure(next *conf.Config) error {
 	cur := b.cfg
 	prev := b.limits.Load()
 	b.limits.Store(newLimits(next, prev.open, prev))
+	if prev.backpressure && next.Queue.WhenFull != conf.QueueBackpressure {
+		b.releaseHeld() // what finds a full queue is dropped from now on
+	}
 	b.set.Store(newSettings(next, &b.lim))
 	b.net.SetConnectTimeout(time.Duration(next.MQTT.ConnectTimeout))
 	if !reflect.DeepEqual(cur.SysInterval, next.SysInterval) {

@@ -176,8 +176,10 @@ func (r *restorer) apply(now time.Time) {
 	for i := range r.sessions {
 		rs := &r.sessions[i]
 		s := rs.s
-		for range s.TrimQueue() {
-			b.stats.drop(session.DropQueueFull)
+		if !b.limits.Load().backpressure { // under backpressure a queue past its bounds was acknowledged
+			if n := s.TrimQueue(); n > 0 {
+				b.dropped(session.DropQueueFull, dropCtx{to: s, n: n})
+			}
 		}
 		offline := rs.disconnectedAt
 		if offline == 0 {

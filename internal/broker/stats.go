@@ -33,7 +33,7 @@ type stats struct {
 	received  [3]counter
 	bytesSent counter
 	bytesRecv counter
-	dropped   [session.NumDrops]counter // by session.Drop
+	dropped   [session.NumDrops]counter // by session.Drop; counted by Broker.dropped (drops.go)
 	connects  counter
 	// The failure budget (authfailures.go): failed checks, and CONNECTs or AUTH steps
 	// refused unchecked.
@@ -73,13 +73,6 @@ func (st *stats) journal(j *session.Journal) error {
 	return st.m.Register(metrics.NewGaugeFunc("bifrost_store_messages",
 		"Messages kept in the store for persistent sessions' queues and retained topics.",
 		func() float64 { return float64(j.StoredMessages()) }))
-}
-
-// drop counts a message not delivered.
-func (st *stats) drop(d session.Drop) {
-	if d != session.Delivered {
-		st.dropped[d].Add(1)
-	}
 }
 
 func (st *stats) subscriptions(delta int) {

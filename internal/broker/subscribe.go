@@ -103,7 +103,7 @@ func (b *Broker) onSubscribe(bt *batch, cl *client, p *packet.Subscribe) error {
 			d := session.Delivery{Msg: m, QoS: min(m.QoS, r.qos), Retain: true, SubID: r.subID}
 			dirtied, drop := s.Deliver(d, nowNs)
 			bt.mark(s, dirtied)
-			b.stats.drop(drop)
+			b.dropped(drop, dropCtx{to: s, topic: []byte(topic), qos: d.QoS})
 			return true
 		})
 	}

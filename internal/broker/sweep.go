@@ -77,8 +77,7 @@ func (b *Broker) sweepExpired(now int64) {
 		return
 	}
 	if n := b.lim.Sweeper.Sweep(now); n > 0 {
-		b.stats.dropped[session.DropExpired].Add(uint64(n))
-		b.log.Debug("expired messages swept from offline queues", "dropped", n)
+		b.dropped(session.DropExpired, dropCtx{n: n}) // from offline queues
 	}
 	if n := b.sweepRetained(now); n > 0 {
 		b.retainedGauge()

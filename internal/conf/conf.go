@@ -221,7 +221,23 @@ type Queue struct {
 	// ExpirySweep is how often the messages queued for offline sessions whose Message
 	// Expiry Interval has run out are dropped, from memory and from the store; default 30s.
 	ExpirySweep Duration `yaml:"expiry_sweep"`
+	// WhenFull says what becomes of a QoS 1/2 message from a client that finds a connected
+	// subscriber's queue full: QueueDrop (default) drops it, counted and logged;
+	// QueueBackpressure queues it all the same and stops reading the publisher until the
+	// queue has drained to half its bounds (docs/queues.md).
+	WhenFull string `yaml:"when_full"`
+	// MaxPause bounds backpressure: a full queue whose client takes no message from it for
+	// this long stops holding publishers back and drops what finds it full, until it
+	// drains to half its bounds. Default 10s.
+	MaxPause Duration `yaml:"max_pause"`
 }
+
+// What a full session queue does with a QoS 1/2 message from a client: the values of
+// Queue.WhenFull.
+const (
+	QueueDrop         = "drop"
+	QueueBackpressure = "backpressure"
+)
 
 // Duration is a time.Duration written in YAML as a Go duration string ("10s", "250ms").
 type Duration time.Duration

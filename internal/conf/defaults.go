@@ -67,7 +67,10 @@ func base() *Config {
 		// An expired message waiting for an offline client is never delivered, so it
 		// only takes room: 30s bounds how long, while the sweep (which walks only the
 		// sessions holding such messages) stays rare enough to cost nothing.
-		Queue: Queue{ExpirySweep: Duration(30 * time.Second)},
+		// Drop is what a broker has always done, and stays the default. Backpressure waits
+		// for a queue that moves: one whose client takes nothing for 10s is stuck, not
+		// slow, and its publishers go on rather than wait longer for it.
+		Queue: Queue{ExpirySweep: Duration(30 * time.Second), WhenFull: QueueDrop, MaxPause: Duration(10 * time.Second)},
 		// As mosquitto's sys_interval: fresh enough for dashboards, cheap to publish.
 		SysInterval: ptr(Duration(10 * time.Second)),
 	}
@@ -240,6 +243,8 @@ func (c *Config) EnsureDefaults() {
 	orDefault(&c.Queue.OfflineMessages, d.Queue.OfflineMessages)
 	orDefault(&c.Queue.OfflineBytes, d.Queue.OfflineBytes)
 	orDefault(&c.Queue.ExpirySweep, d.Queue.ExpirySweep)
+	orDefault(&c.Queue.WhenFull, d.Queue.WhenFull)
+	orDefault(&c.Queue.MaxPause, d.Queue.MaxPause)
 
 	nilDefault(&c.SysInterval, d.SysInterval)
 

@@ -22,7 +22,7 @@ func TestDefaultServer(t *testing.T) {
 		MQTT: MQTT{ReceiveMaximum: 1024, MaxPacketSize: 1 << 20, TopicAliasMaximum: ptr(64), MaxQoS: ptr(2),
 			RetainAvailable: ptr(true), ConnectTimeout: Duration(10 * time.Second)},
 		Queue: Queue{OnlineMessages: 16, OfflineMessages: 1000, OfflineBytes: 16 << 20,
-			ExpirySweep: Duration(30 * time.Second)},
+			ExpirySweep: Duration(30 * time.Second), WhenFull: QueueDrop, MaxPause: Duration(10 * time.Second)},
 		Limits: Limits{MaxConnections: ptr(1_000_000), ConnectRate: ptr(100), ConnectBurst: 500,
 			MaxTopicLength: 4096, MaxTopicLevels: 128, MaxSubscriptions: ptr(1000), MaxTLSHandshakes: 256,
 			AuthFailures: AuthFailures{Max: ptr(5), Window: Duration(time.Minute), BackoffMax: Duration(30 * time.Second),
@@ -54,7 +54,7 @@ func TestDefaultEdge(t *testing.T) {
 	want.MQTT.MaxPacketSize = 256 << 10
 	want.MQTT.TopicAliasMaximum = ptr(16)
 	want.Queue = Queue{OnlineMessages: 8, OfflineMessages: 100, OfflineBytes: 1 << 20,
-		ExpirySweep: Duration(30 * time.Second)}
+		ExpirySweep: Duration(30 * time.Second), WhenFull: QueueDrop, MaxPause: Duration(10 * time.Second)}
 	want.Auth.CacheSize = ptr(1024)
 	want.Limits.MaxConnections = ptr(10_000)
 	want.Limits.MaxSubscriptions = ptr(100)

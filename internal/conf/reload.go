@@ -17,6 +17,8 @@ var liveFields = []string{
 	"mqtt.",                   // told to and enforced on connections from the next CONNECT on
 	"queue.offline_messages",  // bounds of sessions from their next CONNECT on
 	"queue.offline_bytes",     // likewise
+	"queue.when_full",         // read at every PUBLISH (the broker's limits snapshot)
+	"queue.max_pause",         //
 	"limits.max_connections",  // the broker's limits are one snapshot swapped atomically
 	"limits.connect_rate",     //
 	"limits.connect_burst",    //
@@ -276,6 +278,7 @@ func (c *Config) Applied(next *Config) *Config {
 	out.Log.Level = n.Log.Level
 	out.MQTT = n.MQTT
 	out.Queue.OfflineMessages, out.Queue.OfflineBytes = n.Queue.OfflineMessages, n.Queue.OfflineBytes
+	out.Queue.WhenFull, out.Queue.MaxPause = n.Queue.WhenFull, n.Queue.MaxPause
 	n.Limits.MaxTLSHandshakes = out.Limits.MaxTLSHandshakes
 	out.Limits = n.Limits
 	out.Memory.Limit, out.Memory.ReturnToOS = n.Memory.Limit, n.Memory.ReturnToOS

@@ -23,6 +23,8 @@ func TestReloadable(t *testing.T) {
 			c.MQTT.MaxQoS = ptr(1)
 			c.MQTT.RetainAvailable = nil
 			c.Queue.OfflineBytes = 1 << 20
+			c.Queue.WhenFull = QueueBackpressure
+			c.Queue.MaxPause = Duration(time.Minute)
 			c.Auth.ACLFile = "acl.conf"
 			c.Memory.Limit = 1 << 30
 			c.Memory.ReturnToOS = ptr(Duration(time.Minute))
@@ -30,7 +32,7 @@ func TestReloadable(t *testing.T) {
 			c.Limits.MaxConnections = ptr(5)
 			c.Limits.PublishRate = 3
 		}, []string{"auth.acl_file", "mqtt.receive_maximum", "mqtt.max_qos",
-			"mqtt.retain_available", "queue.offline_bytes", "memory.limit", "memory.return_to_os", "sys_interval",
+			"mqtt.retain_available", "queue.offline_bytes", "queue.when_full", "queue.max_pause", "memory.limit", "memory.return_to_os", "sys_interval",
 			"limits.max_connections", "limits.publish_rate"}, nil},
 		{"admin credentials", func(c *Config) {
 			c.HTTP.Admin.TokenFile = "tokens"

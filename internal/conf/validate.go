@@ -91,6 +91,8 @@ func (c *Config) validate() errorList {
 	between(&errs, "queue.offline_messages", c.Queue.OfflineMessages, 1, math.MaxInt32)
 	size(&errs, "queue.offline_bytes", c.Queue.OfflineBytes, 1, math.MaxInt64)
 	positive(&errs, "queue.expiry_sweep", c.Queue.ExpirySweep)
+	oneOf(&errs, "queue.when_full", c.Queue.WhenFull, QueueDrop, QueueBackpressure)
+	positive(&errs, "queue.max_pause", c.Queue.MaxPause)
 
 	nonNegative(&errs, "sys_interval", c.SysInterval)
 

@@ -199,6 +199,10 @@ func TestValidate(t *testing.T) {
 			`queue.offline_bytes: "auto" is only allowed for memory.limit`},
 		{"queue.expiry_sweep=-1s", func(c *Config) { c.Queue.ExpirySweep = Duration(-time.Second) },
 			`queue.expiry_sweep: must be positive, got -1s`},
+		{"queue.when_full=block", func(c *Config) { c.Queue.WhenFull = "block" },
+			`queue.when_full: "block" is not one of drop, backpressure`},
+		{"queue.max_pause=-1s", func(c *Config) { c.Queue.MaxPause = Duration(-time.Second) },
+			`queue.max_pause: must be positive, got -1s`},
 		// $SYS
 		{"sys_interval=0", func(c *Config) { c.SysInterval = ptr(Duration(0)) }, ""},
 		{"sys_interval=-1s", func(c *Config) { c.SysInterval = ptr(Duration(-time.Second)) },

@@ -30,10 +30,16 @@ type window struct {
 	open       bool
 	n          int // lines logged in it
 	suppressed int
-	log        *slog.Logger // the last suppressed line's
-	level      slog.Level
-	msg        string
-	args       []any
+	last       line // the last suppressed line given to Log
+	shown      line // the last line logged: reported instead when the suppressed were only counted (Skip)
+}
+
+// line is a log line kept for the end of a window.
+type line struct {
+	log   *slog.Logger
+	level slog.Level
+	msg   string
+	args  []any
 }
 
 // NewLimiter returns a Limiter of at most burst lines (at least one) per key per every.
@@ -50,21 +56,38 @@ func (l *Limiter) Log(log *slog.Logger, level slog.Level, key, msg string, args 
 		w = new(window)
 		l.keys[key] = w
 	}
+	ln := line{log, level, msg, args}
 	switch {
 	case !w.open:
-		w.open, w.n = true, 1
+		w.open, w.n, w.shown = true, 1, ln
 		l.mu.Unlock()
 		time.AfterFunc(l.every, func() { l.end(key) })
 	case w.n < l.burst:
 		w.n++
+		w.shown = ln
 		l.mu.Unlock()
 	default:
 		w.suppressed++
-		w.log, w.level, w.msg, w.args = log, level, msg, args
+		w.last = ln
 		l.mu.Unlock()
 		return
 	}
 	log.Log(context.Background(), level, msg, args...)
+}
+
+// Skip reports whether a line of key would be suppressed now and, if so, counts it,
+// allocating nothing: a hot path asks it before it builds the line's arguments, and
+// calls Log only when it reports false. A window whose suppressed lines were all only
+// counted ends with its last logged line again, with suppressed=N.
+func (l *Limiter) Skip(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := l.keys[key]
+	if w == nil || !w.open || w.n < l.burst {
+		return false
+	}
+	w.suppressed++
+	return true
 }
 
 // end ends key's window: it logs the last suppressed line, if any, and opens the next.
@@ -76,9 +99,12 @@ func (l *Limiter) end(key string) {
 		l.mu.Unlock()
 		return
 	}
-	log, level, msg, args, n := w.log, w.level, w.msg, w.args, w.suppressed
-	w.n, w.suppressed, w.log, w.args = 1, 0, nil, nil
+	ln, n := w.last, w.suppressed
+	if ln.log == nil {
+		ln = w.shown // counted by Skip alone
+	}
+	w.n, w.suppressed, w.last, w.shown = 1, 0, line{}, ln
 	l.mu.Unlock()
-	log.Log(context.Background(), level, msg, append(args[:len(args):len(args)], slog.Int("suppressed", n))...)
+	ln.log.Log(context.Background(), ln.level, ln.msg, append(ln.args[:len(ln.args):len(ln.args)], slog.Int("suppressed", n))...)
 	time.AfterFunc(l.every, func() { l.end(key) })
 }

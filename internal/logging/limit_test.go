@@ -97,3 +97,43 @@ func TestLimiterBurst(t *testing.T) {
 		}
 	})
 }
+
+// TestLimiterSkip: a hot path asks Skip first: it lets the first line of a window through
+// to Log, then counts the others without their arguments (allocating nothing), and the
+// window ends with the line logged, repeated with the count.
+func TestLimiterSkip(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out lockedBuffer
+		log := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{
+			ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+				if a.Key == slog.TimeKey {
+					return slog.Attr{}
+				}
+				return a
+			}}))
+		l := NewLimiter(1, time.Second)
+		event := func(i int) {
+			if !l.Skip("k") {
+				l.Log(log, slog.LevelWarn, "k", "dropped", "i", i)
+			}
+		}
+		for i := range 5 {
+			event(i)
+		}
+		if n := testing.AllocsPerRun(100, func() { l.Skip("k") }); n != 0 {
+			t.Errorf("Skip allocates %.1f times", n)
+		}
+		time.Sleep(1500 * time.Millisecond) // the window ends: 4 + 101 counted
+		event(5)                            // in the window the end opened: counted
+		time.Sleep(3 * time.Second)
+		want := []string{
+			`level=WARN msg=dropped i=0`,
+			`level=WARN msg=dropped i=0 suppressed=105`,
+			`level=WARN msg=dropped i=0 suppressed=1`,
+		}
+		got := out.lines()
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("logged:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	})
+}

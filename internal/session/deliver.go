@@ -21,7 +21,8 @@ import (
 // memory_pressure. QoS 1 and 2 count those bytes too (backedUpLocked), and the ones a Flush
 // is writing; when the connection is backed up they are not written:
 // they wait in the session's queue, bounded by Limits.QueueMessages and QueueBytes like
-// an offline session's (beyond, the newest is refused, counted as queue_full), and the
+// an offline session's (beyond, the newest is refused, counted as queue_full, unless its
+// publisher is held back instead: backpressure.go), and the
 // session asks the connection to say when it has drained (Conn.NotifyDrained); the
 // broker then calls Pump, which writes the next ones. Without this a client that never
 // reads, with a Receive Maximum of 65,535, would have its whole window written into its
@@ -83,8 +84,9 @@ func (s *Session) DeliverStored(d Delivery, now int64) (dirtied bool, drop Drop,
 	}
 	// The overflow policy: a full queue refuses the newest message (counted as queue_full
 	// by the caller); what is queued already, which its publisher may have been told is
-	// safe, stays.
-	if f.queueLen() >= s.lim.QueueMessages || f.queueBytes+d.Msg.Size() > s.lim.QueueBytes {
+	// safe, stays. Under backpressure the message is queued all the same and its
+	// publisher held back (backpressure.go).
+	if (f.queueLen() >= s.lim.QueueMessages || f.queueBytes+d.Msg.Size() > s.lim.QueueBytes) && !s.overfillLocked(f, &d) {
 		s.releaseFlowsIfIdle()
 		return false, DropQueueFull, false
 	}
@@ -273,6 +275,7 @@ func (s *Session) pumpLocked(now int64) (dirtied bool, dropped []Drop) {
 		}
 		f.inflight = append(f.inflight, e)
 	}
+	s.drainedLocked(f)
 	return dirtied, dropped
 }
 

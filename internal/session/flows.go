@@ -18,6 +18,9 @@ type flows struct {
 	// waiting counts the inflight entries flagged entryWaiting: sent on an earlier
 	// connection, not yet again on this one (resumeLocked).
 	waiting uint16
+	// bp is the queue's backpressure state: bpHeld, bpGivenUp (backpressure.go). It
+	// takes a byte of padding: flows stays 128 bytes.
+	bp uint8
 
 	// awaitRel holds inbound QoS 2 packet ids whose PUBREC was sent and PUBREL is awaited.
 	// They survive reconnects of a persistent session (spec 4.3.3, 4.4).
@@ -93,6 +96,9 @@ type Delivery struct {
 	SubID  uint32   // first subscription identifier, 0 none
 	More   []uint32 // further subscription identifiers; the session keeps the slice
 	Share  string   // the shared subscription filter it came through, "" if none
+	// Hold is the publisher, if it can be held back rather than the message dropped at a
+	// full queue (backpressure.go); nil: dropped.
+	Hold Holder
 }
 
 func (d *Delivery) entry() entry {

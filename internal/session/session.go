@@ -99,6 +99,10 @@ type Limits struct {
 	// Realms names the broker's realms by number, for the store (the owner's realm is
 	// kept by name: the numbers are the broker's, per run); nil: realm 0 only, "".
 	Realms []string
+	// Drained, if not nil, is called under a session's lock when its queue, which held
+	// publishers back (Holder, backpressure.go), has drained to half its bounds, or the
+	// session went offline or was cleared. It must not take a session's lock.
+	Drained func(s *Session)
 }
 
 // NoRealm is the realm of a session whose owner is unknown: restored from a record of
@@ -376,6 +380,9 @@ func (s *Session) Detach(c Conn) (shared []Delivery, detached bool) {
 	}
 	persist := s.persistentLocked()
 	if s.fl != nil {
+		// Offline, the queue drains only when the client is back: it holds no publisher
+		// (backpressure.go).
+		s.unholdLocked(s.fl)
 		// Topic aliases die with the connection (spec 3.3.2.3.4): an offline session
 		// that has nothing in flight keeps no traffic state.
 		s.fl.dropHold()
@@ -427,6 +434,9 @@ func (s *Session) clearLocked() []Sub {
 		j.end()
 	}
 	s.dropHeldLocked()
+	if s.fl != nil {
+		s.unholdLocked(s.fl) // its queue is gone
+	}
 	subs := s.subs.all()
 	s.subs = nil
 	s.fl = nil

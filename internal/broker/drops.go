@@ -1,0 +1,85 @@
+package broker
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/bifrost-mqtt/bifrost/internal/logging"
+	"github.com/bifrost-mqtt/bifrost/internal/session"
+)
+
+// Dropped messages: counted, and logged
+//
+// Every message the broker decides not to deliver is counted in
+// bifrost_messages_dropped_total{reason} and logged, one line per reason a second at most
+// (logging.Limiter): the first drop at once, with the client it was for, the topic and
+// QoS where they are known and the publisher when it is a client; the drops that follow
+// within the second are counted, and the second ends with that line again and
+// suppressed=N. A drop that loses something a subscriber asked for (queue_full,
+// slow_consumer, memory_pressure, too_large) is a warning; those the protocol or the
+// operator ask for (expired: the publisher set the expiry; offline_qos0: QoS 0 is not
+// kept for an offline session; acl_denied: the ACL in force) are information, so that a
+// broker working as configured does not warn every second.
+//
+// Counting is an atomic add. A drop not logged costs the Limiter's Skip (a lock, no
+// allocation); the line, when it is logged, allocates.
+
+// newDropLog returns the limiter of the drop lines, keyed by reason.
+func newDropLog() *logging.Limiter { return logging.NewLimiter(1, time.Second) }
+
+// dropLevel is the level of a drop's line.
+func dropLevel(d session.Drop) slog.Level {
+	switch d {
+	case session.DropExpired, session.DropOffline, session.DropDenied:
+		return slog.LevelInfo
+	}
+	return slog.LevelWarn
+}
+
+// A dropCtx is what is known of n dropped messages: for whom (nil: several sessions),
+// their topic (nil: unknown), QoS and publisher (nil: not a client).
+type dropCtx struct {
+	to    *session.Session
+	topic []byte
+	qos   uint8
+	from  *session.Session
+	n     int
+}
+
+// dropped counts and logs d, a drop of what c says (nothing if d is Delivered).
+func (b *Broker) dropped(d session.Drop, c dropCtx) {
+	if d == session.Delivered {
+		return
+	}
+	if c.n == 0 {
+		c.n = 1
+	}
+	b.stats.dropped[d].Add(uint64(c.n))
+	level := dropLevel(d)
+	if !b.log.Enabled(context.Background(), level) || b.drops.Skip(d.String()) {
+		return
+	}
+	args := make([]any, 0, 12)
+	args = append(args, "reason", d.String())
+	if c.to != nil {
+		args = append(args, "client", c.to.ClientID())
+	}
+	if c.topic != nil {
+		args = append(args, "topic", string(c.topic), "qos", int(c.qos))
+	}
+	if c.from != nil {
+		args = append(args, "from", c.from.ClientID())
+	}
+	if c.n > 1 {
+		args = append(args, "messages", c.n)
+	}
+	b.drops.Log(b.log, level, d.String(), "message dropped", args...)
+}
+
+// droppedAll counts and logs ds, the drops of a pump of session s (expired, too large).
+func (b *Broker) droppedAll(s *session.Session, ds []session.Drop) {
+	for _, d := range ds {
+		b.dropped(d, dropCtx{to: s})
+	}
+}
