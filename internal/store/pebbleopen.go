@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"strings"
 	"sync"
@@ -265,4 +267,22 @@ func (f *tableFile) SyncData() error { return f.check(f.File.SyncData()) }
 func (f *tableFile) SyncTo(length int64) (bool, error) {
 	full, err := f.File.SyncTo(length)
 	return full, f.check(err)
+}
+
+// filesSize returns the total size of the files in dir whose names end with suffix.
+func filesSize(dir, suffix string) uint64 {
+	names, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	var n uint64
+	for _, d := range names {
+		if !strings.HasSuffix(d.Name(), suffix) {
+			continue
+		}
+		if fi, err := os.Stat(filepath.Join(dir, d.Name())); err == nil {
+			n += uint64(fi.Size())
+		}
+	}
+	return n
 }

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 )
@@ -60,24 +58,6 @@ func warnLowSpace(log *slog.Logger, dir string, need uint64, what string) {
 	}
 	log.Warn("store: little space left: commits fail while the disk is full (MQTT 5.0: PUBACK or PUBREC 0x97; 3.1.1: the connection is closed) and work again once space is freed",
 		slog.String("dir", dir), slog.String("free", sizeString(free)), slog.String("needs", sizeString(need)+" ("+what+")"))
-}
-
-// filesSize returns the total size of the files in dir whose names end with suffix.
-func filesSize(dir, suffix string) uint64 {
-	names, err := os.ReadDir(dir)
-	if err != nil {
-		return 0
-	}
-	var n uint64
-	for _, d := range names {
-		if !strings.HasSuffix(d.Name(), suffix) {
-			continue
-		}
-		if fi, err := os.Stat(filepath.Join(dir, d.Name())); err == nil {
-			n += uint64(fi.Size())
-		}
-	}
-	return n
 }
 
 // sizeString formats n bytes for a message: 812 B, 7.9 MiB.
