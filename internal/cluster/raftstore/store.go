@@ -264,8 +264,17 @@ func (s *Store) Get(key []byte) ([]byte, error) {
 func (s *Store) SetUint64(key []byte, val uint64) error {
 	var v [8]byte
 	binary.BigEndian.PutUint64(v[:], val)
-	return s.Set(key, v[:])
+	err := s.Set(key, v[:])
+	if err != nil && string(key) == raftCurrentTerm {
+		s.log.Error("raftstore: the Raft term cannot be saved, and hashicorp/raft stops the process when it cannot: free space there (or repair the disk) and start the node again",
+			slog.String("dir", s.dir), slog.Uint64("term", val), slog.String("err", err.Error()))
+	}
+	return err
 }
+
+// raftCurrentTerm is the stable-store key of raft's current term, which raft panics when
+// it cannot save.
+const raftCurrentTerm = "CurrentTerm"
 
 // GetUint64 returns the value stored under key by SetUint64, or 0 and no error when
 // there is none, as raft.StableStore says. A value of another length is an error.
