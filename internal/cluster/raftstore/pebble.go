@@ -88,8 +88,11 @@ func openPebble(fs vfs.FS, dir string, log *slog.Logger, memTable uint64) (*pebb
 		// Too little for the table of the replay, or for the MANIFEST, whose failed
 		// write Pebble makes fatal on its flush goroutine: the process would stop.
 		wal := diskspace.FilesSize(dir, ".log")
-		return nil, nil, noSpace("open", dir, fmt.Sprintf("replaying the write-ahead log (%s) writes its records into a table and a new MANIFEST, which",
-			diskspace.Bytes(wal)), wal+openRoom, syscall.ENOSPC)
+		doing := "opening the Raft log writes a new MANIFEST and write-ahead log, which"
+		if wal > 0 {
+			doing = fmt.Sprintf("replaying the write-ahead log (%s) writes its records into a table and a new MANIFEST, which", diskspace.Bytes(wal))
+		}
+		return nil, nil, noSpace("open", dir, doing, wal+openRoom, syscall.ENOSPC)
 	}
 	w := &watches{tables: &pebbledb.TableWatch{FS: fs, Backoff: reopenBackoff}, flushes: new(pebbledb.FlushWatch), c: newCommitter()}
 	w.opts = &pebble.Options{
