@@ -65,21 +65,21 @@ func openPebble(cfg conf.Store, log *slog.Logger, fs vfs.FS) (*store, error) {
 			return nil, err
 		}
 	}
-	tables := &tableWatch{FS: fs, backoff: reopenBackoff}
+	tables := &pebbledb.TableWatch{FS: fs, Backoff: reopenBackoff}
 	wal := &walWatch{FS: tables}
-	flushes := new(flushWatch)
+	flushes := new(pebbledb.FlushWatch)
 	opts := pebbleOptions(cfg, wal, log)
-	opts.EventListener = flushes.listener()
+	opts.EventListener = flushes.Listener()
 	if existing {
 		// Open an existing database at its own format: if it turns out not to be ours,
 		// it must leave as it came. Ours is raised to pebbleFormat after the check.
 		opts.FormatMajorVersion = pebble.FormatMinSupported
 	}
-	o := flushes.open(dir, opts)
-	db, err, stuck := o.wait()
+	o := flushes.Open("store.open", dir, opts)
+	db, err, stuck := o.Wait()
 	if stuck {
 		err = stuckError("open", dir, err)
-		o.abandon(release) // it lets the directory go once space lets it complete
+		o.Abandon("store.open.abandoned", release) // it lets the directory go once space lets it complete
 		return nil, err
 	}
 	if err != nil {
@@ -92,7 +92,7 @@ func openPebble(cfg conf.Store, log *slog.Logger, fs vfs.FS) (*store, error) {
 		return nil, openError(dir, err)
 	}
 	if err := checkFormat(db, dir); err != nil {
-		_ = closeDB(db)
+		_ = pebbledb.CloseDB(db)
 		release()
 		return nil, err
 	}
@@ -182,25 +182,25 @@ func checkDir(fs vfs.FS, dir string) (existing bool, err error) {
 // pebbleEngine is the engine on disk. The committer calls write and flush; Load calls
 // iter. After a failed write or flush the database is closed and reopened by the next
 // write (package doc, Failures); while Pebble cannot write its tables, commits are
-// refused (pebbleopen.go).
+// refused (refuse).
 type pebbleEngine struct {
 	dir        string
 	opts       *pebble.Options
 	log        *slog.Logger
 	wal        *walWatch
-	tables     *tableWatch
-	flushes    *flushWatch
+	tables     *pebbledb.TableWatch
+	flushes    *pebbledb.FlushWatch
 	chunkBytes int           // the most one Pebble batch takes (commit.go, invariant 4)
 	backoff    time.Duration // reopenBackoff; shorter in tests
 	release    func()        // lets go of the directory's claim (lock.go); nil once closed
 
 	// mu is held shared while db is used and exclusively to replace it.
 	mu      sync.RWMutex
-	db      *pebble.DB    // nil while broken
-	broken  error         // why db is nil
-	retryAt time.Time     // the earliest reopen
-	pending *dbOpen       // a reopen waiting for space, whose flush failed; nil if none
-	pb      *pebble.Batch // the committer's, reused from group to group
+	db      *pebble.DB     // nil while broken
+	broken  error          // why db is nil
+	retryAt time.Time      // the earliest reopen
+	pending *pebbledb.Open // a reopen waiting for space, whose flush failed; nil if none
+	pb      *pebble.Batch  // the committer's, reused from group to group
 
 	refusing bool // refuse refuses commits; the committer's
 }
@@ -221,13 +221,18 @@ func (e *pebbleEngine) write(group []*Batch, sync bool) error {
 	return err
 }
 
-// refuse returns an error while Pebble cannot write its tables, logging when that starts
-// and ends: Pebble may stall a commit until a flush succeeds, so none is handed to it
-// meanwhile (pebbleopen.go). The committer is the only caller.
+// refuse returns an error while Pebble cannot write its tables (the last flush failed on
+// the file system, or a table write failed within the last two backoffs, so a flush may
+// be waiting for its paced retry), logging when that starts and ends: Pebble may stall a
+// commit until a flush succeeds, so none is handed to it meanwhile (internal/pebbledb,
+// open.go). Once space returns the retries succeed and commits are accepted again. A
+// commit accepted before the first failure may still stall until space returns: that
+// needs the memtables to fill while a flush is being written, and that flush to fail.
+// The committer is the only caller.
 func (e *pebbleEngine) refuse() error {
-	err := e.flushes.failing()
+	err := e.flushes.Failing()
 	if err == nil {
-		err = e.tables.failedWithin(2 * e.tables.backoff)
+		err = e.tables.FailedWithin(2 * e.tables.Backoff)
 	}
 	switch {
 	case err != nil && !e.refusing:
@@ -332,7 +337,7 @@ func (e *pebbleEngine) fail(cause error) {
 	}
 	e.log.Error("store: write failed; the database reopens before the next commit",
 		slog.String("dir", e.dir), slog.Any("err", cause))
-	if err := closeDB(e.db); err != nil {
+	if err := pebbledb.CloseDB(e.db); err != nil {
 		e.log.Debug("store: closing after a failed write", slog.Any("err", err))
 	}
 	e.db, e.broken = nil, cause
@@ -357,7 +362,7 @@ func (e *pebbleEngine) reopen() error {
 	var db *pebble.DB
 	var err error
 	if e.pending != nil {
-		if db, err, ok = e.pending.opened(); !ok {
+		if db, err, ok = e.pending.Opened(); !ok {
 			return e.broken // still waiting for space
 		}
 		e.pending = nil
@@ -366,9 +371,9 @@ func (e *pebbleEngine) reopen() error {
 			return e.broken
 		}
 		e.wal.reset()
-		o := e.flushes.open(e.dir, e.opts)
+		o := e.flushes.Open("store.open", e.dir, e.opts)
 		var stuck bool
-		if db, err, stuck = o.wait(); stuck {
+		if db, err, stuck = o.Wait(); stuck {
 			e.pending = o
 			e.broken = stuckError("reopen", e.dir, err)
 			e.log.Error("store: the database cannot reopen until space is freed; commits fail meanwhile",
@@ -382,7 +387,7 @@ func (e *pebbleEngine) reopen() error {
 		return e.broken
 	}
 	e.log.Info("store: reopened after a failed write", slog.String("dir", e.dir))
-	e.flushes.opened()
+	e.flushes.Opened()
 	e.db, e.broken = db, nil
 	return nil
 }
@@ -402,7 +407,7 @@ func (e *pebbleEngine) close() error {
 	if e.pending != nil { // it lets the directory go once space lets it complete
 		e.log.Warn("store: closed while reopening after a full disk: the database closes, and lets the directory go, once space is freed",
 			slog.String("dir", e.dir))
-		e.pending.abandon(e.release)
+		e.pending.Abandon("store.open.abandoned", e.release)
 		e.pending, e.release = nil, nil
 	}
 	if e.release != nil {
@@ -412,15 +417,15 @@ func (e *pebbleEngine) close() error {
 	if e.db == nil {
 		return nil
 	}
-	err := closeDB(e.db)
+	err := pebbledb.CloseDB(e.db)
 	e.db = nil
 	return err
 }
 
-// closeDB closes db, turning a fatal error of Pebble's into an error.
-func closeDB(db *pebble.DB) (err error) {
-	defer pebbledb.Recover(&err)
-	return db.Close()
+// stuckError is the error of an open or a reopen (op) of dir whose flush of the
+// replayed write-ahead log failed with cause.
+func stuckError(op, dir string, cause error) error {
+	return pebbledb.StuckError(ErrNoSpace, "store: "+op, dir, noSpaceAdvice(op), cause)
 }
 
 // walWatch is the file system under Pebble. It records the first error that a write-ahead

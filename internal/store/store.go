@@ -11,8 +11,8 @@
 //
 // Files: store.go the API and this description; batch.go the Batch; format.go the
 // records; commit.go the committer (group commit); load.go Load and its sweep; engine.go
-// the choice of engine; pebble.go the engine on Pebble, pebbleopen.go what keeps Pebble
-// from hanging on a full disk; logengine.go, logfile.go, logindex.go and compact.go the
+// the choice of engine; pebble.go the engine on Pebble (internal/pebbledb keeps Pebble
+// from hanging on a full disk); logengine.go, logfile.go, logindex.go and compact.go the
 // log engine; memory.go the engine in memory; space.go what the store says when the disk
 // is full; metrics.go the Prometheus series.
 //
@@ -125,7 +125,7 @@
 // Pebble would hold them until a flush succeeds. When space returns, the store works
 // again without a restart. An Open that must write the WAL it replays into a table and
 // cannot (a full disk) fails at once with ErrNoSpace, naming the directory and the space
-// (pebbleopen.go); the log engine opens on a full disk, and its commits fail until
+// (internal/pebbledb, open.go); the log engine opens on a full disk, and its commits fail until
 // space returns. Under interval and none, Pebble writes the WAL in
 // the background, so a failure surfaces at the next commit or fsync, and acknowledged
 // batches that were not yet written are lost, as a crash would lose them. A failure

@@ -3,7 +3,9 @@
 // directory (never the broker's store).
 //
 // Files: doc.go this description; store.go the Store; format.go the records;
-// pebble.go opening the database.
+// pebble.go opening the database; failures.go what the Store does after a failed write
+// and on a full disk; committer.go the goroutine that applies writes, so that one Pebble
+// stalls can be given up.
 //
 // # Durability
 //
@@ -53,14 +55,40 @@
 //
 // Pebble treats a failed WAL write or fsync as fatal for the open database: its commit
 // pipeline cannot be trusted after it (after a failed fsync the page cache cannot be
-// either). The write that hit it returns ErrBroken wrapping Pebble's error, and every
-// later write ErrBroken without entering Pebble; reads go on. What the failed write held
-// may be visible to GetLog (Pebble applies a batch before its sync returns), never to
-// LastIndex, and may or may not be there after a restart, like any write that was not
-// acknowledged. Raft treats failed writes as it should (the entry is not acknowledged, a
-// leader steps down), and the node recovers from the WAL when it is restarted. A failure
-// Pebble hits in the background (a flush, a compaction, the MANIFEST) stops the process,
-// as Pebble intends (internal/pebbledb).
+// either). The write that hit it returns an error wrapping Pebble's (ErrNoSpace on a
+// full disk, else ErrBroken), and so does every later write without entering Pebble
+// until the Store has reopened the database: at a write at least a second later, once
+// the file system has room for what the reopen writes (Pebble writes the WAL it replays
+// into a table). Reads go on meanwhile. What the failed write held may be visible to
+// GetLog (Pebble applies a batch before its sync returns), never to LastIndex, and may or
+// may not be there after the reopen or a restart, like any write that was not
+// acknowledged. A failure Pebble hits in the background on its MANIFEST stops the
+// process, as Pebble intends (internal/pebbledb); a restart recovers from the WAL.
+//
+// On a full disk (internal/pebbledb, open.go, "Pebble on a full disk") nothing waits for
+// space:
+//
+//   - Open fails at once with ErrNoSpace, naming the directory, what it was doing, the
+//     space that needs and the space there is: when the file system has less than
+//     openRoom free, and when Pebble's write of the replayed WAL into a table fails (the
+//     open goes on in the background, and closes the database once space lets it
+//     complete).
+//   - While Pebble cannot write its tables (a flush or a compaction failed on the file
+//     system), writes fail at once with ErrNoSpace (refuse): Pebble retries once a
+//     second, and would hold a write until a flush succeeds. A write let in just before
+//     that Pebble stalls is given up when the flush fails, and writes fail until it has
+//     returned (committer.go).
+//   - A reopen whose table does not fit after all is left pending: reads fail too until
+//     it completes.
+//
+// Once space is freed the Store works again by itself, within about a second. Raft
+// treats a failed write as it should: a follower does not acknowledge the entries, and
+// the leader sends them again, backing off up to about 10 s; a leader fails the
+// entries it was appending (their Apply returns the error, though they may still be
+// committed later, as after a lost leadership) and steps down. But hashicorp/raft
+// panics when it cannot save a new current term (SetUint64) or read an entry it has
+// committed: a node whose disk is full stops at the first election it takes part in
+// (docs/cluster.md, "When the disk is full").
 //
 // # Why Pebble
 //

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
@@ -15,7 +16,8 @@ import (
 
 // TestWriteFailure: a failed WAL sync fails the write that hit it with an error that
 // carries Pebble's fatal error, and every later write with ErrBroken, without entering
-// Pebble again; the cached indexes keep what was durable, and reads go on.
+// Pebble again until the backoff has passed; the cached indexes keep what was durable,
+// and reads go on. Then the database is reopened by the next write, which succeeds.
 func TestWriteFailure(t *testing.T) {
 	var failing atomic.Bool
 	var walOps atomic.Int64 // writes and syncs of the WAL while failing
@@ -37,6 +39,7 @@ func TestWriteFailure(t *testing.T) {
 	if err := s.SetUint64([]byte("CurrentTerm"), 1); err != nil {
 		t.Fatal(err)
 	}
+	s.backoff = time.Hour // no reopen until the test says
 
 	failing.Store(true)
 	err = s.StoreLogs(entries(11, 20, 1))
@@ -77,7 +80,29 @@ func TestWriteFailure(t *testing.T) {
 	if v, err := s.GetUint64([]byte("CurrentTerm")); v != 1 || err != nil {
 		t.Errorf("GetUint64 after the failure = %d, %v, want 1", v, err)
 	}
-	_ = s.Close() // Pebble may report the failure again; the store is closed either way
+
+	failing.Store(false)
+	s.writeMu.Lock()
+	s.retryAt = time.Time{} // the backoff has passed
+	s.writeMu.Unlock()
+	if err := s.StoreLogs(entries(11, 20, 1)); err != nil {
+		t.Fatalf("StoreLogs once the WAL works again: %v, want the database reopened", err)
+	}
+	if last, _ := s.LastIndex(); last != 20 {
+		t.Errorf("LastIndex after the reopen = %d, want 20", last)
+	}
+	for i := uint64(1); i <= 20; i++ {
+		var l raft.Log
+		if err := s.GetLog(i, &l); err != nil {
+			t.Fatalf("GetLog(%d) after the reopen: %v", i, err)
+		}
+		if diff := sameLog(&l, entry(i, 1)); diff != "" {
+			t.Fatalf("GetLog(%d) after the reopen: %s", i, diff)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.StoreLog(entry(11, 1)); !errors.Is(err, ErrClosed) {
 		t.Errorf("StoreLog after Close = %v, want ErrClosed", err)
 	}

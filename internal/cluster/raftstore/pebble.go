@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"syscall"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/bifrost-mqtt/bifrost/internal/diskspace"
 	"github.com/bifrost-mqtt/bifrost/internal/pebbledb"
 )
 
@@ -27,6 +30,15 @@ const (
 	cacheSize    = 1 << 20
 )
 
+// openRoom is the least free space an open starts with: the MANIFEST Pebble writes and
+// the table it writes the replayed write-ahead log into need room beyond what it holds.
+const openRoom = 256 << 10
+
+// reopenBackoff is the least time between two reopens after a failed write, and between
+// two tries of a table write that failed (pebbledb.TableWatch): on a full disk a try a
+// second.
+const reopenBackoff = time.Second
+
 // ErrForeign is returned by Open for a directory that holds a Pebble database that is not
 // a bifrost Raft log.
 var ErrForeign = errors.New("raftstore: not a bifrost Raft log")
@@ -34,45 +46,137 @@ var ErrForeign = errors.New("raftstore: not a bifrost Raft log")
 // ErrVersion is returned by Open for a Raft log of a newer format than this build reads.
 var ErrVersion = errors.New("raftstore: unsupported format version")
 
-// openPebble opens or creates the database in dir on fs and checks its format record.
-func openPebble(fs vfs.FS, dir string, log *slog.Logger) (*pebble.DB, error) {
+// ErrNoSpace marks the errors of a full disk (they match syscall.ENOSPC too): an Open
+// that cannot write the write-ahead log it replays into a table, and the writes that
+// fail or are refused while the disk is full (package doc, Failures).
+var ErrNoSpace = errors.New("raftstore: no space left on device")
+
+// watches are what a Store's database is opened with, again at every reopen: its file
+// system under a TableWatch, its flushes under a FlushWatch, its write stalls told to
+// its committer (not started).
+type watches struct {
+	opts    *pebble.Options
+	tables  *pebbledb.TableWatch
+	flushes *pebbledb.FlushWatch
+	c       *committer
+}
+
+// tablesFailing returns the error of the last flush if it failed on the file system, or
+// of a table write that failed within the last two backoffs (a flush may be waiting for
+// its paced retry).
+func (w *watches) tablesFailing() error {
+	if err := w.flushes.Failing(); err != nil {
+		return err
+	}
+	return w.tables.FailedWithin(2 * w.tables.Backoff)
+}
+
+// openPebble opens or creates the database in dir on fs, with memtables of up to
+// memTable bytes (memTableSize; smaller in tests), and checks its format record. An open
+// that cannot write the write-ahead log it replays into a table (a full disk) fails at
+// once with ErrNoSpace instead of waiting for space; it goes on in the background and
+// closes the database once space lets it complete.
+func openPebble(fs vfs.FS, dir string, log *slog.Logger, memTable uint64) (*pebble.DB, *watches, error) {
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("raftstore: create %s: %w", dir, err)
+		return nil, nil, fmt.Errorf("raftstore: create %s: %w", dir, err)
 	}
 	desc, err := pebble.Peek(dir, fs)
 	if err != nil {
-		return nil, fmt.Errorf("raftstore: open %s: %w", dir, err)
+		return nil, nil, fmt.Errorf("raftstore: open %s: %w", dir, err)
 	}
-	opts := &pebble.Options{
+	if free, ok := diskspace.Free(dir); ok && free < openRoom {
+		// Too little for the table of the replay, or for the MANIFEST, whose failed
+		// write Pebble makes fatal on its flush goroutine: the process would stop.
+		wal := diskspace.FilesSize(dir, ".log")
+		doing := "opening the Raft log writes a new MANIFEST and write-ahead log, which"
+		if wal > 0 {
+			doing = fmt.Sprintf("replaying the write-ahead log (%s) writes its records into a table and a new MANIFEST, which", diskspace.Bytes(wal))
+		}
+		return nil, nil, noSpace("open", dir, doing, wal+openRoom, syscall.ENOSPC)
+	}
+	w := &watches{tables: &pebbledb.TableWatch{FS: fs, Backoff: reopenBackoff}, flushes: new(pebbledb.FlushWatch), c: newCommitter()}
+	w.opts = &pebble.Options{
 		CacheSize:          cacheSize,
-		MemTableSize:       memTableSize,
+		MemTableSize:       memTable,
 		FormatMajorVersion: pebbleFormat,
 		Logger:             pebbledb.NewLogger(log),
-		FS:                 fs,
+		EventListener:      w.flushes.Listener(),
+		FS:                 w.tables,
 	}
+	w.c.listen(w.opts.EventListener)
 	// Pebble's default today, pinned: zstd is never used (internal/store's package doc,
 	// Build).
-	for i := range opts.Levels {
-		opts.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.SnappyCompression }
+	for i := range w.opts.Levels {
+		w.opts.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.SnappyCompression }
 	}
 	if desc.Exists {
 		// Open an existing database at its own format: if it turns out not to be ours,
 		// it must leave as it came. Ours is raised to pebbleFormat after the check.
-		opts.FormatMajorVersion = pebble.FormatMinSupported
+		w.opts.FormatMajorVersion = pebble.FormatMinSupported
 	}
-	db, err := pebble.Open(dir, opts)
+	o := w.flushes.Open("raftstore.open", dir, w.opts)
+	db, err, stuck := o.Wait()
+	if stuck {
+		o.Abandon("raftstore.open.abandoned", nil)
+		return nil, nil, stuckError("open", dir, err)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("raftstore: open %s: %w", dir, err)
+		return nil, nil, openError(dir, "opening the Raft log", err)
 	}
-	if err := format.Check(db, dir); err != nil {
-		_ = db.Close()
-		return nil, err
+	if err := checkFormat(db, dir); err != nil {
+		_ = pebbledb.CloseDB(db)
+		return nil, nil, err
+	}
+	w.opts.FormatMajorVersion = pebbleFormat
+	return db, w, nil
+}
+
+// checkFormat checks the format record of db and raises an older log to pebbleFormat,
+// turning a fatal error of Pebble's (a write that a full disk stopped) into an error.
+func checkFormat(db *pebble.DB, dir string) error {
+	if err := recovered(func() error { return format.Check(db, dir) }); err != nil {
+		return noSpace("open", dir, "writing the Raft log's format record", 0, err)
 	}
 	if db.FormatMajorVersion() < pebbleFormat {
-		if err := db.RatchetFormatMajorVersion(pebbleFormat); err != nil {
-			_ = db.Close()
-			return nil, fmt.Errorf("raftstore: open %s: %w", dir, err)
+		if err := recovered(func() error { return db.RatchetFormatMajorVersion(pebbleFormat) }); err != nil {
+			return openError(dir, "raising the Raft log's Pebble format", err)
 		}
 	}
-	return db, nil
+	return nil
+}
+
+// recovered calls f, turning a fatal error of Pebble's into an error.
+func recovered(f func() error) (err error) {
+	defer pebbledb.Recover(&err)
+	return f()
+}
+
+// openError is the error of an open of dir that failed with err while doing (an "-ing"
+// phrase).
+func openError(dir, doing string, err error) error {
+	if e := noSpace("open", dir, doing, 0, err); e != err {
+		return e
+	}
+	return fmt.Errorf("raftstore: open %s: %w", dir, err)
+}
+
+// noSpace returns the error of op (open, write, reopen) in dir, where doing (an "-ing"
+// phrase) needed about need bytes (0: unknown) and failed with cause: a diskspace.Error
+// matching ErrNoSpace, or cause as it is unless it is a full disk.
+func noSpace(op, dir, doing string, need uint64, cause error) error {
+	return diskspace.NoSpace(ErrNoSpace, "raftstore: "+op, dir, doing, need, noSpaceAdvice(op), cause)
+}
+
+// stuckError is the error of an open or a reopen (op) of dir whose flush of the replayed
+// write-ahead log failed with cause.
+func stuckError(op, dir string, cause error) error {
+	return pebbledb.StuckError(ErrNoSpace, "raftstore: "+op, dir, noSpaceAdvice(op), cause)
+}
+
+// noSpaceAdvice says what to do after op failed on a full disk.
+func noSpaceAdvice(op string) string {
+	if op == "open" {
+		return "free space there or move cluster.dir, then start again"
+	}
+	return "writes fail until space is freed there, and then work again by themselves"
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -19,25 +20,35 @@ import (
 var ErrClosed = errors.New("raftstore: closed")
 
 // ErrBroken marks the error of every write after a write that failed in Pebble's commit
-// pipeline (package doc, Failures).
-var ErrBroken = errors.New("raftstore: broken by a failed write; restart the node")
+// pipeline, until the database is reopened (package doc, Failures). A write that failed
+// on a full disk, and the writes after it, match ErrNoSpace instead.
+var ErrBroken = errors.New("raftstore: a write failed; the Raft log reopens before a later write")
 
 // A Store is raft's log store and stable store on one Pebble database. Its methods may
 // be called concurrently, as raft does (its main loop writes, replication goroutines read
 // with GetLog, the snapshot goroutine calls DeleteRange); writes are serialised.
 type Store struct {
-	dir string
-	log *slog.Logger
+	dir     string
+	log     *slog.Logger
+	w       *watches      // what db is opened with, again at a reopen
+	backoff time.Duration // reopenBackoff; shorter in tests
 
-	// closeMu is held shared by every method while it uses db, and exclusively by Close.
+	// closeMu is held shared by every method while it uses db, and exclusively by Close
+	// and a reopen, which replace it. Lock order: writeMu, then closeMu.
 	closeMu sync.RWMutex
-	db      *pebble.DB // nil once closed
+	db      *pebble.DB // nil once closed, and while a reopen waits for space
+	gone    error      // why db is nil: ErrClosed, or the reopen's error
+	closed  bool       // written under writeMu and closeMu both
 
 	// writeMu serialises writes, so that the cached indexes follow the order of the
 	// commits and no write enters Pebble after one has failed.
-	writeMu sync.Mutex
-	batch   *pebble.Batch // reused from write to write
-	broken  error         // the failed write, wrapped in ErrBroken
+	writeMu  sync.Mutex
+	batch    *pebble.Batch  // reused from write to write
+	broken   error          // the failed write or reopen; nil while db can be written
+	retryAt  time.Time      // the earliest reopen
+	pending  *pebbledb.Open // a reopen whose flush failed, waiting for space; nil if none
+	refusing bool           // refuse refuses writes
+	wedgedBy error          // the table write failure for which a stalled write was given up
 
 	// first and last are the lowest and highest index in the log, 0 when it is empty.
 	// Writers update them under writeMu once their commit is durable.
@@ -58,36 +69,63 @@ func Open(dir string, log *slog.Logger) (*Store, error) {
 
 // openFS is Open on fs: the tests' file systems fail writes or lose what was not synced.
 func openFS(fs vfs.FS, dir string, log *slog.Logger) (*Store, error) {
+	return openSized(fs, dir, log, memTableSize)
+}
+
+// openSized is openFS with memtables of up to memTable bytes: the tests' fill a small
+// disk with flushes.
+func openSized(fs vfs.FS, dir string, log *slog.Logger, memTable uint64) (*Store, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	db, err := openPebble(fs, dir, log)
+	db, w, err := openPebble(fs, dir, log, memTable)
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{dir: dir, log: log, db: db, batch: db.NewBatch()}
+	s := &Store{dir: dir, log: log, w: w, backoff: reopenBackoff, db: db, batch: db.NewBatch()}
 	first, last, err := s.bounds()
 	if err != nil {
-		_ = db.Close()
+		_ = pebbledb.CloseDB(db)
 		return nil, fmt.Errorf("raftstore: open %s: %w", dir, err)
 	}
+	w.c.start()
 	s.first.Store(first)
 	s.last.Store(last)
+	warnLowSpace(log, dir)
 	return s, nil
 }
 
 // Close closes the database. Every later call returns ErrClosed; Close itself returns
-// nil.
-func (s *Store) Close() (err error) {
+// nil. A reopen waiting for space is left to finish in the background, and closes the
+// database then.
+func (s *Store) Close() error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
 	s.closeMu.Lock()
 	defer s.closeMu.Unlock()
-	if s.db == nil {
+	if s.closed {
 		return nil
+	}
+	s.closed, s.gone = true, ErrClosed
+	if s.pending != nil {
+		s.log.Warn("raftstore: closed while reopening on a full disk: the database closes once space is freed",
+			slog.String("dir", s.dir))
+		s.pending.Abandon("raftstore.open.abandoned", nil)
+		s.pending = nil
 	}
 	db := s.db
 	s.db = nil
-	defer pebbledb.Recover(&err)
-	return db.Close()
+	if db != nil && s.w.c.busy {
+		s.log.Warn("raftstore: closed while a write waits for space: the database closes once it has returned",
+			slog.String("dir", s.dir))
+		s.w.c.stop(func() { _ = pebbledb.CloseDB(db) })
+		return nil
+	}
+	s.w.c.stop(nil)
+	if db == nil {
+		return nil
+	}
+	return pebbledb.CloseDB(db)
 }
 
 // FirstIndex returns the lowest index in the log, 0 when it is empty. It reads a cached
@@ -104,7 +142,7 @@ func (s *Store) GetLog(index uint64, l *raft.Log) error {
 	s.closeMu.RLock()
 	defer s.closeMu.RUnlock()
 	if s.db == nil {
-		return ErrClosed
+		return s.gone
 	}
 	var k [logKeyLen]byte
 	putLogKey(k[:], index)
@@ -205,7 +243,7 @@ func (s *Store) Get(key []byte) ([]byte, error) {
 	s.closeMu.RLock()
 	defer s.closeMu.RUnlock()
 	if s.db == nil {
-		return nil, ErrClosed
+		return nil, s.gone
 	}
 	v, closer, err := s.db.Get(appendStableKey(nil, key))
 	if errors.Is(err, pebble.ErrNotFound) {
@@ -226,8 +264,17 @@ func (s *Store) Get(key []byte) ([]byte, error) {
 func (s *Store) SetUint64(key []byte, val uint64) error {
 	var v [8]byte
 	binary.BigEndian.PutUint64(v[:], val)
-	return s.Set(key, v[:])
+	err := s.Set(key, v[:])
+	if err != nil && string(key) == raftCurrentTerm {
+		s.log.Error("raftstore: the Raft term cannot be saved, and hashicorp/raft stops the process when it cannot: free space there (or repair the disk) and start the node again",
+			slog.String("dir", s.dir), slog.Uint64("term", val), slog.String("err", err.Error()))
+	}
+	return err
 }
+
+// raftCurrentTerm is the stable-store key of raft's current term, which raft panics when
+// it cannot save.
+const raftCurrentTerm = "CurrentTerm"
 
 // GetUint64 returns the value stored under key by SetUint64, or 0 and no error when
 // there is none, as raft.StableStore says. A value of another length is an error.
@@ -245,31 +292,42 @@ func (s *Store) GetUint64(key []byte) (uint64, error) {
 }
 
 // write fills the reused batch with fill, commits it synced, and then calls done (if
-// not nil) to update the cached indexes, all under writeMu.
+// not nil) to update the cached indexes, all under writeMu. After a failed write it
+// reopens the database first (repair), and while Pebble cannot write its tables it
+// refuses (refuse): either way it fails at once rather than wait for space.
 func (s *Store) write(fill func(*pebble.Batch) error, done func() error) error {
-	s.closeMu.RLock()
-	defer s.closeMu.RUnlock()
-	if s.db == nil {
-		return ErrClosed
-	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	if s.broken != nil {
-		return s.broken
+	if s.closed {
+		return ErrClosed
+	}
+	if err := s.wedged(); err != nil {
+		return err
+	}
+	if err := s.repair(); err != nil {
+		return err
+	}
+	if err := s.refuse(); err != nil {
+		return err
+	}
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.batch == nil {
+		s.batch = s.db.NewBatch()
 	}
 	b := s.batch
 	b.Reset()
 	if err := fill(b); err != nil {
 		return fmt.Errorf("raftstore: %w", err)
 	}
-	if err := s.commit(b); err != nil {
+	err, givenUp := s.w.c.commit(s.db, b, s.w.tablesFailing)
+	if givenUp {
+		return s.giveUp(err)
+	}
+	if err != nil {
 		var fatal *pebbledb.Fatal
 		if errors.As(err, &fatal) {
-			// Pebble's commit pipeline is unusable after a failed WAL write or fsync.
-			s.broken = fmt.Errorf("%w: %s: %w", ErrBroken, s.dir, err)
-			s.batch = nil // Pebble forbids reusing a batch whose commit failed
-			s.log.Error("raftstore: write failed; the Raft log refuses writes until the node restarts",
-				slog.String("dir", s.dir), slog.Any("err", err))
+			s.fail(err)
 			return s.broken
 		}
 		s.batch = s.db.NewBatch()
@@ -282,12 +340,6 @@ func (s *Store) write(fill func(*pebble.Batch) error, done func() error) error {
 		return fmt.Errorf("raftstore: %w", err)
 	}
 	return nil
-}
-
-// commit applies b synced, turning Pebble's fatal commit error into an error.
-func (s *Store) commit(b *pebble.Batch) (err error) {
-	defer pebbledb.Recover(&err)
-	return s.db.Apply(b, pebble.Sync)
 }
 
 // bounds reads the lowest and highest index of the log from the database.

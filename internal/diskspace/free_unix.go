@@ -1,12 +1,12 @@
 //go:build linux || darwin || freebsd
 
-package store
+package diskspace
 
 import "golang.org/x/sys/unix"
 
-// freeSpace returns the bytes an unprivileged writer may still use on dir's file system
-// (statfs's f_bavail blocks).
-func freeSpace(dir string) (uint64, bool) {
+// Free returns the bytes an unprivileged writer may still use on dir's file system
+// (statfs's f_bavail blocks); false when it cannot tell.
+func Free(dir string) (uint64, bool) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {
 		return 0, false
