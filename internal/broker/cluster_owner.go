@@ -43,13 +43,15 @@ import (
 
 // ClusterOwner is the cluster's side of client-id ownership.
 type ClusterOwner interface {
-	// Claim claims client id cid for this node; done is called once, on another
-	// goroutine, after the claim is applied: its epoch, whether another node owned the id
-	// before (moved), the session that node handed over (a store.Image; nil for none),
-	// or why the claim failed. clean: the CONNECT starts clean. Claim never blocks.
-	Claim(cid string, clean bool, done func(epoch uint64, moved bool, image []byte, err error))
+	// Claim claims client id who.ClientID for this node; done is called once, on another
+	// goroutine, with the outcome, once the claim is applied (and the session handed
+	// over) or refused. Claim never blocks.
+	Claim(who Claimant, done func(ClaimOutcome))
 	// Release ends this node's claim of cid made at epoch: its session ended.
 	Release(cid string, epoch uint64)
+	// Attached names identity as the owner of cid's session, which a CONNECT attached to
+	// under this node's claim at epoch, whose outcome was not Named.
+	Attached(cid string, epoch uint64, identity string)
 	// Owner is the owner of cid and its epoch as this node's applied log says.
 	Owner(cid string) (node string, epoch uint64)
 	// NodeName is this node's name.
@@ -67,6 +69,38 @@ type ClusterOwner interface {
 	// client's socket (the listener's write fence), so that a node waking from a pause
 	// writes nothing, not even what it had encoded before.
 	WritableAt(now int64) bool
+}
+
+// A Claimant is a CONNECT claiming its client id.
+type Claimant struct {
+	ClientID string
+	// Identity is the CONNECT's identity as every node names it (identityName): the
+	// cluster records whose session it gives the id to.
+	Identity string
+	// Discard lets the previous owner node drop the session rather than send it.
+	Discard bool
+	// Refuse: the CONNECT's foreign_session is refuse. A client id the cluster knows
+	// another identity owns is not taken (Foreign), so nothing of it is touched.
+	Refuse bool
+}
+
+// A ClaimOutcome is what came of a claim.
+type ClaimOutcome struct {
+	// Epoch is the claim's epoch: the log index of the entry that made it.
+	Epoch uint64
+	// Moved: another node owned the id before; a session of it on this node is stale.
+	Moved bool
+	// Session is the session the previous owner handed over (a store.Image); nil when it
+	// had none, started clean, or could not be asked (a node that failed: its sessions
+	// are lost, docs/cluster-owner.md).
+	Session []byte
+	// Foreign: the claim was refused, another identity owns the id (Refuse); nothing
+	// changed anywhere.
+	Foreign bool
+	// Named: the cluster's entry names the claimant's identity now (unsettledLocked).
+	Named bool
+	// Err: the claim was not applied (no leader in time, closing); refuse the CONNECT.
+	Err error
 }
 
 // ownerState is the broker's record of its claims; guarded by Broker.mu.
@@ -103,27 +137,31 @@ func (b *Broker) claimInCluster(cl *client, a *admission) {
 	// A clean start lets the previous owner node drop the session, unless it may belong
 	// to another identity and the CONNECT is to be refused then: the session must come
 	// here, whole, for admit to tell (identity.go).
-	discard := a.clean && !b.rules(cl.conn.Listener().Name()).refuse
-	b.cluster.Claim(a.cid, discard, func(epoch uint64, moved bool, image []byte, err error) {
-		b.claimed(cl, st, a, epoch, moved, image, err)
-	})
+	refuse := b.rules(cl.conn.Listener().Name()).refuse
+	who := Claimant{ClientID: a.cid, Identity: b.identityName(a.info.Realm, a.info.Username),
+		Discard: a.clean && !refuse, Refuse: refuse}
+	b.cluster.Claim(who, func(o ClaimOutcome) { b.claimed(cl, st, a, who.Identity, o) })
 }
 
 // claimed admits a parked CONNECT once its claim is applied, on the cluster's goroutine.
-func (b *Broker) claimed(cl *client, st *authState, a *admission, epoch uint64, moved bool, image []byte, err error) {
-	if err == nil {
+// One that attaches names its identity where the claim left the entry's owner unknown;
+// one that does not may leave an entry to release (unsettledLocked).
+func (b *Broker) claimed(cl *client, st *authState, a *admission, identity string, o ClaimOutcome) {
+	applied := o.Err == nil && !o.Foreign
+	if applied {
 		b.mu.Lock()
 		c := b.own.claiming[a.cid]
-		c.epoch = max(c.epoch, epoch)
+		c.epoch = max(c.epoch, o.Epoch)
 		b.own.claiming[a.cid] = c
 		b.mu.Unlock()
-		if moved {
-			b.adopt(a.cid, image)
+		if o.Moved {
+			b.adopt(a.cid, o.Session)
 		}
 	}
 	bt := b.getBatch()
-	b.claimedLocked(bt, cl, st, a, epoch, err)
+	attached := b.claimedLocked(bt, cl, st, a, o)
 	b.mu.Lock()
+	release := applied && !attached && b.unsettledLocked(a, o)
 	if c := b.own.claiming[a.cid]; c.n <= 1 {
 		delete(b.own.claiming, a.cid)
 	} else {
@@ -131,14 +169,21 @@ func (b *Broker) claimed(cl *client, st *authState, a *admission, epoch uint64, 
 		b.own.claiming[a.cid] = c
 	}
 	b.mu.Unlock()
+	switch {
+	case release:
+		b.cluster.Release(a.cid, o.Epoch)
+	case applied && attached && !o.Named:
+		b.cluster.Attached(a.cid, o.Epoch, identity)
+	}
 	b.endBatch(bt)
 }
 
-func (b *Broker) claimedLocked(bt *batch, cl *client, st *authState, a *admission, epoch uint64, err error) {
+// claimedLocked answers the CONNECT of claim outcome o, and reports whether it attached.
+func (b *Broker) claimedLocked(bt *batch, cl *client, st *authState, a *admission, o ClaimOutcome) bool {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	if cl.closing || cl.auth != st {
-		return // the connection ended meanwhile; a session handed over stays, offline
+		return false // the connection ended meanwhile; a session handed over stays, offline
 	}
 	st.working, st.claim = false, nil
 	if st.method == "" {
@@ -146,16 +191,39 @@ func (b *Broker) claimedLocked(bt *batch, cl *client, st *authState, a *admissio
 	}
 	v := a.info.Version
 	switch {
-	case err != nil:
-		b.log.Warn("cluster: client id not claimed; refusing the connect", "client", a.cid, "err", err)
+	case o.Err != nil:
+		b.log.Warn("cluster: client id not claimed; refusing the connect", "client", a.cid, "err", o.Err)
 		b.refuse(cl, v, packet.ServerUnavailable, refusal{"cluster: client id not claimed", a.cid, a.info.Username})
-		return
+		return false
+	case o.Foreign:
+		// The cluster knows the session is another identity's (identity.go): it took
+		// nothing, and the owner's connection on its node is left alone.
+		b.stats.denied("foreign_session")
+		b.refuse(cl, v, packet.ClientIdentifierNotValid, refusal{"session of another user (the cluster's owner of the client id)", a.cid, a.info.Username})
+		return false
 	case b.refuseUnserved(cl, v, refusal{cid: a.cid, user: a.info.Username}):
-		return
+		return false
 	}
-	a.epoch = epoch
-	b.admit(bt, cl, a, &a.connack)
+	a.epoch = o.Epoch
+	attached := b.admit(bt, cl, a, &a.connack)
 	b.handlePackets(bt, cl)
+	return attached
+}
+
+// unsettledLocked reports whether the cluster's entry of a claim whose CONNECT did not
+// attach (it ended, or was refused after the claim) is to be released, so that it stays
+// true to what this node holds: when no session of the id is here, or when the entry
+// names the claimant's identity and the session here is another's (a stale one, restored
+// from the store, that the claim found no entry for). An entry naming an identity whose
+// session does not exist would refuse others under foreign_session: refuse. The release
+// takes the entry only while it is still this claim; none while another CONNECT of the id
+// here is claiming (it settles the entry itself). b.mu is held.
+func (b *Broker) unsettledLocked(a *admission, o ClaimOutcome) bool {
+	if b.own.claiming[a.cid].n > 1 {
+		return false
+	}
+	s := b.sessions[a.cid]
+	return s == nil || o.Named && foreign(s, a.info.Username, a.info.Realm)
 }
 
 // ownedAttached fences a session just attached under the claim at epoch at once if a

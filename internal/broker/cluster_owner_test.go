@@ -21,6 +21,7 @@ import (
 type fakeOwner struct {
 	node  string
 	epoch uint64
+	who   string // the identity whose session it is; "" unknown (the FSM's rules)
 }
 
 // fakeCluster is the shared table; fakeNode is one node's view of it.
@@ -49,11 +50,27 @@ func newFakeCluster() *fakeCluster {
 
 // apply claims cid for node and fences it on the others, as every node's FSM would.
 func (c *fakeCluster) apply(node, cid string) (epoch uint64, prev fakeOwner) {
+	epoch, prev, _, _ = c.applyAs(node, Claimant{ClientID: cid})
+	return epoch, prev
+}
+
+// applyAs is apply of claim who, which is refused (foreign) if who.Refuse and the entry is
+// another identity's; named: the entry names who.Identity now.
+func (c *fakeCluster) applyAs(node string, who Claimant) (epoch uint64, prev fakeOwner, foreign, named bool) {
+	cid := who.ClientID
 	c.mu.Lock()
+	prev, had := c.owners[cid]
+	if who.Refuse && had && prev.who != "" && prev.who != who.Identity {
+		c.mu.Unlock()
+		return 0, fakeOwner{}, true, false
+	}
 	c.index++
 	epoch = c.index
-	prev = c.owners[cid]
-	c.owners[cid] = fakeOwner{node, epoch}
+	next := fakeOwner{node: node, epoch: epoch}
+	if !had || prev.who == who.Identity || who.Discard && prev.node != node {
+		next.who, named = who.Identity, true
+	}
+	c.owners[cid] = next
 	nodes := make(map[string]*Broker, len(c.nodes))
 	for n, b := range c.nodes {
 		nodes[n] = b
@@ -64,13 +81,17 @@ func (c *fakeCluster) apply(node, cid string) (epoch uint64, prev fakeOwner) {
 			b.Fence(epoch, []string{cid})
 		}
 	}
-	return epoch, prev
+	return epoch, prev, false, named
 }
 
-func (n *fakeNode) Claim(cid string, clean bool, done func(uint64, bool, []byte, error)) {
+func (n *fakeNode) Claim(who Claimant, done func(ClaimOutcome)) {
 	go func() { // the real one answers on the cluster's goroutines too
-		c := n.c
-		epoch, prev := c.apply(n.name, cid)
+		c, cid := n.c, who.ClientID
+		epoch, prev, foreign, named := c.applyAs(n.name, who)
+		if foreign {
+			done(ClaimOutcome{Foreign: true})
+			return
+		}
 		if c.between != nil {
 			c.between(cid)
 		}
@@ -81,12 +102,12 @@ func (n *fakeNode) Claim(cid string, clean bool, done func(uint64, bool, []byte,
 			old := c.nodes[prev.node]
 			c.mu.Unlock()
 			for {
-				im, found, busy, superseded, err := old.HandOver(cid, epoch, clean)
+				im, found, busy, superseded, err := old.HandOver(cid, epoch, who.Discard)
 				if busy {
 					continue
 				}
 				if err != nil {
-					done(0, false, nil, err)
+					done(ClaimOutcome{Err: err})
 					return
 				}
 				if found && !superseded {
@@ -95,7 +116,7 @@ func (n *fakeNode) Claim(cid string, clean bool, done func(uint64, bool, []byte,
 				break
 			}
 		}
-		done(epoch, moved, image, nil)
+		done(ClaimOutcome{Epoch: epoch, Moved: moved, Session: image, Named: named})
 	}()
 }
 
@@ -103,8 +124,17 @@ func (n *fakeNode) Release(cid string, epoch uint64) {
 	n.c.mu.Lock()
 	defer n.c.mu.Unlock()
 	n.c.released = append(n.c.released, fmt.Sprintf("%s %s@%d", n.name, cid, epoch))
-	if o := n.c.owners[cid]; o == (fakeOwner{n.name, epoch}) {
+	if o := n.c.owners[cid]; o.node == n.name && o.epoch == epoch {
 		delete(n.c.owners, cid)
+	}
+}
+
+func (n *fakeNode) Attached(cid string, epoch uint64, identity string) {
+	n.c.mu.Lock()
+	defer n.c.mu.Unlock()
+	if o := n.c.owners[cid]; o.node == n.name && o.epoch == epoch {
+		o.who = identity
+		n.c.owners[cid] = o
 	}
 }
 
@@ -144,9 +174,18 @@ func clusterBroker(t *testing.T, c *fakeCluster, name string) (*Broker, *fakeNod
 // their hand-over: the fake calls it at once.
 func clusterBrokerOn(t *testing.T, c *fakeCluster, name string, st store.Store) (*Broker, *fakeNode, store.Store) {
 	t.Helper()
+	return clusterBrokerWith(t, c, name, st, nil)
+}
+
+// clusterBrokerWith is clusterBrokerOn with its config changed by edit (nil: none).
+func clusterBrokerWith(t *testing.T, c *fakeCluster, name string, st store.Store, edit func(*conf.Config)) (*Broker, *fakeNode, store.Store) {
+	t.Helper()
 	cfg := conf.Default()
 	cfg.Listeners = nil
 	cfg.SysInterval = new(conf.Duration)
+	if edit != nil {
+		edit(cfg)
+	}
 	cfg.EnsureDefaults()
 	node := &fakeNode{c: c, name: name, serving: true}
 	b, err := New(Options{Config: cfg, Logger: slog.New(slog.DiscardHandler), Cluster: node})
@@ -459,6 +498,124 @@ func TestClusterRestoredRelease(t *testing.T) {
 	defer fc.mu.Unlock()
 	if fmt.Sprint(fc.released) != "[a x@1]" {
 		t.Fatalf("released %v; want [a x@1]", fc.released)
+	}
+}
+
+// as makes a CONNECT that of user, persistent (a day) unless clean.
+func as(user string, clean bool) func(c *packet.Connect) {
+	return func(c *packet.Connect) {
+		if !clean {
+			persist(86400)(c)
+		}
+		c.UsernameFlag, c.Username = true, []byte(user)
+	}
+}
+
+func refuseForeign(cfg *conf.Config) { cfg.Auth.ForeignSession = conf.ForeignRefuse }
+
+// TestClusterForeignRefused: under foreign_session: refuse, bob's CONNECT with the client
+// id of alice's live connection on another node is refused by the cluster's claim (0x85;
+// 3.1.1: 2), and alice is left alone: not fenced, not handed over.
+func TestClusterForeignRefused(t *testing.T) {
+	fc := newFakeCluster()
+	a, _, _ := clusterBrokerWith(t, fc, "a", store.NewMemory(), refuseForeign)
+	b, _, _ := clusterBrokerWith(t, fc, "b", store.NewMemory(), refuseForeign)
+	alice, ack := dialC(t, a, packet.V5, "dev", as("alice", false))
+	if ack.Code != packet.Success {
+		t.Fatalf("alice's CONNACK %+v", ack)
+	}
+	for _, v := range []packet.Version{packet.V5, packet.V311} {
+		for _, clean := range []bool{false, true} {
+			if _, ack := dialC(t, b, v, "dev", as("bob", clean)); ack.Code != packet.ClientIdentifierNotValid {
+				t.Fatalf("bob's %v CONNECT (clean %v): %+v; want 0x85 (3.1.1: 2)", v, clean, ack)
+			}
+		}
+	}
+	alice.send(packet.Pingreq{})
+	equalLines(t, "alice after bob's CONNECTs", alice.waitLines(1), []string{"PINGRESP"})
+	if n, e := a.cluster.Owner("dev"); n != "a" || e != 1 {
+		t.Fatalf("dev's entry %s@%d; want a@1", n, e)
+	}
+	if b.hasSession("dev") {
+		t.Fatal("b has a session of dev")
+	}
+}
+
+// TestClusterOwnerNamed: a CONNECT that attaches under a claim that left the entry's
+// owner unknown (an entry of an older build) names its identity, so that the next
+// foreign CONNECT is refused by the claim and leaves the connection alone.
+func TestClusterOwnerNamed(t *testing.T) {
+	fc := newFakeCluster()
+	a, _, _ := clusterBrokerWith(t, fc, "a", store.NewMemory(), refuseForeign)
+	b, _, _ := clusterBrokerWith(t, fc, "b", store.NewMemory(), refuseForeign)
+	alice, _ := dialC(t, a, packet.V5, "dev", as("alice", false))
+	alice.drop()
+	fc.mu.Lock()
+	o := fc.owners["dev"]
+	o.who = "" // as an older build's claim left it
+	fc.owners["dev"] = o
+	fc.mu.Unlock()
+	alice, ack := dialC(t, a, packet.V5, "dev", as("alice", false))
+	if !ack.SessionPresent {
+		t.Fatalf("alice's CONNACK %+v; want her session", ack)
+	}
+	testenv.WaitFor(t, "alice named the owner of dev", func() bool {
+		fc.mu.Lock()
+		defer fc.mu.Unlock()
+		return fc.owners["dev"].who == a.identityName(0, "alice")
+	})
+	if _, ack := dialC(t, b, packet.V5, "dev", as("bob", false)); ack.Code != packet.ClientIdentifierNotValid {
+		t.Fatalf("bob's CONNECT: %+v; want 0x85", ack)
+	}
+	alice.send(packet.Pingreq{})
+	equalLines(t, "alice after bob's CONNECT", alice.waitLines(1), []string{"PINGRESP"})
+}
+
+// TestClusterUnattachedReleased: a claim whose CONNECT ends before it attaches, and
+// leaves no session here, is released: the entry would name an identity whose session
+// does not exist, and refuse others.
+func TestClusterUnattachedReleased(t *testing.T) {
+	fc := newFakeCluster()
+	a, _, _ := clusterBrokerWith(t, fc, "a", store.NewMemory(), refuseForeign)
+	var x *tclient
+	fc.between = func(string) {
+		fc.between = nil
+		x.drop() // gone between its claim and its CONNACK
+	}
+	x = openT(t, a, packet.V5, "dev", as("alice", false))
+	testenv.WaitFor(t, "the unattached claim released", func() bool {
+		fc.mu.Lock()
+		defer fc.mu.Unlock()
+		return len(fc.owners) == 0 && fmt.Sprint(fc.released) == "[a dev@1]"
+	})
+	if _, ack := dialC(t, a, packet.V5, "dev", as("bob", false)); ack.Code != packet.Success {
+		t.Fatalf("bob's CONNECT of a client id with no session: %+v", ack)
+	}
+}
+
+// TestClusterStaleForeignReleased: a claim that found no entry, for a CONNECT refused by
+// a session of another identity here (a stale one: its entry was released elsewhere), is
+// released, so that the session's owner is not refused by an entry naming the refused
+// identity.
+func TestClusterStaleForeignReleased(t *testing.T) {
+	fc := newFakeCluster()
+	a, _, _ := clusterBrokerWith(t, fc, "a", store.NewMemory(), refuseForeign)
+	b, _, _ := clusterBrokerWith(t, fc, "b", store.NewMemory(), refuseForeign)
+	alice, _ := dialC(t, a, packet.V5, "dev", as("alice", false))
+	alice.drop()
+	fc.mu.Lock()
+	delete(fc.owners, "dev") // the table lost it; a keeps the session
+	fc.mu.Unlock()
+	if _, ack := dialC(t, a, packet.V5, "dev", as("bob", false)); ack.Code != packet.ClientIdentifierNotValid {
+		t.Fatalf("bob's CONNECT: %+v; want 0x85 (alice's session is here)", ack)
+	}
+	testenv.WaitFor(t, "bob's claim released", func() bool {
+		fc.mu.Lock()
+		defer fc.mu.Unlock()
+		return len(fc.owners) == 0
+	})
+	if _, ack := dialC(t, b, packet.V5, "dev", as("alice", false)); ack.Code != packet.Success {
+		t.Fatalf("alice's CONNECT on b: %+v; want accepted", ack)
 	}
 }
 

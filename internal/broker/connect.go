@@ -157,8 +157,8 @@ type admission struct {
 }
 
 // admit gives an accepted client its session (taking it over from a live connection if
-// need be) and sends connack.
-func (b *Broker) admit(bt *batch, cl *client, a *admission, connack *packet.Connack) {
+// need be) and sends connack; false: it refused the client instead.
+func (b *Broker) admit(bt *batch, cl *client, a *admission, connack *packet.Connack) bool {
 	cid, v := a.cid, a.info.Version
 	o := owner{user: a.info.Username, realm: a.info.Realm, refuse: b.rules(cl.conn.Listener().Name()).refuse}
 	c := b.claimSession(cid, a.clean, cl, o)
@@ -169,10 +169,10 @@ func (b *Broker) admit(bt *batch, cl *client, a *admission, connack *packet.Conn
 		b.stats.denied("foreign_session")
 		owner, _ := s.Identity()
 		b.refuse(cl, v, packet.ClientIdentifierNotValid, refusal{"session of another user (" + owner + ")", cid, o.user})
-		return
+		return false
 	case s == nil:
 		b.refuse(cl, v, packet.ServerUnavailable, refusal{"shutting down", cid, a.info.Username})
-		return
+		return false
 	case c.foreign:
 		b.foreignDiscarded(s, o.user)
 	}
@@ -204,6 +204,7 @@ func (b *Broker) admit(bt *batch, cl *client, a *admission, connack *packet.Conn
 		b.log.Debug("client connected", "client", cid, "version", v.String(), "clean", a.clean,
 			"present", present, "remote", cl.conn.RemoteAddr().String())
 	}
+	return true
 }
 
 // connack makes *connack the CONNACK accepting c (Session Present aside): in 5.0, the properties that

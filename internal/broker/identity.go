@@ -2,6 +2,7 @@ package broker
 
 import (
 	"log/slog"
+	"strconv"
 	"strings"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
@@ -103,6 +104,18 @@ func (b *Broker) idAllowed(cl *client, v packet.Version, cid, user string, assig
 	b.stats.denied("client_id")
 	b.refuse(cl, v, packet.ClientIdentifierNotValid, refusal{"client id not bound to the user name (auth.client_ids)", cid, user})
 	return false
+}
+
+// identityName names the identity of user under realm the same on every node of a
+// cluster and in every build, for the cluster's ownership table (cluster_owner.go): the
+// realm's name (its listener's; "" for the top-level auth block) with its length, and the
+// user name.
+func (b *Broker) identityName(realm uint8, user string) string {
+	name := ""
+	if int(realm) < len(b.realmNames) {
+		name = b.realmNames[realm]
+	}
+	return strconv.Itoa(len(name)) + ":" + name + user
 }
 
 // foreign reports whether s, which its client id's CONNECT is claiming, belongs to another

@@ -31,6 +31,7 @@ const (
 	// 2, 3: owner_fsm.go
 	// 4: fsm_retained.go
 	// 5: fsm_auth.go
+	// 6, 7: owner_fsm.go
 )
 
 // A command is one change of the replicated state.
@@ -49,7 +50,9 @@ type command interface {
 var commands = map[kind]func(r *reader) command{
 	kindIdentity: decodeIdentity,
 	kindClaim:    decodeClaims,
+	kindClaimAs:  decodeClaimsAs,
 	kindRelease:  decodeReleases,
+	kindAttach:   decodeAttaches,
 	kindRetain:   decodeRetains,
 	kindAuth:     decodeAuthFiles,
 }
@@ -72,21 +75,23 @@ type part struct {
 	capture func(s *state) func(b []byte) []byte
 	// restore reads the section back into s, which holds the parts restored before it.
 	restore func(s *state, r *reader)
-	// restoreV1, when set, reads the section as a version-1 snapshot wrote it.
-	restoreV1 func(s *state, r *reader)
+	// restoreOlder, when set, reads the section as a snapshot of an older version wrote
+	// it.
+	restoreOlder func(s *state, r *reader, version byte)
 }
 
 var parts = []part{
 	{section: 1, capture: captureIdentity, restore: restoreIdentity},
-	{section: 2, capture: captureOwners, restore: restoreOwners, restoreV1: restoreOwnerIDs},
+	{section: 2, capture: captureOwners, restore: restoreOwners, restoreOlder: restoreOlderOwners},
 	{section: 3, capture: captureRetained, restore: restoreRetained},
 	{section: 4, capture: captureAuth, restore: restoreAuth},
 }
 
 // snapshotVersion is the first byte of every snapshot this build writes; it reads
-// version 1 too (the ownership table with client ids). A node of an older build cannot
-// restore a newer snapshot: it says so and stays behind until it is upgraded.
-const snapshotVersion = 2
+// versions 1 (the ownership table with client ids) and 2 (with keys, without owners'
+// identities) too. A node of an older build cannot restore a newer snapshot: it says so
+// and stays behind until it is upgraded.
+const snapshotVersion = 3
 
 // encodeCommand returns c's log entry.
 func encodeCommand(c command) []byte {
@@ -225,11 +230,11 @@ func decodeSnapshot(data []byte) (state, error) {
 			return s, fmt.Errorf("cluster: snapshot section %d unknown (written by a newer node?)", section)
 		}
 		pr := &reader{b: []byte(body)}
-		restore := parts[i].restore
-		if version == 1 && parts[i].restoreV1 != nil {
-			restore = parts[i].restoreV1
+		if p := parts[i]; version < snapshotVersion && p.restoreOlder != nil {
+			p.restoreOlder(&s, pr, version)
+		} else {
+			p.restore(&s, pr)
 		}
-		restore(&s, pr)
 		if err := pr.end(); err != nil {
 			return s, fmt.Errorf("cluster: snapshot section %d: %w", section, err)
 		}

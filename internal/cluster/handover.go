@@ -27,16 +27,17 @@ import (
 // between its claim and its CONNACK (busy): a Raft commit.
 const handoverRetry = 20 * time.Millisecond
 
-// handover finishes pc's claim at epoch, whose previous owner is prev (another node).
-func (c *Cluster) handover(pc pendingClaim, epoch uint64, prev string) {
+// handover finishes pc's claim at epoch, whose previous owner is prev (another node);
+// named: the entry names pc's identity (Claim.Named).
+func (c *Cluster) handover(pc pendingClaim, epoch uint64, prev string, named bool) {
 	start := time.Now()
 	if prev == unknownOwner {
-		c.afterLease(pc, epoch, prev, "claimed twice, and the first outcome is not known here", start)
+		c.afterLease(pc, epoch, prev, named, "claimed twice, and the first outcome is not known here", start)
 		return
 	}
 	m, live := c.ms.lookup(prev)
 	if !live || m.MetaErr != nil || m.Meta.RPC == "" {
-		c.afterLease(pc, epoch, prev, "not a live member", start)
+		c.afterLease(pc, epoch, prev, named, "not a live member", start)
 		return
 	}
 	ok := c.spawn("cluster handover", func(ctx context.Context) {
@@ -51,7 +52,7 @@ func (c *Cluster) handover(pc pendingClaim, epoch uint64, prev string) {
 			}
 			switch status.Code(err) {
 			case codes.OK:
-				claim := Claim{Epoch: epoch, Moved: true}
+				claim := Claim{Epoch: epoch, Moved: true, Named: named}
 				if reply.Found && !pc.clean {
 					claim.Session = reply.Session
 					c.own.counts.handed.Add(1)
@@ -64,7 +65,7 @@ func (c *Cluster) handover(pc pendingClaim, epoch uint64, prev string) {
 				// prev claimed the id again after us: our connection is fenced once
 				// this node applies that claim. Nothing to take over.
 				c.own.counts.handedNone.Add(1)
-				pc.done(Claim{Epoch: epoch, Moved: true})
+				pc.done(Claim{Epoch: epoch, Moved: true, Named: named})
 				return
 			case codes.Unavailable:
 				if st, _ := status.FromError(err); st != nil && st.Message() == busyMessage {
@@ -83,7 +84,7 @@ func (c *Cluster) handover(pc pendingClaim, epoch uint64, prev string) {
 			if ctx.Err() != nil {
 				why = "no answer within the lease"
 			}
-			c.afterLease(pc, epoch, prev, why, start)
+			c.afterLease(pc, epoch, prev, named, why, start)
 			return
 		}
 	})
@@ -103,7 +104,7 @@ func (c *Cluster) handover(pc pendingClaim, epoch uint64, prev string) {
 // wait one lease in all, not one each: a reconnect storm of its 19,000 clients is not
 // held up by 19,000 lease waits in a row.
 // It waits on a goroutine of the cluster's, so that Close waits for the answer.
-func (c *Cluster) afterLease(pc pendingClaim, epoch uint64, prev, why string, from time.Time) {
+func (c *Cluster) afterLease(pc pendingClaim, epoch uint64, prev string, named bool, why string, from time.Time) {
 	c.own.counts.lost.Add(1)
 	c.log.Debug("cluster: session not handed over; it is lost", "client", pc.cid, "previous_owner", prev, "why", why)
 	if at, ok := c.ms.goneAt(prev); ok && at.Before(from) {
@@ -111,7 +112,7 @@ func (c *Cluster) afterLease(pc pendingClaim, epoch uint64, prev, why string, fr
 	}
 	wait := time.Until(from.Add(time.Duration(c.cfg.Lease)))
 	if wait <= 0 {
-		pc.done(Claim{Epoch: epoch, Moved: true})
+		pc.done(Claim{Epoch: epoch, Moved: true, Named: named})
 		return
 	}
 	ok := c.spawn("cluster lease wait", func(ctx context.Context) {
@@ -121,7 +122,7 @@ func (c *Cluster) afterLease(pc pendingClaim, epoch uint64, prev, why string, fr
 		case <-ctx.Done():
 			pc.done(Claim{Err: errClosed})
 		case <-t.C:
-			pc.done(Claim{Epoch: epoch, Moved: true})
+			pc.done(Claim{Epoch: epoch, Moved: true, Named: named})
 		}
 	})
 	if !ok {

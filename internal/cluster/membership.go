@@ -301,6 +301,25 @@ func (m *membership) lookup(name string) (Member, bool) {
 	return mb, ok
 }
 
+// speaks reports whether every member this node knows of runs protocol v or later, those
+// that left aside: a command that needs v may go to the log. A failed member counts: it
+// may come back as it was and apply the log from where it stopped.
+func (m *membership) speaks(v uint8) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, l := range m.live {
+		if l.MetaErr == nil && l.Meta.Protocol < v {
+			return false
+		}
+	}
+	for _, g := range m.gone {
+		if g.State == "dead" && g.MetaErr == nil && g.Meta.Protocol < v {
+			return false
+		}
+	}
+	return true
+}
+
 // goneAt is when this node learned that the member named failed or left; false when it
 // is alive or unknown.
 func (m *membership) goneAt(name string) (time.Time, bool) {

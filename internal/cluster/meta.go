@@ -7,8 +7,8 @@ import (
 
 // protocolVersion is what this build speaks to other nodes: its gRPC service, its Raft
 // commands. A command or call that needs a newer one is used only once every member
-// advertises it. 2: auth files (fsm_auth.go).
-const protocolVersion = 2
+// advertises it. 2: auth files (fsm_auth.go); 3: claims with identities (owner_fsm.go).
+const protocolVersion = 3
 
 // metaVersion is the first byte of the metadata encoding. Fields are appended, never
 // reordered, so a node reads a newer node's metadata up to what it knows and ignores the

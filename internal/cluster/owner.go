@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/bifrost-mqtt/bifrost/internal/broker"
 )
 
 // One client id, one live connection, cluster-wide. A CONNECT claims its client id
@@ -16,7 +18,9 @@ import (
 // it (handover.go). Every node applying a claim for another node closes its own
 // connection of the id (Host.Fence): the fence. When a session ends its node releases
 // the entry (Release, batched the same way), so the table holds the live and persistent
-// sessions only.
+// sessions only. A claim carries its CONNECT's identity once every member can apply that
+// (identityProtocol): one under foreign_session: refuse is refused by the table itself
+// when another identity owns the id, and fences nothing (owner_fsm.go).
 
 // Ownership settings, with their reasons.
 const (
@@ -31,6 +35,9 @@ const (
 	// maxPendingReleases bounds the releases waiting for a leader; beyond it they are
 	// dropped (the entries stay until a later claim of the id replaces them).
 	maxPendingReleases = 1 << 20
+	// identityProtocol is the protocolVersion a member needs to apply claims with
+	// identities; until every member has it, claims go without (kindClaim).
+	identityProtocol = 3
 )
 
 // Host is what the cluster asks of the broker on its node; package broker implements it
@@ -51,24 +58,14 @@ type Host interface {
 	SelfFence()
 }
 
-// A Claim is the outcome of claiming a client id.
-type Claim struct {
-	// Epoch is the claim's epoch: the log index of the entry that made it.
-	Epoch uint64
-	// Moved: another node owned the id before; a session of it on this node is stale.
-	Moved bool
-	// Session is the session the previous owner handed over (a store image); nil when
-	// it had none, started clean, or could not be asked (a node that failed: its sessions
-	// are lost, docs/cluster-owner.md).
-	Session []byte
-	// Err: the claim was not applied (no leader in time, closing); refuse the CONNECT.
-	Err error
-}
+// A Claim is the outcome of claiming a client id, as the broker takes it.
+type Claim = broker.ClaimOutcome
 
 // pendingClaim is a claim waiting for its batch.
 type pendingClaim struct {
 	cid    string
-	clean  bool
+	clean  bool // the previous owner drops the session rather than send it
+	as     claimAs
 	fences uint64 // the times this node had fenced itself when the claim was made
 	// entryBy is when its Raft entry must be applied: cluster.claim_timeout less the
 	// lease, which a hand-over may take after it (handover.go).
@@ -83,7 +80,8 @@ type ownership struct {
 	mu       sync.Mutex
 	claims   []pendingClaim
 	releases []release
-	dropped  uint64 // releases dropped over maxPendingReleases
+	attaches []attach
+	dropped  uint64 // releases and attaches dropped over maxPendingReleases
 
 	claimWake   chan struct{}
 	releaseWake chan struct{}
@@ -124,16 +122,23 @@ func (c *Cluster) startOwnership() {
 	c.spawn("cluster lease", c.leaseLoop)
 }
 
-// Claim claims client id cid for this node; done is called once, on another goroutine,
-// with the outcome (Claim's fields), after the claim is applied and the session handed
-// over or known to be lost. clean says the CONNECT starts clean: a previous owner deletes
-// its session without sending it. Claim never blocks.
-func (c *Cluster) Claim(cid string, clean bool, done func(epoch uint64, moved bool, session []byte, err error)) {
+// Claim claims client id who.ClientID for this node; done is called once, on another
+// goroutine, with the outcome, after the claim is applied and the session handed over or
+// known to be lost, or the claim refused (Foreign). Claim never blocks.
+func (c *Cluster) Claim(who broker.Claimant, done func(Claim)) {
 	o := &c.own
 	entryBy := time.Now().Add(time.Duration(c.cfg.ClaimTimeout - c.cfg.Lease))
+	as := claimAs{who: whoOf(who.Identity), mode: takeMoved}
+	switch {
+	case who.Refuse:
+		as.mode = takeUnlessForeign
+	case who.Discard:
+		as.mode = takeDropped
+	}
+	pc := pendingClaim{cid: who.ClientID, clean: who.Discard && !who.Refuse, as: as,
+		fences: c.own.counts.selfFenced.Load(), entryBy: entryBy, done: done}
 	o.mu.Lock()
-	o.claims = append(o.claims, pendingClaim{cid: cid, clean: clean, fences: c.own.counts.selfFenced.Load(),
-		entryBy: entryBy, done: func(r Claim) { done(r.Epoch, r.Moved, r.Session, r.Err) }})
+	o.claims = append(o.claims, pc)
 	o.mu.Unlock()
 	wake(o.claimWake)
 }
@@ -186,6 +191,7 @@ func (c *Cluster) claimLoop(ctx context.Context) {
 func (c *Cluster) applyClaims(ctx context.Context, batch []pendingClaim) {
 	fences := c.own.counts.selfFenced.Load()
 	ids := make([]string, 0, len(batch))
+	as := make([]claimAs, 0, len(batch))
 	keep := batch[:0]
 	now := time.Now()
 	var by time.Time
@@ -200,6 +206,7 @@ func (c *Cluster) applyClaims(ctx context.Context, batch []pendingClaim) {
 		}
 		keep = append(keep, pc)
 		ids = append(ids, pc.cid)
+		as = append(as, pc.as)
 		if pc.entryBy.After(by) {
 			by = pc.entryBy
 		}
@@ -211,15 +218,19 @@ func (c *Cluster) applyClaims(ctx context.Context, batch []pendingClaim) {
 	actx, cancel := context.WithDeadline(leaseBound(ctx), by)
 	defer cancel()
 	stop := c.untilFenced(actx, cancel, fences)
+	cmd := claims{node: self, ids: ids}
+	if c.speaks(identityProtocol) {
+		cmd.as = as
+	}
 	tr := c.own.traces.trace(ids, c.raft.CommitIndex())
-	res, _, again, err := c.applyTracked(actx, claims{node: self, ids: ids})
+	res, _, again, err := c.applyTracked(actx, cmd)
 	var epoch uint64
 	var out []claimed
 	if err == nil {
-		epoch, out, err = decodeClaimed(res, len(ids))
+		epoch, out, err = decodeClaimed(res, len(ids), cmd.as != nil)
 	}
 	if err == nil && again {
-		out = c.firstOutcome(actx, tr, epoch, out)
+		out = c.firstOutcome(actx, tr, epoch, out, cmd.as != nil)
 	}
 	c.own.traces.end(tr)
 	stop()
@@ -229,18 +240,31 @@ func (c *Cluster) applyClaims(ctx context.Context, batch []pendingClaim) {
 		}
 		return
 	}
-	c.own.counts.claims.Add(uint64(len(batch)))
-	c.own.counts.entries.Add(1)
-	c.own.pending.add(epoch, ids)
-	for i, pc := range batch {
-		prev := out[i].prev
-		if prev == "" || prev == self {
-			pc.done(Claim{Epoch: epoch})
-			continue
+	taken := ids
+	for i := range out {
+		if out[i].foreign {
+			taken = cmd.taken(res)
+			break
 		}
-		c.handover(pc, epoch, prev)
+	}
+	c.own.counts.claims.Add(uint64(len(taken)))
+	c.own.counts.foreign.Add(uint64(len(ids) - len(taken)))
+	c.own.counts.entries.Add(1)
+	c.own.pending.add(epoch, taken)
+	for i, pc := range batch {
+		switch o := out[i]; {
+		case o.foreign:
+			pc.done(Claim{Foreign: true})
+		case o.prev == "" || o.prev == self:
+			pc.done(Claim{Epoch: epoch, Named: o.named})
+		default:
+			c.handover(pc, epoch, o.prev, o.named)
+		}
 	}
 }
+
+// speaks reports whether every member can apply a command of protocol v (membership.go).
+func (c *Cluster) speaks(v uint8) bool { return c.ms != nil && c.ms.speaks(v) }
 
 // errClaimTimeout fails a claim whose Raft entry was not applied within
 // cluster.claim_timeout less the lease.
@@ -260,10 +284,29 @@ func (c *Cluster) Release(cid string, epoch uint64) {
 	wake(o.releaseWake)
 }
 
-// releaseLoop applies the waiting releases, gathered for releaseGather; those a failed
-// Apply leaves wait for the next round.
+// Attached names identity as the owner of the session of cid, which a CONNECT attached
+// to under this node's claim at epoch: the claim left the entry's owner unknown
+// (Claim.Named false). Applied with the releases, later, and only once every member can
+// apply it; Attached never blocks.
+func (c *Cluster) Attached(cid string, epoch uint64, identity string) {
+	o := &c.own
+	a := attach{id: cid, epoch: epoch, who: whoOf(identity)}
+	o.mu.Lock()
+	if len(o.attaches) < maxPendingReleases {
+		o.attaches = append(o.attaches, a)
+	} else {
+		o.dropped++
+	}
+	o.mu.Unlock()
+	wake(o.releaseWake)
+}
+
+// releaseLoop applies the waiting attaches and releases, gathered for releaseGather
+// (the attaches first: a session that attached and ended since is named, then
+// released); those a failed Apply leaves wait for the next round.
 func (c *Cluster) releaseLoop(ctx context.Context) {
 	o := &c.own
+	node := c.cfg.NodeName
 	for {
 		select {
 		case <-ctx.Done():
@@ -275,30 +318,46 @@ func (c *Cluster) releaseLoop(ctx context.Context) {
 			return
 		case <-time.After(releaseGather):
 		}
-		for {
+		if !c.speaks(identityProtocol) {
 			o.mu.Lock()
-			n := min(len(o.releases), maxBatchIDs)
-			batch := append([]release(nil), o.releases[:n]...)
+			o.attaches = nil // a member could not apply them; the entries stay unknown
 			o.mu.Unlock()
-			if n == 0 {
-				break
-			}
-			if _, err := c.Apply(ctx, releases{node: c.cfg.NodeName, ids: batch}); err != nil {
-				if !errors.Is(err, errClosed) {
-					c.log.Debug("cluster: releases not applied; retrying", "ids", n, "err", err)
-					wake(o.releaseWake)
-				}
-				break
-			}
-			o.mu.Lock()
-			o.releases = append(o.releases[:0], o.releases[n:]...)
-			o.mu.Unlock()
+		}
+		if drain(ctx, c, &o.attaches, func(b []attach) Command { return attaches{node: node, ids: b} }) {
+			drain(ctx, c, &o.releases, func(b []release) Command { return releases{node: node, ids: b} })
 		}
 	}
 }
 
+// drain applies what waits in *q, in entries of up to maxBatchIDs that cmd makes, and
+// reports whether it applied all of it; after a failed Apply the rest waits, and the
+// loop is woken again unless the cluster is closing.
+func drain[T any](ctx context.Context, c *Cluster, q *[]T, cmd func([]T) Command) bool {
+	o := &c.own
+	for {
+		o.mu.Lock()
+		n := min(len(*q), maxBatchIDs)
+		batch := append([]T(nil), (*q)[:n]...)
+		o.mu.Unlock()
+		if n == 0 {
+			return true
+		}
+		if _, err := c.Apply(ctx, cmd(batch)); err != nil {
+			if !errors.Is(err, errClosed) {
+				c.log.Debug("cluster: ownership changes not applied; retrying", "ids", n, "err", err)
+				wake(o.releaseWake)
+			}
+			return false
+		}
+		o.mu.Lock()
+		*q = append((*q)[:0], (*q)[n:]...)
+		o.mu.Unlock()
+	}
+}
+
 // applied is the FSM's hook: a claim by another node fences this node's connections of
-// its ids; one of this node's is traced (owner_again.go).
+// the ids it took (not those it was refused); one of this node's is traced
+// (owner_again.go).
 func (c *Cluster) applied(cmd command, index uint64, result []byte) {
 	c.own.pending.applied(index)
 	cl, ok := cmd.(claims)
@@ -309,9 +368,13 @@ func (c *Cluster) applied(cmd command, index uint64, result []byte) {
 		c.own.traces.applied(cl.ids, index, result)
 		return
 	}
-	c.own.counts.fenced.Add(uint64(len(cl.ids)))
+	ids := cl.taken(result)
+	if len(ids) == 0 {
+		return
+	}
+	c.own.counts.fenced.Add(uint64(len(ids)))
 	if h := c.host(); h != nil {
-		h.Fence(index, cl.ids)
+		h.Fence(index, ids)
 	}
 }
 

@@ -87,7 +87,7 @@ func (t *claimTraces) applied(ids []string, index uint64, result []byte) {
 // previous owner from the batch's first application here, or unknownOwner (see above).
 // It waits up to againWait (and ctx) for that first application.
 func (c *Cluster) firstOutcome(ctx context.Context, tr *claimTrace, epoch uint64,
-	out []claimed) []claimed {
+	out []claimed, as bool) []claimed {
 	t := time.NewTimer(againWait)
 	defer t.Stop()
 	select {
@@ -100,7 +100,7 @@ func (c *Cluster) firstOutcome(ctx context.Context, tr *claimTrace, epoch uint64
 	c.own.traces.mu.Unlock()
 	var first []claimed
 	if index != 0 && index < epoch {
-		_, first, _ = decodeClaimed(result, len(out))
+		_, first, _ = decodeClaimed(result, len(out), as)
 	}
 	self := c.cfg.NodeName
 	for i := range out {

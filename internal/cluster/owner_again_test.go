@@ -22,12 +22,12 @@ func TestClaimAppliedTwice(t *testing.T) {
 	claim(t, c.fsm, 7, "n3", "q")
 	claim(t, c.fsm, 8, "n1", ids...) // the first attempt: its outcome never came
 	epoch, out := claim(t, c.fsm, 9, "n1", ids...)
-	if !slices.Equal(out, []claimed{{"n1", 8}, {"n1", 8}, {"n1", 8}}) {
+	if !slices.Equal(out, []claimed{{prev: "n1", prevEpoch: 8}, {prev: "n1", prevEpoch: 8}, {prev: "n1", prevEpoch: 8}}) {
 		t.Fatalf("second application's outcome %v", out)
 	}
-	got := c.firstOutcome(context.Background(), tr, epoch, out)
+	got := c.firstOutcome(context.Background(), tr, epoch, out, false)
 	c.own.traces.end(tr)
-	if want := []claimed{{"n2", 5}, {"n1", 6}, {"", 0}}; !slices.Equal(got, want) {
+	if want := []claimed{{prev: "n2", prevEpoch: 5}, {prev: "n1", prevEpoch: 6}, {}}; !slices.Equal(got, want) {
 		t.Errorf("outcome of the batch applied twice: %v; want %v", got, want)
 	}
 
@@ -36,9 +36,9 @@ func TestClaimAppliedTwice(t *testing.T) {
 	claim(t, c.fsm, 11, "n1", "x", "y") // before the trace: as if in a snapshot
 	tr = c.own.traces.trace([]string{"x", "y"}, 10)
 	epoch, out = claim(t, c.fsm, 12, "n1", "x", "y")
-	got = c.firstOutcome(context.Background(), tr, epoch, out)
+	got = c.firstOutcome(context.Background(), tr, epoch, out, false)
 	c.own.traces.end(tr)
-	if want := []claimed{{unknownOwner, 0}, {unknownOwner, 0}}; !slices.Equal(got, want) {
+	if want := []claimed{{prev: unknownOwner}, {prev: unknownOwner}}; !slices.Equal(got, want) {
 		t.Errorf("outcome without the first application: %v; want %v", got, want)
 	}
 	if len(c.own.traces.live) != 0 {

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bifrost-mqtt/bifrost/internal/broker"
 )
 
 // BenchmarkClaims measures the claims the registry applies per second: three in-process
@@ -30,9 +32,9 @@ func BenchmarkClaims(b *testing.B) {
 			for i := range b.N {
 				sem <- struct{}{}
 				wg.Add(1)
-				follower.Claim(fmt.Sprintf("client-%d", i), true, func(_ uint64, _ bool, _ []byte, err error) {
-					if err != nil {
-						b.Error(err)
+				follower.Claim(broker.Claimant{ClientID: fmt.Sprintf("client-%d", i), Discard: true}, func(o Claim) {
+					if o.Err != nil {
+						b.Error(o.Err)
 					}
 					<-sem
 					wg.Done()

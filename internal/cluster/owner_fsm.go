@@ -2,40 +2,77 @@ package cluster
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 )
 
-// Client-id ownership in the replicated state: client id → (owner node, epoch). A CONNECT
-// on node B claims its client id for B (claims); the entry's previous owner, returned to
-// B, is the node B asks for the session (handover.go), and every node applying the claim
-// closes its own connection of that id if it is not the owner (the fence, owner.go). When
-// a session ends its node releases the entry (releases), so the table holds the live and
-// persistent sessions, not every client id ever seen.
+// Client-id ownership in the replicated state: client id → (owner node, epoch, owner
+// identity). A CONNECT on node B claims its client id for B (claims); the entry's previous
+// owner, returned to B, is the node B asks for the session (handover.go), and every node
+// applying the claim closes its own connection of that id if it is not the owner (the
+// fence, owner.go). When a session ends its node releases the entry (releases), so the
+// table holds the live and persistent sessions, not every client id ever seen.
 //
 // The epoch of a claim is the Raft index of the entry that made it: strictly greater than
 // every earlier epoch, of any client id, without a counter per entry, and never reused, so
 // that a release can name exactly the claim it ends (a release that reaches the log after
 // the same node claimed the id again removes nothing).
 //
+// The identity is whose session the entry's node holds (internal/broker, identity.go), as
+// a 24-bit digest, or whoUnknown. A claim under foreign_session: refuse that finds the id
+// owned by another identity takes nothing: no fence, no hand-over, and its CONNECT is
+// refused (claimAs.settle). A claim records its CONNECT's identity only where the session
+// cannot stay another's if the CONNECT fails after the claim, and whoUnknown otherwise,
+// which never refuses anyone: then the hand-over brings the session and the broker
+// compares the identities, as before the table kept them. Two identities share a digest
+// with odds of 2^-24, and then a CONNECT of one closes the other's connection before it is
+// refused, the same way. A CONNECT that attaches under a claim that left its entry unknown
+// names its identity afterwards (attaches, batched and lazy as releases are): so an entry
+// of an older log or snapshot, or of a session taken over whole, is known from its
+// owner's next CONNECT on.
+//
 // Memory: every node holds the whole table, an entry per session anywhere in the cluster,
 // so an entry keeps no client id: its key is the id's ownerKey (12 bytes), its value the
 // owner's number in the node table (16 bits) and the epoch (48 bits: 2.8e14 log entries)
-// in two 32-bit halves, so that the map's slots are 20 bytes, not 24. The log entries carry the exact ids, so what acts on one connection (the
-// fence, the hand-over) still names it exactly; the table only answers "who owns this
-// id", and two ids share an entry only if SHA-256 collides in 96 bits. 1M entries: see
+// in 8 bytes, and the identity's digest in 3: all bytes, so that the map's slots are 23
+// bytes, and a table's 1,024 slots fill a 24 KiB allocation exactly (24-byte slots would
+// take the next size class, 26.6 KiB; the digest's fourth byte is not worth it).
+// The log entries carry the exact ids, so what acts on one connection (the fence, the
+// hand-over) still names it exactly; the table only answers "who owns this id", and two
+// ids share an entry only if SHA-256 collides in 96 bits. 1M entries: see
 // BenchmarkOwnerTableBytes.
 
 const (
 	kindClaim   kind = 2 // claims: client ids for a node
 	kindRelease kind = 3 // releases: client ids whose sessions ended
+	kindClaimAs kind = 6 // claims with their CONNECTs' identities (identityProtocol)
+	kindAttach  kind = 7 // attaches: the identities of sessions whose claims left them unknown
 )
 
-// Packing of an ownership entry into one word.
+// Packing of an ownership entry's node and epoch into one word.
 const (
 	epochBits = 48
 	epochMask = 1<<epochBits - 1
 	maxNodes  = 1 << (64 - epochBits)
 )
+
+// whoUnknown is the identity of an entry whose owner is not known: claimed by a node of
+// an older build, restored from an older snapshot, or left so by a claim (see above).
+const whoUnknown = 0
+
+// whoBits is the width of an identity's digest.
+const whoBits = 24
+
+// whoOf is the digest of identity, the broker's name of one (broker.Claimant.Identity):
+// the first 24 bits of its SHA-256, the same on every node and in every build, never
+// whoUnknown.
+func whoOf(identity string) uint32 {
+	h := sha256.Sum256([]byte(identity))
+	if w := uint32(h[0])<<16 | uint32(h[1])<<8 | uint32(h[2]); w != whoUnknown {
+		return w
+	}
+	return 1
+}
 
 // An ownerKey is a client id's key in the table: the first 96 bits of its SHA-256, the
 // same on every node and for every build (no seed), and not a hash a client could aim at
@@ -48,16 +85,23 @@ func keyOf(cid string) ownerKey {
 	return ownerKey(h[:12])
 }
 
-// An ownerVal is an entry's node number << epochBits | epoch, high half first.
-type ownerVal [2]uint32
+// An ownerVal is an entry's node number << epochBits | epoch, then the owner's identity,
+// big-endian.
+type ownerVal [8 + whoBits/8]byte
 
-func packOwner(node uint64, epoch uint64) ownerVal {
-	v := node<<epochBits | epoch
-	return ownerVal{uint32(v >> 32), uint32(v)}
+func packOwner(node, epoch uint64, who uint32) ownerVal {
+	var v ownerVal
+	binary.BigEndian.PutUint64(v[:8], node<<epochBits|epoch)
+	v[8], v[9], v[10] = byte(who>>16), byte(who>>8), byte(who)
+	return v
 }
 
-func (v ownerVal) node() uint64  { return uint64(v[0]) >> (epochBits - 32) }
-func (v ownerVal) epoch() uint64 { return (uint64(v[0])<<32 | uint64(v[1])) & epochMask }
+func (v ownerVal) node() uint64  { return binary.BigEndian.Uint64(v[:8]) >> epochBits }
+func (v ownerVal) epoch() uint64 { return binary.BigEndian.Uint64(v[:8]) & epochMask }
+func (v ownerVal) who() uint32   { return uint32(v[8])<<16 | uint32(v[9])<<8 | uint32(v[10]) }
+
+// claimOf reports whether v is the claim of node number n at epoch.
+func (v ownerVal) claimOf(n, epoch uint64) bool { return v.node() == n && v.epoch() == epoch }
 
 // owners is the ownership part of the state.
 type owners struct {
@@ -94,20 +138,81 @@ func (o *owners) get(k ownerKey) (node string, epoch uint64) {
 }
 
 // claims gives client ids to a node. Its result is the epoch (the entry's index), then
-// for each id, in order, the previous owner ("" for none) and its epoch. One entry holds
-// the claims of many CONNECTs (owner.go batches them).
+// for each id, in order, the previous owner ("" for none) and its epoch, and, with
+// identities, the outcome's flags (claimFlags). One entry holds the claims of many
+// CONNECTs (owner.go batches them).
 type claims struct {
 	node string
 	ids  []string
+	// as are the ids' claimants, one each (kindClaimAs); nil in an entry of an older
+	// build (kindClaim), whose claims leave their entries' identities unknown.
+	as []claimAs
 }
 
-func (claims) kind() kind { return kindClaim }
+// A claimAs is one CONNECT's part of a claim: its identity and what it may take.
+type claimAs struct {
+	who  uint32 // whoOf its identity; never whoUnknown
+	mode claimMode
+}
+
+// A claimMode is what a claim does with an entry of another identity, as the CONNECT's
+// foreign_session and clean start decide.
+type claimMode uint8
+
+const (
+	// takeDropped takes it, and the previous owner node drops the session without
+	// sending it (a clean start under discard): none of the old identity is left there.
+	takeDropped claimMode = iota
+	// takeMoved takes it, and the session comes whole; the CONNECT discards it if it is
+	// another identity's (discard).
+	takeMoved
+	// takeUnlessForeign takes it unless the entry names another identity (refuse): the
+	// claim is then refused and the entry left as it is.
+	takeUnlessForeign
+	maxClaimMode = takeUnlessForeign
+)
+
+// The flags of one id's outcome in the result of a claims entry with identities.
+const (
+	claimForeign byte = 1 << iota // refused: the entry names another identity
+	claimNamed                    // the entry names the claimant's identity now
+)
+
+// settle decides a claim on an id whose entry is old (had: there is one; same: its node
+// is the claimant's): the identity the entry gets, or foreign: the claim is refused and
+// the entry unchanged. The entry names the claimant where the session cannot stay
+// another identity's even if the CONNECT fails after the claim (the broker then releases
+// an entry it named without cause: cluster_owner.go, unsettledLocked); elsewhere it is
+// left unknown.
+func (a claimAs) settle(old ownerVal, had, same bool) (who uint32, foreign bool) {
+	switch {
+	case !had || old.who() == a.who:
+		return a.who, false
+	case a.mode == takeUnlessForeign && old.who() != whoUnknown:
+		return 0, true
+	case a.mode == takeDropped && !same:
+		// The previous owner drops its session; one on the claimant's node stays until
+		// the CONNECT attaches.
+		return a.who, false
+	}
+	return whoUnknown, false
+}
+
+func (c claims) kind() kind {
+	if c.as != nil {
+		return kindClaimAs
+	}
+	return kindClaim
+}
 
 func (c claims) appendBody(b []byte) []byte {
 	b = appendString(b, c.node)
 	b = appendUvarint(b, uint64(len(c.ids)))
-	for _, id := range c.ids {
+	for i, id := range c.ids {
 		b = appendString(b, id)
+		if c.as != nil {
+			b = appendUvarint(b, uint64(c.as[i].who)<<2|uint64(c.as[i].mode))
+		}
 	}
 	return b
 }
@@ -116,7 +221,11 @@ func (c claims) appendBody(b []byte) []byte {
 // no more than this many up front.
 const maxBatchIDs = 1 << 16
 
-func decodeClaims(r *reader) command {
+func decodeClaims(r *reader) command { return decodeClaimsWith(r, false) }
+
+func decodeClaimsAs(r *reader) command { return decodeClaimsWith(r, true) }
+
+func decodeClaimsWith(r *reader, as bool) command {
 	c := claims{node: r.string()}
 	n := r.uvarint()
 	if n > maxBatchIDs {
@@ -124,8 +233,23 @@ func decodeClaims(r *reader) command {
 		return c
 	}
 	c.ids = make([]string, 0, n)
+	if as {
+		c.as = make([]claimAs, 0, n)
+	}
 	for range n {
 		c.ids = append(c.ids, r.string())
+		if !as {
+			continue
+		}
+		v := r.uvarint()
+		a := claimAs{who: uint32(v >> 2), mode: claimMode(v & 3)}
+		if v>>2 >= 1<<whoBits || a.who == whoUnknown || a.mode > maxClaimMode {
+			if r.err == nil {
+				r.err = fmt.Errorf("cluster: claim %q: identity %#x", c.ids[len(c.ids)-1], v)
+			}
+			return c
+		}
+		c.as = append(c.as, a)
 	}
 	return c
 }
@@ -141,37 +265,94 @@ func (c claims) apply(s *state, index uint64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := appendUvarint(make([]byte, 0, 8+len(c.ids)*4), index)
-	v := packOwner(uint64(n), index)
-	for _, id := range c.ids {
+	out := appendUvarint(make([]byte, 0, 8+len(c.ids)*5), index)
+	for i, id := range c.ids {
 		k := keyOf(id)
-		prev, epoch := s.owners.get(k)
+		old, had := s.owners.m[k]
+		prev, epoch := "", uint64(0)
+		if had {
+			prev, epoch = s.owners.nodes[old.node()], old.epoch()
+		}
+		who, foreign := uint32(whoUnknown), false
+		if c.as != nil {
+			who, foreign = c.as[i].settle(old, had, had && old.node() == uint64(n))
+		}
+		if foreign {
+			prev, epoch = "", 0
+		}
 		out = appendString(out, prev)
 		out = appendUvarint(out, epoch)
-		s.owners.m[k] = v
+		if c.as != nil {
+			var f byte
+			switch {
+			case foreign:
+				f = claimForeign
+			case who == c.as[i].who:
+				f = claimNamed
+			}
+			out = append(out, f)
+		}
+		if !foreign {
+			s.owners.m[k] = packOwner(uint64(n), index, who)
+		}
 	}
 	return out, nil
 }
 
 // A claimed is one client id's outcome of a claims entry.
 type claimed struct {
-	prev      string // the previous owner; "" for none
+	prev      string // the previous owner; "" for none, and for a claim refused
 	prevEpoch uint64
+	foreign   bool // refused: another identity owns the id (claimForeign)
+	named     bool // the entry names the claimant's identity (claimNamed)
 }
 
-// decodeClaimed reads a claims result for n ids.
-func decodeClaimed(data []byte, n int) (epoch uint64, out []claimed, err error) {
+// decodeClaimed reads a claims result for n ids; as: the entry had identities.
+func decodeClaimed(data []byte, n int, as bool) (epoch uint64, out []claimed, err error) {
 	r := &reader{b: data}
 	epoch = r.uvarint()
 	out = make([]claimed, n)
 	for i := range out {
 		out[i].prev = r.string()
 		out[i].prevEpoch = r.uvarint()
+		if as {
+			f := r.byte()
+			out[i].foreign, out[i].named = f&claimForeign != 0, f&claimNamed != 0
+		}
 	}
 	if err := r.end(); err != nil {
 		return 0, nil, fmt.Errorf("cluster: claim result: %w", err)
 	}
 	return epoch, out, nil
+}
+
+// taken returns the ids of c its result says were taken: all of them but those refused.
+// It allocates only when one was refused: every node asks it of every claims entry.
+func (c claims) taken(result []byte) []string {
+	if c.as == nil {
+		return c.ids
+	}
+	r := &reader{b: result}
+	r.uvarint() // the epoch
+	var out []string
+	for i := range c.ids {
+		if n := r.uvarint(); n <= uint64(len(r.b)) {
+			r.b = r.b[n:] // the previous owner, unread
+		} else {
+			r.err = errShort
+		}
+		r.uvarint()
+		switch foreign := r.byte()&claimForeign != 0; {
+		case foreign && out == nil:
+			out = append(make([]string, 0, len(c.ids)-1), c.ids[:i]...)
+		case !foreign && out != nil:
+			out = append(out, c.ids[i])
+		}
+	}
+	if r.end() != nil || out == nil {
+		return c.ids
+	}
+	return out
 }
 
 // A release ends one claim: the client id, and the epoch it was claimed at.
@@ -221,7 +402,7 @@ func (c releases) apply(s *state, _ uint64) ([]byte, error) {
 	}
 	for _, r := range c.ids {
 		k := keyOf(r.id)
-		if v, ok := s.owners.m[k]; ok && r.epoch <= epochMask && v == packOwner(uint64(n), r.epoch) {
+		if v, ok := s.owners.m[k]; ok && v.claimOf(uint64(n), r.epoch) {
 			delete(s.owners.m, k)
 			removed++
 		}
@@ -230,8 +411,8 @@ func (c releases) apply(s *state, _ uint64) ([]byte, error) {
 }
 
 // captureOwners encodes the table at once (Persist runs beside later Applies, which
-// change the map): [nodes][name]... [entries]([key: 12 bytes][node][epoch])..., about 16
-// bytes per entry.
+// change the map): [nodes][name]... [entries]([key: 12 bytes][node][epoch][who: 3
+// bytes])..., about 19 bytes per entry.
 func captureOwners(s *state) func([]byte) []byte {
 	o := &s.owners
 	b := appendOwnerNodes(nil, o)
@@ -240,6 +421,7 @@ func captureOwners(s *state) func([]byte) []byte {
 		b = append(b, k[:]...)
 		b = appendUvarint(b, v.node())
 		b = appendUvarint(b, v.epoch())
+		b = append(b, v[8:]...)
 	}
 	return func(out []byte) []byte { return append(out, b...) }
 }
@@ -253,26 +435,46 @@ func appendOwnerNodes(b []byte, o *owners) []byte {
 }
 
 // restoreOwners reads what captureOwners wrote.
-func restoreOwners(s *state, r *reader) {
-	restoreOwnersWith(s, r, func(r *reader) ownerKey {
-		var k ownerKey
-		if len(r.b) < len(k) {
-			r.err = errShort
-			return k
-		}
-		r.b = r.b[copy(k[:], r.b):]
+func restoreOwners(s *state, r *reader) { restoreOwnersWith(s, r, readOwnerKey, readWho) }
+
+// restoreOlderOwners reads the section of an older snapshot, whose entries have no
+// identity (they restore as whoUnknown): version 2 ([key][node][epoch]...) and version 1,
+// whose entries name their client ids ([id][node][epoch]...).
+func restoreOlderOwners(s *state, r *reader, version byte) {
+	key := readOwnerKey
+	if version == 1 {
+		key = func(r *reader) ownerKey { return keyOf(r.string()) }
+	}
+	restoreOwnersWith(s, r, key, func(*reader) uint32 { return whoUnknown })
+}
+
+func readOwnerKey(r *reader) ownerKey {
+	var k ownerKey
+	if r.err == nil && len(r.b) < len(k) {
+		r.err = errShort
+	}
+	if r.err != nil {
 		return k
-	})
+	}
+	r.b = r.b[copy(k[:], r.b):]
+	return k
 }
 
-// restoreOwnerIDs reads the section of a version-1 snapshot, whose entries name their
-// client ids: [entries]([id][node][epoch])....
-func restoreOwnerIDs(s *state, r *reader) {
-	restoreOwnersWith(s, r, func(r *reader) ownerKey { return keyOf(r.string()) })
+func readWho(r *reader) uint32 {
+	if r.err == nil && len(r.b) < whoBits/8 {
+		r.err = errShort
+	}
+	if r.err != nil {
+		return 0
+	}
+	w := uint32(r.b[0])<<16 | uint32(r.b[1])<<8 | uint32(r.b[2])
+	r.b = r.b[whoBits/8:]
+	return w
 }
 
-// restoreOwnersWith reads an ownership section whose entries start with what key reads.
-func restoreOwnersWith(s *state, r *reader, key func(r *reader) ownerKey) {
+// restoreOwnersWith reads an ownership section whose entries start with what key reads
+// and end with what who reads.
+func restoreOwnersWith(s *state, r *reader, key func(r *reader) ownerKey, who func(r *reader) uint32) {
 	o := owners{}
 	nodes := r.uvarint()
 	if nodes > maxNodes {
@@ -292,6 +494,7 @@ func restoreOwnersWith(s *state, r *reader, key func(r *reader) ownerKey) {
 	o.m = make(map[ownerKey]ownerVal, n)
 	for range n {
 		k, node, epoch := key(r), r.uvarint(), r.uvarint()
+		w := who(r)
 		if r.err != nil {
 			return
 		}
@@ -299,9 +502,76 @@ func restoreOwnersWith(s *state, r *reader, key func(r *reader) ownerKey) {
 			r.err = fmt.Errorf("cluster: ownership entry %x: node %d, epoch %d", k, node, epoch)
 			return
 		}
-		o.m[k] = packOwner(node, epoch)
+		o.m[k] = packOwner(node, epoch, w)
 	}
 	s.owners = o
+}
+
+// An attach names the identity of the session a CONNECT attached to under the claim of
+// its client id at epoch.
+type attach struct {
+	id    string
+	epoch uint64
+	who   uint32
+}
+
+// attaches sets the identities of entries of node's claims, each only if it is still the
+// claim named: a later claim's entry has its own. The result is how many changed.
+type attaches struct {
+	node string
+	ids  []attach
+}
+
+func (attaches) kind() kind { return kindAttach }
+
+func (c attaches) appendBody(b []byte) []byte {
+	b = appendString(b, c.node)
+	b = appendUvarint(b, uint64(len(c.ids)))
+	for _, a := range c.ids {
+		b = appendString(b, a.id)
+		b = appendUvarint(b, a.epoch)
+		b = appendUvarint(b, uint64(a.who))
+	}
+	return b
+}
+
+func decodeAttaches(r *reader) command {
+	c := attaches{node: r.string()}
+	n := r.uvarint()
+	if n > maxBatchIDs {
+		r.err = fmt.Errorf("cluster: %d client ids in one entry", n)
+		return c
+	}
+	c.ids = make([]attach, 0, n)
+	for range n {
+		a := attach{id: r.string(), epoch: r.uvarint()}
+		who := r.uvarint()
+		if who >= 1<<whoBits || who == whoUnknown {
+			if r.err == nil {
+				r.err = fmt.Errorf("cluster: attach of %q: identity %#x", a.id, who)
+			}
+			return c
+		}
+		a.who = uint32(who)
+		c.ids = append(c.ids, a)
+	}
+	return c
+}
+
+func (c attaches) apply(s *state, _ uint64) ([]byte, error) {
+	n, ok := s.owners.nodeIdx[c.node]
+	changed := 0
+	if !ok {
+		return appendUvarint(nil, 0), nil
+	}
+	for _, a := range c.ids {
+		k := keyOf(a.id)
+		if v, ok := s.owners.m[k]; ok && v.claimOf(uint64(n), a.epoch) && v.who() != a.who {
+			s.owners.m[k] = packOwner(uint64(n), a.epoch, a.who)
+			changed++
+		}
+	}
+	return appendUvarint(nil, uint64(changed)), nil
 }
 
 // An ownerCommand changes the ownership table: FSM.Apply holds omu for it.
@@ -309,6 +579,7 @@ type ownerCommand interface{ ownerCommand() }
 
 func (claims) ownerCommand()   {}
 func (releases) ownerCommand() {}
+func (attaches) ownerCommand() {}
 
 // Owner returns the owner of client id cid and its epoch as the applied log says; "" when
 // it has none. It takes omu, not the FSM's lock: the broker asks it under its own lock,

@@ -18,11 +18,39 @@ func claim(t testing.TB, f *FSM, index uint64, node string, ids ...string) (uint
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	epoch, out, err := decodeClaimed(r.data, len(ids))
+	epoch, out, err := decodeClaimed(r.data, len(ids), false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return epoch, out
+}
+
+// claimAsOf applies a claims entry with identities at index: each id claimed by identity
+// who with mode, one each.
+func claimAsOf(t testing.TB, f *FSM, index uint64, node string, mode claimMode, ids ...string) (uint64, []claimed) {
+	t.Helper()
+	c := claims{node: node}
+	for _, id := range ids {
+		id, who, _ := strings.Cut(id, "/")
+		c.ids = append(c.ids, id)
+		c.as = append(c.as, claimAs{who: whoOf(who), mode: mode})
+	}
+	r := applyEntry(f, index, encodeCommand(c))
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	epoch, out, err := decodeClaimed(r.data, len(ids), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return epoch, out
+}
+
+// whoOwns returns the identity digest of cid's entry.
+func (f *FSM) whoOwns(cid string) uint32 {
+	f.omu.RLock()
+	defer f.omu.RUnlock()
+	return f.s.owners.m[keyOf(cid)].who()
 }
 
 func releaseAll(t testing.TB, f *FSM, index uint64, node string, rs ...release) int {
@@ -139,6 +167,7 @@ func TestOwnersBadSnapshot(t *testing.T) {
 	body = append(body, k[:]...)
 	body = appendUvarint(body, 3) // node 3 of 1
 	body = appendUvarint(body, 9)
+	body = append(body, 0, 0, 7)
 	data := append([]byte{snapshotVersion, 2}, appendUvarint(nil, uint64(len(body)))...)
 	data = append(data, body...)
 	var f FSM
@@ -202,8 +231,8 @@ func TestOwnerKey(t *testing.T) {
 // ends of their ranges.
 func TestOwnerVal(t *testing.T) {
 	for _, c := range [][2]uint64{{0, 1}, {maxNodes - 1, epochMask}, {1, 1 << 32}, {7, 1<<32 - 1}} {
-		if v := packOwner(c[0], c[1]); v.node() != c[0] || v.epoch() != c[1] {
-			t.Errorf("node %d, epoch %d: read back %d, %d", c[0], c[1], v.node(), v.epoch())
+		if v := packOwner(c[0], c[1], 1<<whoBits-1); v.node() != c[0] || v.epoch() != c[1] || v.who() != 1<<whoBits-1 {
+			t.Errorf("node %d, epoch %d: read back %d, %d, %#x", c[0], c[1], v.node(), v.epoch(), v.who())
 		}
 	}
 }
@@ -233,6 +262,230 @@ func TestClaimEncoding(t *testing.T) {
 	}
 	if _, err := decodeCommand([]byte{entryVersion, byte(kindClaim), 2, 'n', '1', 0xff, 0xff, 0x7f}); err == nil {
 		t.Fatal("a claim of 2M ids decoded")
+	}
+}
+
+// TestClaimForeign: a claim under foreign_session: refuse of an id whose entry names
+// another identity is refused, on the owner's node or any other, and changes nothing:
+// the entry keeps its node, epoch and identity, and the claim of the same identity still
+// takes it. The result says which ids were refused.
+func TestClaimForeign(t *testing.T) {
+	var f FSM
+	if _, out := claimAsOf(t, &f, 1, "n1", takeUnlessForeign, "dev/alice"); out[0] != (claimed{named: true}) {
+		t.Fatalf("alice's first claim: %+v; want named, no previous owner", out[0])
+	}
+	for i, node := range []string{"n2", "n1"} {
+		epoch, out := claimAsOf(t, &f, uint64(2+i), node, takeUnlessForeign, "dev/bob", "free"+node+"/bob")
+		if epoch != uint64(2+i) || out[0] != (claimed{foreign: true}) || out[1] != (claimed{named: true}) {
+			t.Fatalf("bob's claim on %s: epoch %d, %+v; want dev refused, free taken", node, epoch, out)
+		}
+		if n, e := f.Owner("dev"); n != "n1" || e != 1 || f.whoOwns("dev") != whoOf("alice") {
+			t.Fatalf("dev after bob's refused claim on %s: %s@%d, %#x; want alice's n1@1", node, n, e, f.whoOwns("dev"))
+		}
+	}
+	_, out := claimAsOf(t, &f, 4, "n2", takeUnlessForeign, "dev/alice")
+	if out[0] != (claimed{prev: "n1", prevEpoch: 1, named: true}) {
+		t.Fatalf("alice's claim on n2: %+v; want n1@1 before, named", out[0])
+	}
+	if n, e := f.Owner("dev"); n != "n2" || e != 4 {
+		t.Fatalf("dev: %s@%d; want n2@4", n, e)
+	}
+}
+
+// TestClaimIdentityKept: what identity each kind of claim leaves in the entry. One that
+// may leave the session another's if its CONNECT fails after the claim (the session
+// comes whole, or stays on the claimant's node) leaves it unknown, and an unknown entry
+// refuses no one: the hand-over brings the session, the broker compares. Claims of an
+// older build (no identities) leave it unknown too.
+func TestClaimIdentityKept(t *testing.T) {
+	var f FSM
+	claimAsOf(t, &f, 1, "n1", takeMoved, "a/alice", "b/alice", "c/alice", "d/alice")
+	cases := []struct {
+		index uint64
+		node  string
+		mode  claimMode
+		id    string
+		named bool   // the claimant's identity recorded
+		who   string // the entry's identity after; "" unknown
+	}{
+		{2, "n2", takeMoved, "a/bob", false, ""},           // the session moves whole
+		{3, "n2", takeDropped, "b/bob", true, "bob"},       // n1 drops alice's session
+		{4, "n1", takeDropped, "c/bob", false, ""},         // alice's stays on n1 until bob attaches
+		{5, "n3", takeUnlessForeign, "a/carol", false, ""}, // unknown: taken, still unknown
+		{6, "n3", takeUnlessForeign, "c/carol", false, ""},
+		{7, "n1", takeMoved, "d/alice", true, "alice"},       // the same identity again
+		{8, "n1", takeUnlessForeign, "e/dave", true, "dave"}, // no entry before
+	}
+	for _, c := range cases {
+		_, out := claimAsOf(t, &f, c.index, c.node, c.mode, c.id)
+		id, _, _ := strings.Cut(c.id, "/")
+		want := uint32(whoUnknown)
+		if c.who != "" {
+			want = whoOf(c.who)
+		}
+		if out[0].foreign || out[0].named != c.named || f.whoOwns(id) != want {
+			t.Errorf("%s on %s, mode %d: %+v, entry %#x; want taken, named %v, entry %#x", c.id, c.node, c.mode, out[0], f.whoOwns(id), c.named, want)
+		}
+		if n, e := f.Owner(id); n != c.node || e != c.index {
+			t.Errorf("%s: %s@%d; want %s@%d", c.id, n, e, c.node, c.index)
+		}
+	}
+	// An older build's claim: the entry's owner is unknown, and refuses no one.
+	claim(t, &f, 9, "n1", "d")
+	if _, out := claimAsOf(t, &f, 10, "n2", takeUnlessForeign, "d/erin"); out[0].foreign || f.whoOwns("d") != whoUnknown {
+		t.Fatalf("a refuse claim of an entry of an older build: %+v, entry %#x; want taken, unknown", out[0], f.whoOwns("d"))
+	}
+	// A release ends the claim it names, whatever its identity.
+	if releaseAll(t, &f, 11, "n1", release{"e", 8}) != 1 {
+		t.Fatal("dave's claim not released")
+	}
+	if _, out := claimAsOf(t, &f, 12, "n2", takeUnlessForeign, "e/erin"); out[0] != (claimed{named: true}) {
+		t.Fatalf("a refuse claim of a released id: %+v; want taken, named", out[0])
+	}
+}
+
+// TestAttachNames: an attach names the identity of an entry only while it is the claim
+// named (node and epoch), and from then on the entry refuses other identities' claims
+// under refuse.
+func TestAttachNames(t *testing.T) {
+	var f FSM
+	claim(t, &f, 1, "n1", "a", "b") // an older build's: unknown owners
+	apply := func(index uint64, node string, as ...attach) int {
+		t.Helper()
+		r := applyEntry(&f, index, encodeCommand(attaches{node: node, ids: as}))
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		rd := &reader{b: r.data}
+		n := rd.uvarint()
+		if err := rd.end(); err != nil {
+			t.Fatal(err)
+		}
+		return int(n)
+	}
+	alice := whoOf("alice")
+	if n := apply(2, "n1", attach{"a", 1, alice}, attach{"b", 7, alice}, attach{"zz", 1, alice}); n != 1 {
+		t.Fatalf("named %d; want 1 (a; b's epoch is not 7, zz has no entry)", n)
+	}
+	if n := apply(3, "n2", attach{"b", 1, alice}); n != 0 {
+		t.Fatal("n2 named n1's entry")
+	}
+	if f.whoOwns("a") != alice || f.whoOwns("b") != whoUnknown {
+		t.Fatalf("identities %#x %#x", f.whoOwns("a"), f.whoOwns("b"))
+	}
+	if n, e := f.Owner("a"); n != "n1" || e != 1 {
+		t.Fatalf("a: %s@%d; an attach changed the claim", n, e)
+	}
+	_, out := claimAsOf(t, &f, 4, "n2", takeUnlessForeign, "a/bob", "b/bob")
+	if !out[0].foreign || out[1].foreign {
+		t.Fatalf("bob's claims after the attach: %+v; want a refused, b taken", out)
+	}
+	got, err := decodeCommand(encodeCommand(attaches{node: "n1", ids: []attach{{"a", 1 << 40, alice}}}))
+	if err != nil || !slices.Equal(got.(attaches).ids, []attach{{"a", 1 << 40, alice}}) {
+		t.Fatalf("decoded %+v, %v", got, err)
+	}
+	if _, err := decodeCommand(encodeCommand(attaches{node: "n1", ids: []attach{{"a", 1, whoUnknown}}})); err == nil {
+		t.Fatal("an attach of an unknown identity decoded")
+	}
+}
+
+// TestClaimForeignNotFenced: a node applying another node's claims fences its
+// connections of the ids taken, not of those refused; the result tells them apart
+// without allocating when none was refused.
+func TestClaimForeignNotFenced(t *testing.T) {
+	c := &Cluster{fsm: &FSM{}}
+	c.cfg.NodeName = "n1"
+	c.fsm.applied = c.applied
+	h := &fakeHost{name: "n1"}
+	c.SetHost(h)
+	claimAsOf(t, c.fsm, 1, "n1", takeUnlessForeign, "x/alice", "z/alice")
+	claimAsOf(t, c.fsm, 2, "n2", takeUnlessForeign, "x/bob", "y/bob", "z/bob", "w/bob")
+	if fenced, _, _ := h.snapshot(); !slices.Equal(fenced, []string{"y@2", "w@2"}) {
+		t.Fatalf("fenced %v; want y@2 w@2 (x and z are alice's)", fenced)
+	}
+	if got := c.own.counts.fenced.Load(); got != 2 {
+		t.Fatalf("fenced count %d; want 2", got)
+	}
+	cl := claims{node: "n2", ids: []string{"a", "b"}, as: []claimAs{{who: 1}, {who: 1}}}
+	r := applyEntry(c.fsm, 3, encodeCommand(cl))
+	if allocs := testing.AllocsPerRun(100, func() { _ = cl.taken(r.data) }); allocs != 0 {
+		t.Fatalf("taken allocates %v times with none refused", allocs)
+	}
+	if got := cl.taken(r.data); !slices.Equal(got, cl.ids) {
+		t.Fatalf("taken %v", got)
+	}
+}
+
+// TestClaimAsEncoding: a claim with an identity costs 4 bytes more per id; a claim
+// without one, or with a mode beyond the known ones, does not decode.
+func TestClaimAsEncoding(t *testing.T) {
+	c := claims{node: "n1", ids: []string{"client-0001"}, as: []claimAs{{who: whoOf("alice"), mode: takeUnlessForeign}}}
+	data := encodeCommand(c)
+	if want := 2 + 3 + 1 + 12 + 4; len(data) != want || kind(data[1]) != kindClaimAs {
+		t.Errorf("claim entry is %d bytes, kind %d; want %d, %d", len(data), data[1], want, kindClaimAs)
+	}
+	got, err := decodeCommand(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := got.(claims); g.node != c.node || !slices.Equal(g.ids, c.ids) || !slices.Equal(g.as, c.as) {
+		t.Fatalf("decoded %+v", g)
+	}
+	for _, bad := range []claimAs{{who: whoUnknown}, {who: 5, mode: maxClaimMode + 1}, {who: 1 << whoBits}} {
+		c.as[0] = bad
+		if _, err := decodeCommand(encodeCommand(c)); err == nil {
+			t.Errorf("claim %+v decoded", bad)
+		}
+	}
+	if whoOf("") == whoUnknown || whoOf("0:alice") == whoOf("0:bob") {
+		t.Fatal("identity digests")
+	}
+	if got, want := fmt.Sprintf("%06x", whoOf("0:alice")), "5be0c0"; got != want {
+		t.Fatalf("digest of 0:alice: %s; want %s (the same in every build)", got, want)
+	}
+}
+
+// TestOwnersSnapshotIdentities: the entries' identities survive a snapshot; a version-2
+// snapshot (before identities) restores its entries as unknown owners, who refuse no one.
+func TestOwnersSnapshotIdentities(t *testing.T) {
+	var f FSM
+	claimAsOf(t, &f, 1, "n1", takeUnlessForeign, "a/alice")
+	claim(t, &f, 2, "n1", "b")
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := persist(t, snap)
+	var g FSM
+	if err := g.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+		t.Fatal(err)
+	}
+	if g.whoOwns("a") != whoOf("alice") || g.whoOwns("b") != whoUnknown {
+		t.Fatalf("restored identities %#x %#x", g.whoOwns("a"), g.whoOwns("b"))
+	}
+	if _, out := claimAsOf(t, &g, 3, "n2", takeUnlessForeign, "a/bob"); !out[0].foreign {
+		t.Fatalf("bob's claim after the restore: %+v; want refused", out[0])
+	}
+
+	// Version 2: [nodes][entries]([key][node][epoch])...
+	body := appendUvarint(nil, 1)
+	body = appendString(body, "n1")
+	body = appendUvarint(body, 1)
+	k := keyOf("a")
+	body = append(body, k[:]...)
+	body = appendUvarint(body, 0)
+	body = appendUvarint(body, 1)
+	v2 := append([]byte{2, 2}, appendUvarint(nil, uint64(len(body)))...)
+	v2 = append(v2, body...)
+	var h FSM
+	if err := h.Restore(io.NopCloser(bytes.NewReader(v2))); err != nil {
+		t.Fatal(err)
+	}
+	if n, e := h.Owner("a"); n != "n1" || e != 1 || h.whoOwns("a") != whoUnknown {
+		t.Fatalf("a from a version-2 snapshot: %s@%d, %#x; want n1@1, unknown", n, e, h.whoOwns("a"))
+	}
+	if _, out := claimAsOf(t, &h, 2, "n2", takeUnlessForeign, "a/bob"); out[0].foreign || out[0].prev != "n1" {
+		t.Fatalf("bob's claim of an entry from a version-2 snapshot: %+v; want taken from n1", out[0])
 	}
 }
 

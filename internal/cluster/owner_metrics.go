@@ -14,6 +14,7 @@ import (
 // ownerCounts are ownership's counters.
 type ownerCounts struct {
 	claims     atomic.Uint64 // claims applied for this node
+	foreign    atomic.Uint64 // claims of this node refused: another identity owns the id
 	entries    atomic.Uint64 // claims entries this node applied for itself
 	handed     atomic.Uint64 // hand-overs that brought a session
 	handedNone atomic.Uint64 // hand-overs of a previous owner that had none (or a clean start)
@@ -24,7 +25,8 @@ type ownerCounts struct {
 
 var (
 	descClaims = prometheus.NewDesc("bifrost_cluster_claims_total",
-		"Client ids this node claimed (one per CONNECT), and the Raft entries that carried them.", []string{"what"}, nil)
+		"Client ids this node claimed (one per CONNECT), the Raft entries that carried them, and the claims "+
+			"refused because another identity owns the id (foreign_session: refuse).", []string{"what"}, nil)
 	descHandovers = prometheus.NewDesc("bifrost_cluster_handovers_total",
 		"Claims of a client id another node owned, by outcome: its session came (session), it had none "+
 			"(none), or the node could not be asked and its session is lost (lost).", []string{"outcome"}, nil)
@@ -58,6 +60,7 @@ func (k ownerCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(descClaims, &n.claims, "client_ids")
 	counter(descClaims, &n.entries, "entries")
+	counter(descClaims, &n.foreign, "refused_foreign")
 	counter(descHandovers, &n.handed, "session")
 	counter(descHandovers, &n.handedNone, "none")
 	counter(descHandovers, &n.lost, "lost")

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bifrost-mqtt/bifrost/internal/broker"
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
@@ -59,8 +60,8 @@ type claimOutcome struct {
 func claimWait(t *testing.T, n *testNode, cid string) claimOutcome {
 	t.Helper()
 	ch := make(chan claimOutcome, 1)
-	n.Claim(cid, false, func(epoch uint64, moved bool, session []byte, err error) {
-		ch <- claimOutcome{epoch, moved, string(session), err}
+	n.Claim(broker.Claimant{ClientID: cid, Identity: "2:l1" + cid}, func(o Claim) {
+		ch <- claimOutcome{o.Epoch, o.Moved, string(o.Session), o.Err}
 	})
 	o := <-ch
 	if o.err != nil {
@@ -158,7 +159,8 @@ func TestClaimsBatch(t *testing.T) {
 	epochs := map[uint64]int{}
 	for i := range claims {
 		wg.Add(1)
-		follower.Claim(fmt.Sprintf("c%d", i), true, func(epoch uint64, moved bool, _ []byte, err error) {
+		follower.Claim(broker.Claimant{ClientID: fmt.Sprintf("c%d", i), Discard: true}, func(o Claim) {
+			epoch, moved, err := o.Epoch, o.Moved, o.Err
 			defer wg.Done()
 			if err != nil || moved {
 				t.Errorf("claim %d: moved %v, %v", i, moved, err)
