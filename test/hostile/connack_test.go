@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 	"github.com/bifrost-mqtt/bifrost/internal/packet/packettest"
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
@@ -31,7 +32,10 @@ func connackFirst(t *testing.T, v packet.Version) {
 	if testenv.Race {
 		reconnects = 15 // under the flood a reconnect takes the race detector a fifth of a second
 	}
-	e := start(t, nil)
+	// The flood is what this test is about: a round of the poller serving it can take
+	// the race detector on a loaded machine beyond the environment's 2 s connect timeout
+	// before the CONNECT behind it is read, and the order, not the wait, is under test.
+	e := start(t, func(c *conf.Config) { c.MQTT.ConnectTimeout = conf.Duration(testenv.Timeout) })
 	persist := func(c *packet.Connect) {
 		c.CleanStart = false
 		if v == packet.V5 {
