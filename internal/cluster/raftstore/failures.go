@@ -166,6 +166,6 @@ func warnLowSpace(log *slog.Logger, dir string) {
 	if !ok || free >= memTableSize {
 		return
 	}
-	log.Warn("raftstore: little space left: Raft writes fail while the disk is full, and this node stops at the first Raft term it cannot save",
+	log.Warn("raftstore: little space left: Raft's log writes fail while the disk is full (its term and vote are saved in place, and do not)",
 		slog.String("dir", dir), slog.String("free", diskspace.Bytes(free)), slog.String("needs", diskspace.Bytes(memTableSize)+" (a memtable flush)"))
 }

@@ -123,7 +123,7 @@ func openPebble(fs vfs.FS, dir string, log *slog.Logger, memTable uint64) (*pebb
 	if err != nil {
 		return nil, nil, openError(dir, "opening the Raft log", err)
 	}
-	if err := checkFormat(db, dir); err != nil {
+	if err := checkFormat(fs, db, dir); err != nil {
 		_ = pebbledb.CloseDB(db)
 		return nil, nil, err
 	}
@@ -132,9 +132,16 @@ func openPebble(fs vfs.FS, dir string, log *slog.Logger, memTable uint64) (*pebb
 }
 
 // checkFormat checks the format record of db and raises an older log to pebbleFormat,
-// turning a fatal error of Pebble's (a write that a full disk stopped) into an error.
-func checkFormat(db *pebble.DB, dir string) error {
-	if err := recovered(func() error { return format.Check(db, dir) }); err != nil {
+// turning a fatal error of Pebble's (a write that a full disk stopped) into an error. A
+// new log, and one of format 1, get a stable file first (moveStable).
+func checkFormat(fs vfs.FS, db *pebble.DB, dir string) error {
+	f := format
+	f.Upgrade = func(db *pebble.DB, _ byte, b *pebble.Batch) error { return moveStable(fs, db, dir, b) }
+	if err := recovered(func() error { return f.Check(db, dir) }); err != nil {
+		var full *diskspace.Error
+		if errors.As(err, &full) {
+			return err
+		}
 		return noSpace("open", dir, "writing the Raft log's format record", 0, err)
 	}
 	if db.FormatMajorVersion() < pebbleFormat {
@@ -143,6 +150,28 @@ func checkFormat(db *pebble.DB, dir string) error {
 		}
 	}
 	return nil
+}
+
+// moveStable creates the stable file of a new log (empty) or of one of format 1 (with the
+// stable values in db), replacing any that an interrupted open left, and adds to b the
+// deletion of those values: b commits them with the format record that makes the file
+// the values' home, so a crash before leaves db as it was, and the next open starts
+// again.
+func moveStable(fs vfs.FS, db *pebble.DB, dir string, b *pebble.Batch) error {
+	vals, err := pebbleStable(db)
+	if err != nil {
+		return fmt.Errorf("raftstore: open %s: reading the stable values: %w", dir, err)
+	}
+	if err := createStable(fs, dir, vals); err != nil {
+		if e := noSpace("open", dir, "creating the file of Raft's term and vote ("+stableName+")", stableSize, err); e != err {
+			return e
+		}
+		return fmt.Errorf("raftstore: open %s: creating the file of Raft's term and vote: %w", dir, err)
+	}
+	if len(vals) == 0 {
+		return nil
+	}
+	return b.DeleteRange(stableLower, stableUpper, nil)
 }
 
 // recovered calls f, turning a fatal error of Pebble's into an error.
