@@ -101,9 +101,9 @@
 //
 //   - Open fails at once with ErrNoSpace, naming the directory, what it was doing, the
 //     space that needs and the space there is: when the file system has less than
-//     openRoom free, and when Pebble's write of the replayed WAL into a table fails (the
-//     open goes on in the background, and closes the database once space lets it
-//     complete).
+//     pebbledb.OpenRoom (256 KiB) free, and when Pebble's write of the replayed WAL into a
+//     table fails (the open goes on in the background, and closes the database once
+//     space lets it complete).
 //   - While Pebble cannot write its tables (a flush or a compaction failed on the file
 //     system), writes fail at once with ErrNoSpace (refuse): Pebble retries once a
 //     second, and would hold a write until a flush succeeds. A write let in just before

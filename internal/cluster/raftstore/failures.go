@@ -78,14 +78,14 @@ func (s *Store) repair() error {
 }
 
 // reopenNeeds returns about the room a reopen needs: the live write-ahead log, which it
-// writes into a table, and openRoom.
+// writes into a table, and pebbledb.OpenRoom.
 func (s *Store) reopenNeeds() uint64 {
 	s.closeMu.RLock()
 	defer s.closeMu.RUnlock()
 	if s.db == nil { // a reopen failed: every log file may be live
-		return diskspace.FilesSize(s.dir, ".log") + openRoom
+		return pebbledb.ReopenRoom(s.dir)
 	}
-	return s.db.Metrics().WAL.Size + openRoom
+	return s.db.Metrics().WAL.Size + pebbledb.OpenRoom
 }
 
 // adoptLocked makes db, which a reopen returned with err, the Store's database. The cached

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -29,10 +28,6 @@ const (
 	memTableSize = 4 << 20
 	cacheSize    = 1 << 20
 )
-
-// openRoom is the least free space an open starts with: the MANIFEST Pebble writes and
-// the table it writes the replayed write-ahead log into need room beyond what it holds.
-const openRoom = 256 << 10
 
 // reopenBackoff is the least time between two reopens after a failed write, and between
 // two tries of a table write that failed (pebbledb.TableWatch): on a full disk a try a
@@ -84,15 +79,8 @@ func openPebble(fs vfs.FS, dir string, log *slog.Logger, memTable uint64) (*pebb
 	if err != nil {
 		return nil, nil, fmt.Errorf("raftstore: open %s: %w", dir, err)
 	}
-	if free, ok := diskspace.Free(dir); ok && free < openRoom {
-		// Too little for the table of the replay, or for the MANIFEST, whose failed
-		// write Pebble makes fatal on its flush goroutine: the process would stop.
-		wal := diskspace.FilesSize(dir, ".log")
-		doing := "opening the Raft log writes a new MANIFEST and write-ahead log, which"
-		if wal > 0 {
-			doing = fmt.Sprintf("replaying the write-ahead log (%s) writes its records into a table and a new MANIFEST, which", diskspace.Bytes(wal))
-		}
-		return nil, nil, noSpace("open", dir, doing, wal+openRoom, syscall.ENOSPC)
+	if err := pebbledb.NoRoom(ErrNoSpace, "raftstore: open", dir, "the Raft log", pebbledb.OpenRoom, noSpaceAdvice("open")); err != nil {
+		return nil, nil, err
 	}
 	w := &watches{tables: &pebbledb.TableWatch{FS: fs, Backoff: reopenBackoff}, flushes: new(pebbledb.FlushWatch), c: newCommitter()}
 	w.opts = &pebble.Options{
