@@ -486,6 +486,8 @@ func TestRaftFullDisk(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
+	converged(t, nodes...) // n3 may catch up with a snapshot: then with entries too
+	apply(t, 5_000_000, 100, nodes...)
 	converged(t, nodes...)
 	term := n3.raft.CurrentTerm()
 	for _, n := range nodes {
