@@ -96,8 +96,9 @@ func (s *raftStores) close() error {
 	return s.closer.Close()
 }
 
-// openLogStore opens the log and stable store: one Pebble database (raftstore) in
-// dir/raft, whose writes are synced before raft is told they are done.
+// openLogStore opens the log and stable store (raftstore) in dir/raft: the log on a
+// Pebble database, the term and vote in a file of fixed size beside it, which a full disk
+// does not stop. Their writes are synced before raft is told they are done.
 func openLogStore(dir string, log *slog.Logger) (raft.LogStore, raft.StableStore, io.Closer, error) {
 	s, err := raftstore.Open(filepath.Join(dir, raftDir), log)
 	if err != nil {

@@ -17,7 +17,12 @@ type Format struct {
 	Version byte
 	// Oldest is the oldest version this build reads; 0: Version only. A database of a
 	// version from Oldest up to Version is marked with Version at Check.
-	Oldest  byte
+	Oldest byte
+	// Upgrade, if not nil, is called by Check before it writes the record: with from 0
+	// for an empty database, with the version found for one it marks with Version. What
+	// it adds to b is committed with the record, in one synced batch, so that a crash
+	// leaves the database as it was or upgraded, never half-way.
+	Upgrade func(db *pebble.DB, from byte, b *pebble.Batch) error
 	What    string
 	Foreign error
 	Newer   error
@@ -31,7 +36,7 @@ func (f Format) Value() []byte { return append([]byte(f.Magic), f.Version) }
 // written. A database of another kind or without the record fails with f.Foreign, one
 // of a version this build does not read with f.Newer. One of an older version it reads
 // is marked with f.Version (synced), so that a build that reads only the older one
-// refuses it from then on.
+// refuses it from then on. f.Upgrade's error is returned as it is.
 func (f Format) Check(db *pebble.DB, dir string) error {
 	v, closer, err := db.Get(f.Key)
 	switch {
@@ -53,10 +58,7 @@ func (f Format) Check(db *pebble.DB, dir string) error {
 			return fmt.Errorf("%w: %s holds a %s of format %d; this build reads format %d",
 				f.Newer, dir, f.What, ver, f.Version)
 		}
-		if err := db.Set(f.Key, f.Value(), pebble.Sync); err != nil {
-			return fmt.Errorf("%s: open %s: %w", f.What, dir, err)
-		}
-		return nil
+		return f.write(db, ver, "open", dir)
 	case !errors.Is(err, pebble.ErrNotFound):
 		return fmt.Errorf("%s: open %s: %w", f.What, dir, err)
 	}
@@ -71,8 +73,23 @@ func (f Format) Check(db *pebble.DB, dir string) error {
 	if !empty {
 		return fmt.Errorf("%w: %s holds a Pebble database without a %s's format record", f.Foreign, dir, f.What)
 	}
-	if err := db.Set(f.Key, f.Value(), pebble.Sync); err != nil {
-		return fmt.Errorf("%s: create %s: %w", f.What, dir, err)
+	return f.write(db, 0, "create", dir)
+}
+
+// write writes the record into db, of version from (0: none), with what f.Upgrade adds.
+func (f Format) write(db *pebble.DB, from byte, op, dir string) error {
+	b := db.NewBatch()
+	defer b.Close()
+	if f.Upgrade != nil {
+		if err := f.Upgrade(db, from, b); err != nil {
+			return err
+		}
+	}
+	if err := b.Set(f.Key, f.Value(), nil); err != nil {
+		return fmt.Errorf("%s: %s %s: %w", f.What, op, dir, err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("%s: %s %s: %w", f.What, op, dir, err)
 	}
 	return nil
 }

@@ -3,8 +3,9 @@
 // Pebble's logger on slog (logger.go), the format record that tells each database from
 // the other and from a newer build's (format.go), and what keeps Pebble from hanging on
 // a full disk: an open that gives up when the write-ahead log it replays cannot be
-// written into a table (open.go, where the whole of it is described) and the pacing of
-// Pebble's retries of table writes (tables.go).
+// written into a table (open.go, where the whole of it is described), the room an open
+// needs for its MANIFEST (room.go) and the pacing of Pebble's retries of table writes
+// (tables.go).
 //
 // Pebble reports a failed commit through Fatalf and expects it not to return: its
 // default logger exits the process. Logger.Fatalf panics with a *Fatal instead, so that

@@ -21,6 +21,9 @@ import (
 // the memtables waits for a flush that cannot be written ("write stall"). The retries log
 // hundreds of errors a second and leave their garbage to the GC. So both databases:
 //
+//   - refuse to open with less than OpenRoom free, and to reopen with less than that
+//     beside the write-ahead log to replay (NoRoom): Pebble would write a new MANIFEST,
+//     whose failed write on its flush goroutine stops the process;
 //   - run pebble.Open on a goroutine of its own (FlushWatch.Open) and stop waiting as soon
 //     as Open's flush has failed on the file system (Open.Wait): the open then fails with
 //     an error naming the directory, the space the replay needs (the write-ahead log's

@@ -233,3 +233,83 @@ func (q *queuer) check(t *testing.T, c *collector) {
 		t.Errorf("%d of %d committed batches missing after reopen: %v", len(missing), len(q.acked), missing)
 	}
 }
+
+// TestFullDiskOpenRoom: the pebble engine does not open with less than pebbledb.OpenRoom
+// free (128 KiB here, a write-ahead log of 20 KiB to replay, whose table would fit):
+// Pebble writes a new MANIFEST at every open, and a failed MANIFEST write on its flush
+// goroutine stops the process. The open fails at once with ErrNoSpace, saying so and
+// having written nothing; with room it opens with everything committed.
+func TestFullDiskOpenRoom(t *testing.T) {
+	if !pebbleBuilt {
+		t.Skip("the pebble engine is not built")
+	}
+	mnt := testenv.Tmpfs(t, fullDiskSize)
+	dir := filepath.Join(mnt, "store")
+	s := openTest(t, conf.EnginePebble, dir, conf.SyncAlways, nil)
+	q := &queuer{s: s}
+	q.session(t)
+	for range 20 {
+		if err := q.put(t); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	filler := fill(t, mnt)
+	fi, err := os.Stat(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(filler, fi.Size()-128<<10); err != nil {
+		t.Fatal(err)
+	}
+	before := listDir(t, dir)
+
+	cfg := testConfigEngine(conf.EnginePebble, dir, conf.SyncAlways)
+	s2, err := openHooked(cfg, testLogger(t), nil)
+	if err == nil {
+		_ = s2.Close()
+		t.Fatalf("the store opened with 128 KiB free")
+	}
+	t.Logf("open: %v", err)
+	if !errors.Is(err, ErrNoSpace) || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("open with 128 KiB free: %v, want ErrNoSpace", err)
+	}
+	for _, want := range []string{dir, "replaying the write-ahead log", "a new MANIFEST", "needs up to", "its file system has 128.0 KiB", "store.dir"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q", want)
+		}
+	}
+	if after := listDir(t, dir); after != before {
+		t.Errorf("the refused open changed the directory:\n%s\nwas\n%s", after, before)
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	s2, err = openHooked(cfg, testLogger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s2.Close() })
+	q.check(t, load(t, s2))
+}
+
+// listDir returns the names and sizes of the files in dir, a line each.
+func listDir(t *testing.T, dir string) string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s %d\n", e.Name(), fi.Size())
+	}
+	return b.String()
+}

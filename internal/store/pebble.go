@@ -65,6 +65,10 @@ func openPebble(cfg conf.Store, log *slog.Logger, fs vfs.FS) (*store, error) {
 			return nil, err
 		}
 	}
+	if err := pebbledb.NoRoom(ErrNoSpace, "store: open", dir, "the store", pebbledb.OpenRoom, noSpaceAdvice("open")); err != nil {
+		release()
+		return nil, err
+	}
 	tables := &pebbledb.TableWatch{FS: fs, Backoff: reopenBackoff}
 	wal := &walWatch{FS: tables}
 	flushes := new(pebbledb.FlushWatch)
@@ -344,9 +348,10 @@ func (e *pebbleEngine) fail(cause error) {
 	e.retryAt = time.Now().Add(e.backoff)
 }
 
-// reopen opens the database again if a failure closed it and the backoff has passed. A
-// reopen whose flush fails (a full disk) is kept pending, retried by Pebble once per
-// backoff, and adopted by the first reopen after it has completed.
+// reopen opens the database again if a failure closed it, the backoff has passed and the
+// file system has room for what the reopen writes (pebbledb.ReopenRoom). A reopen whose
+// flush fails anyway (a full disk) is kept pending, retried by Pebble once per backoff,
+// and adopted by the first reopen after it has completed.
 func (e *pebbleEngine) reopen() error {
 	e.mu.RLock()
 	ok := e.db != nil
@@ -368,6 +373,10 @@ func (e *pebbleEngine) reopen() error {
 		e.pending = nil
 	} else {
 		if time.Now().Before(e.retryAt) {
+			return e.broken
+		}
+		if err := pebbledb.NoRoom(ErrNoSpace, "store: reopen", e.dir, "the store", pebbledb.ReopenRoom(e.dir), noSpaceAdvice("reopen")); err != nil {
+			e.broken, e.retryAt = err, time.Now().Add(e.backoff)
 			return e.broken
 		}
 		e.wal.reset()

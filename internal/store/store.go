@@ -125,12 +125,16 @@
 // Pebble would hold them until a flush succeeds. When space returns, the store works
 // again without a restart. An Open that must write the WAL it replays into a table and
 // cannot (a full disk) fails at once with ErrNoSpace, naming the directory and the space
-// (internal/pebbledb, open.go); the log engine opens on a full disk, and its commits fail until
-// space returns. Under interval and none, Pebble writes the WAL in
+// (internal/pebbledb, open.go), and so does one with less than pebbledb.OpenRoom (256
+// KiB) free, before Pebble writes a new MANIFEST; a reopen waits for that beside the WAL
+// it replays. The log engine opens on a full disk, and its commits fail until space
+// returns. Under interval and none, Pebble writes the WAL in
 // the background, so a failure surfaces at the next commit or fsync, and acknowledged
 // batches that were not yet written are lost, as a crash would lose them. A failure
 // that Pebble hits in the background on its MANIFEST stops the process as Pebble
-// intends; a restart recovers from the WAL.
+// intends (while running, on a disk that fills: a flush whose table fits and whose
+// MANIFEST edit does not, a compaction that only moves or deletes tables); a restart
+// recovers from the WAL.
 //
 // # Memory and goroutines
 //

@@ -109,3 +109,82 @@ func fillDisk(t *testing.T, dir string) string {
 		}
 	}
 }
+
+// TestFullDiskElection: a node whose cluster.dir fills up while it runs, and whose Raft
+// log writes fail for it, takes part in the election that follows when the leader is
+// paused: it saves the new term and its vote (hashicorp/raft stopped the process, exit
+// 2, "failed to save current term", when it could not), and does not exit. The others
+// elect a leader and serve; once the file system has grown it catches up with their
+// log and serves again.
+func TestFullDiskElection(t *testing.T) {
+	mnt := testenv.Tmpfs(t, fullDiskSize)
+	dir := filepath.Join(mnt, "cluster")
+	c := newCluster(t, 3, func(i int, cfg *nodeConfig) {
+		if i == 2 {
+			cfg.ClusterYAML = fmt.Sprintf("    dir: %q\n", dir)
+		}
+	})
+	c.start()
+	_, leader := c.waitFormed()
+	nd := c.node("n3")
+	if leader == nd.name { // so that n3 is a follower when its disk fills
+		nd.stop()
+		testenv.WaitFor(t, "a leader other than n3", func() bool {
+			s, err := c.node("n1").status()
+			return err == nil && s.Leader != "" && s.Leader != nd.name
+		})
+		nd.cont()
+		_, leader = c.waitFormed()
+	}
+	paused, others := c.split(leader, true)
+	var other *node
+	for _, o := range others {
+		if o != nd {
+			other = o
+		}
+	}
+	filler := fillDisk(t, mnt)
+	for i := 0; ; i++ { // claims, until n3 cannot store the log's entries
+		ack, conn, err := other.connect(fmt.Sprintf("full-%d", i), packet.V5)
+		if err != nil || ack.Code != packet.Success {
+			t.Fatalf("CONNECT %d to %s: %v, %v", i, other.name, ack.Code, err)
+		}
+		conn.Close()
+		if l, s := paused.mustStatus(), nd.mustStatus(); l.LastIndex >= s.LastIndex+5 {
+			t.Logf("n3's log at %d, the leader's at %d, after %d claims", s.LastIndex, l.LastIndex, i+1)
+			break
+		}
+		if i == 2000 {
+			t.Fatalf("n3's log keeps up after %d claims: its disk is not full", i)
+		}
+	}
+
+	term := nd.mustStatus().Term
+	paused.stop()
+	testenv.WaitFor(t, other.name+" to lead, with n3's vote", func() bool {
+		s, err := other.status()
+		return err == nil && s.Leader == other.name && s.State == "Leader"
+	})
+	if s := nd.mustStatus(); s.Term <= term {
+		t.Errorf("n3 in term %d after the election, was %d", s.Term, term)
+	}
+	paused.cont()
+	c.waitFormed(paused, other)
+	if !nd.running() {
+		t.Fatalf("n3 exited after the election on its full disk:\n%s", lastStarted(nd.logs()))
+	}
+	run := lastRun(nd.logs())
+	if strings.Contains(run, "panic") || strings.Contains(run, "the Raft term cannot be saved") {
+		t.Errorf("n3 failed to save a term:\n%s", run)
+	}
+	t.Logf("n3 in term %d, up, on its full disk", nd.mustStatus().Term)
+
+	testenv.ResizeTmpfs(t, mnt, 4*fullDiskSize)
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFormed()
+	if s, l := nd.mustStatus(), c.node(leader).mustStatus(); s.Term != l.Term {
+		t.Errorf("n3 in term %d, the others %d", s.Term, l.Term)
+	}
+}

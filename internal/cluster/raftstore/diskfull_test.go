@@ -3,6 +3,7 @@ package raftstore
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	iofs "io/fs"
 	"log/slog"
 	"math/rand/v2"
@@ -19,6 +20,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/hashicorp/raft"
 
+	"github.com/bifrost-mqtt/bifrost/internal/diskspace"
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
@@ -169,8 +171,8 @@ func TestFullDiskWrite(t *testing.T) {
 					t.Fatalf("write on the full disk: %v, want ErrNoSpace", err)
 				}
 			}
-			if err := s.SetUint64([]byte("CurrentTerm"), 2); !errors.Is(err, ErrNoSpace) {
-				t.Fatalf("SetUint64 on the full disk: %v, want ErrNoSpace", err)
+			if err := s.SetUint64([]byte("CurrentTerm"), 2); err != nil {
+				t.Fatalf("SetUint64 on the full disk: %v, want it saved in place", err)
 			}
 			testenv.ResizeTmpfs(t, mnt, 16*fullDiskSize)
 			testenv.WaitFor(t, "a write to succeed once the file system has grown", func() bool { return w.put(t) == nil })
@@ -366,5 +368,56 @@ func TestFullDiskStall(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s2.Close()
+	checkEntries(t, s2, w.acked)
+}
+
+// TestFullDiskTerm: on a disk so full that the log's writes fail, raft's term and vote
+// are still saved (hashicorp/raft stops the process when it cannot save its term): the
+// stable file's writes overwrite blocks it already has. Once space is freed a reopened
+// store holds them.
+func TestFullDiskTerm(t *testing.T) {
+	mnt := testenv.Tmpfs(t, fullDiskSize)
+	dir := filepath.Join(mnt, "raft")
+	s := openTest(t, dir)
+	if err := s.SetUint64([]byte("CurrentTerm"), 1); err != nil {
+		t.Fatal(err)
+	}
+	filler := fill(t, mnt)
+	w := &writer{s: s}
+	var err error
+	for err == nil {
+		err = w.put(t)
+	}
+	if !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("StoreLogs on the full disk: %v, want ErrNoSpace", err)
+	}
+	t.Logf("the log's writes fail after %d entries: %v", len(w.acked), err)
+	for term := uint64(2); term <= 50; term++ {
+		for _, err := range []error{
+			s.SetUint64([]byte("CurrentTerm"), term),
+			s.SetUint64([]byte("LastVoteTerm"), term),
+			s.Set([]byte("LastVoteCand"), fmt.Appendf(nil, "127.0.0.1:%d", 7000+term)),
+		} {
+			if err != nil {
+				t.Fatalf("saving term %d on the full disk: %v", term, err)
+			}
+		}
+	}
+	if free, ok := diskspace.Free(mnt); ok && free > 4096 {
+		t.Fatalf("%d bytes free after the writes: the disk was not full", free)
+	}
+	t.Logf("close: %v", s.Close()) // the log's failed write-ahead log
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	s2 := openTest(t, dir)
+	for key, want := range map[string]uint64{"CurrentTerm": 50, "LastVoteTerm": 50} {
+		if v, err := s2.GetUint64([]byte(key)); v != want || err != nil {
+			t.Errorf("%s after the reopen = %d, %v, want %d", key, v, err, want)
+		}
+	}
+	if v, err := s2.Get([]byte("LastVoteCand")); string(v) != "127.0.0.1:7050" || err != nil {
+		t.Errorf("LastVoteCand after the reopen = %q, %v", v, err)
+	}
 	checkEntries(t, s2, w.acked)
 }

@@ -1,17 +1,18 @@
-// Package raftstore is the cluster's durable Raft log: hashicorp/raft's LogStore and
-// StableStore on a Pebble database of its own, in a directory of the cluster's data
-// directory (never the broker's store).
+// Package raftstore is the cluster's durable Raft log: hashicorp/raft's LogStore on a
+// Pebble database of its own, in a directory of the cluster's data directory (never the
+// broker's store), and its StableStore in a small file of fixed size beside it.
 //
 // Files: doc.go this description; store.go the Store; format.go the records;
-// pebble.go opening the database; failures.go what the Store does after a failed write
-// and on a full disk; committer.go the goroutine that applies writes, so that one Pebble
-// stalls can be given up.
+// pebble.go opening the database; stable.go the stable file; failures.go what the Store
+// does after a failed write and on a full disk; committer.go the goroutine that applies
+// writes, so that one Pebble stalls can be given up.
 //
 // # Durability
 //
 // StoreLog, StoreLogs, DeleteRange, Set and SetUint64 return once their write is synced
-// (pebble.Sync: the WAL is fsynced), as raft requires: a node acknowledges an entry to
-// the leader, or votes, only after StoreLogs or SetUint64 returned. StoreLogs writes all
+// (pebble.Sync: the WAL is fsynced; Set and SetUint64: the stable file is fsynced), as
+// raft requires: a node acknowledges an entry to the leader, or votes, only after
+// StoreLogs or SetUint64 returned. StoreLogs writes all
 // its entries in one Pebble batch, one fsync. Writes are serialised (raft writes from its
 // main loop, and calls DeleteRange from its snapshot goroutine); reads run concurrently
 // with them. FirstIndex and LastIndex read two cached values, which Open reads from the
@@ -30,14 +31,35 @@
 //
 //	key                            value
 //	+----+----------+              +--------------+------+
-//	| 00 | "format" | format       | bifrost-raft | v(1) |   v = formatVersion (1)
+//	| 00 | "format" | format       | bifrost-raft | v(1) |   v = formatVersion (2)
 //	+----+----------+              +--------------+------+
 //	+----+----------+
 //	| 01 | index(8) | log entry    ver | type(1) | flags(1) | term(uv) | [appendedAt(8)]
 //	+----+----------+                  | extLen(uv) extensions | data
 //	+----+----------+
-//	| 02 | key      | stable value ver | value          (SetUint64: 8 bytes, big-endian)
+//	| 02 | key      | stable value ver | value    (format 1 only: moved to the stable file)
 //	+----+----------+
+//
+// The stable file, "stable" in the same directory (Pebble ignores the files it does not
+// name), holds the stable values: 8 KiB, two slots of 4 KiB, each written whole. Its
+// numbers are big-endian; (uv) is an unsigned varint.
+//
+//	slot  +------------------+-----+---+--------+--------+---------+-------------+-------+
+//	      | "bifrost-stable" | v=1 | 0 | seq(8) | len(4) | crc(4)  | values(len) | zeros |
+//	      +------------------+-----+---+--------+--------+---------+-------------+-------+
+//	      0                  14    15  16       24       28        32
+//	values: (keyLen(uv) key valLen(uv) val)*, in key order
+//
+// crc is the CRC-32C of the 28 bytes before it and the values. A write fills the slot
+// that does not hold the newest (the highest seq of the intact slots) with seq+1 and
+// every value, and fsyncs it; the newest is read at Open. A slot cut short by a crash
+// fails its checksum, and the other holds the values of the write before, which was
+// acknowledged when this one was not. The file is written whole when it is created,
+// through a temporary file renamed over it, so that later writes overwrite blocks it
+// has: on a file system that writes in place (ext4, XFS, tmpfs) saving raft's term and
+// vote needs no space, and a full disk does not stop it (hashicorp/raft stops the process
+// when it cannot save its term). A copy-on-write file system (btrfs, ZFS) needs new
+// blocks for any write, this one too.
 //
 // ver is the record version (1); type is raft.LogType; flags bit 0 says an appendedAt
 // follows: raft.Log.AppendedAt in Unix nanoseconds (int64, big-endian), absent for the
@@ -50,6 +72,15 @@
 // record version up to its own; formatVersion rises only when a build writes what an
 // older one cannot read. A record that does not decode is an error matching ErrCorrupt,
 // never a panic; Pebble checksums its WAL and tables beneath.
+//
+// Format 2 keeps the stable values in the stable file. Open creates the file for a new
+// log, and for one of format 1 with the values its Pebble database holds, replacing any
+// file there (an open that stopped half-way); then one synced batch deletes those values
+// and writes format 2, so that a crash in between leaves the log of format 1, moved again
+// at the next open, and a build of format 1 refuses the log once its values have moved.
+// An Open that cannot create the file fails with ErrNoSpace on a full disk, and leaves the
+// log as it was. A log of format 2 without its file, or with neither slot intact, is
+// refused with ErrCorrupt: without its vote a node could vote twice in a term.
 //
 // # Failures
 //
@@ -70,9 +101,9 @@
 //
 //   - Open fails at once with ErrNoSpace, naming the directory, what it was doing, the
 //     space that needs and the space there is: when the file system has less than
-//     openRoom free, and when Pebble's write of the replayed WAL into a table fails (the
-//     open goes on in the background, and closes the database once space lets it
-//     complete).
+//     pebbledb.OpenRoom (256 KiB) free, and when Pebble's write of the replayed WAL into a
+//     table fails (the open goes on in the background, and closes the database once
+//     space lets it complete).
 //   - While Pebble cannot write its tables (a flush or a compaction failed on the file
 //     system), writes fail at once with ErrNoSpace (refuse): Pebble retries once a
 //     second, and would hold a write until a flush succeeds. A write let in just before
@@ -81,14 +112,16 @@
 //   - A reopen whose table does not fit after all is left pending: reads fail too until
 //     it completes.
 //
-// Once space is freed the Store works again by itself, within about a second. Raft
-// treats a failed write as it should: a follower does not acknowledge the entries, and
-// the leader sends them again, backing off up to about 10 s; a leader fails the
-// entries it was appending (their Apply returns the error, though they may still be
-// committed later, as after a lost leadership) and steps down. But hashicorp/raft
-// panics when it cannot save a new current term (SetUint64) or read an entry it has
-// committed: a node whose disk is full stops at the first election it takes part in
-// (docs/cluster.md, "When the disk is full").
+// Set and SetUint64 write the stable file, not the database: they go on while the disk
+// is full and while the database is broken or reopening. Once space is freed the Store
+// works again by itself, within about a second. Raft treats a failed write as it should:
+// a follower does not acknowledge the entries, and the leader sends them again, backing
+// off up to about 10 s; a leader fails the entries it was appending (their Apply
+// returns the error, though they may still be committed later, as after a lost
+// leadership) and steps down. A node whose disk is full takes part in elections: it
+// saves each new term and vote in place (hashicorp/raft panics when it cannot save its
+// term). raft still panics when it cannot read an entry it has committed, as after a
+// reopen left pending (docs/cluster.md, "When the disk is full").
 //
 // # Why Pebble
 //

@@ -78,14 +78,14 @@ func (s *Store) repair() error {
 }
 
 // reopenNeeds returns about the room a reopen needs: the live write-ahead log, which it
-// writes into a table, and openRoom.
+// writes into a table, and pebbledb.OpenRoom.
 func (s *Store) reopenNeeds() uint64 {
 	s.closeMu.RLock()
 	defer s.closeMu.RUnlock()
 	if s.db == nil { // a reopen failed: every log file may be live
-		return diskspace.FilesSize(s.dir, ".log") + openRoom
+		return pebbledb.ReopenRoom(s.dir)
 	}
-	return s.db.Metrics().WAL.Size + openRoom
+	return s.db.Metrics().WAL.Size + pebbledb.OpenRoom
 }
 
 // adoptLocked makes db, which a reopen returned with err, the Store's database. The cached
@@ -166,6 +166,6 @@ func warnLowSpace(log *slog.Logger, dir string) {
 	if !ok || free >= memTableSize {
 		return
 	}
-	log.Warn("raftstore: little space left: Raft writes fail while the disk is full, and this node stops at the first Raft term it cannot save",
+	log.Warn("raftstore: little space left: Raft's log writes fail while the disk is full (its term and vote are saved in place, and do not)",
 		slog.String("dir", dir), slog.String("free", diskspace.Bytes(free)), slog.String("needs", diskspace.Bytes(memTableSize)+" (a memtable flush)"))
 }

@@ -18,7 +18,7 @@ import (
 const (
 	prefixMeta   = 0x00 // the format-version record
 	prefixLog    = 0x01 // log entries, by index
-	prefixStable = 0x02 // stable-store values, by key
+	prefixStable = 0x02 // stable-store values, by key, in format 1 (now in the stable file)
 )
 
 // recordVersion is the first byte of every log and stable value. A build reads every
@@ -26,10 +26,13 @@ const (
 // writes something an older build cannot read.
 const recordVersion = 1
 
-// formatMagic and formatVersion make the value of the format-version record.
+// formatMagic and formatVersion make the value of the format-version record. Format 2
+// keeps the stable values in the stable file (stable.go); Open moves those of a log of
+// format 1 there.
 const (
 	formatMagic   = "bifrost-raft"
-	formatVersion = 1
+	formatVersion = 2
+	oldestFormat  = 1
 )
 
 // Bits of a log record's flags byte. A record with a bit not named here is corrupt.
@@ -42,13 +45,19 @@ const (
 var metaKey = []byte{prefixMeta, 'f', 'o', 'r', 'm', 'a', 't'}
 
 // format is the format-version record, checked by every open.
-var format = pebbledb.Format{Key: metaKey, Magic: formatMagic, Version: formatVersion, What: "Raft log",
-	Foreign: ErrForeign, Newer: ErrVersion}
+var format = pebbledb.Format{Key: metaKey, Magic: formatMagic, Version: formatVersion, Oldest: oldestFormat,
+	What: "Raft log", Foreign: ErrForeign, Newer: ErrVersion}
 
 // Key bounds of the log, for iterators: every log key is in [logLower, logUpper).
 var (
 	logLower = []byte{prefixLog}
 	logUpper = []byte{prefixLog + 1}
+)
+
+// Key bounds of the stable values of format 1.
+var (
+	stableLower = []byte{prefixStable}
+	stableUpper = []byte{prefixStable + 1}
 )
 
 // logKeyLen is the length of a log entry's key: the prefix and the index.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -29,10 +28,6 @@ const (
 	memTableSize = 4 << 20
 	cacheSize    = 1 << 20
 )
-
-// openRoom is the least free space an open starts with: the MANIFEST Pebble writes and
-// the table it writes the replayed write-ahead log into need room beyond what it holds.
-const openRoom = 256 << 10
 
 // reopenBackoff is the least time between two reopens after a failed write, and between
 // two tries of a table write that failed (pebbledb.TableWatch): on a full disk a try a
@@ -84,15 +79,8 @@ func openPebble(fs vfs.FS, dir string, log *slog.Logger, memTable uint64) (*pebb
 	if err != nil {
 		return nil, nil, fmt.Errorf("raftstore: open %s: %w", dir, err)
 	}
-	if free, ok := diskspace.Free(dir); ok && free < openRoom {
-		// Too little for the table of the replay, or for the MANIFEST, whose failed
-		// write Pebble makes fatal on its flush goroutine: the process would stop.
-		wal := diskspace.FilesSize(dir, ".log")
-		doing := "opening the Raft log writes a new MANIFEST and write-ahead log, which"
-		if wal > 0 {
-			doing = fmt.Sprintf("replaying the write-ahead log (%s) writes its records into a table and a new MANIFEST, which", diskspace.Bytes(wal))
-		}
-		return nil, nil, noSpace("open", dir, doing, wal+openRoom, syscall.ENOSPC)
+	if err := pebbledb.NoRoom(ErrNoSpace, "raftstore: open", dir, "the Raft log", pebbledb.OpenRoom, noSpaceAdvice("open")); err != nil {
+		return nil, nil, err
 	}
 	w := &watches{tables: &pebbledb.TableWatch{FS: fs, Backoff: reopenBackoff}, flushes: new(pebbledb.FlushWatch), c: newCommitter()}
 	w.opts = &pebble.Options{
@@ -123,7 +111,7 @@ func openPebble(fs vfs.FS, dir string, log *slog.Logger, memTable uint64) (*pebb
 	if err != nil {
 		return nil, nil, openError(dir, "opening the Raft log", err)
 	}
-	if err := checkFormat(db, dir); err != nil {
+	if err := checkFormat(fs, db, dir); err != nil {
 		_ = pebbledb.CloseDB(db)
 		return nil, nil, err
 	}
@@ -132,9 +120,16 @@ func openPebble(fs vfs.FS, dir string, log *slog.Logger, memTable uint64) (*pebb
 }
 
 // checkFormat checks the format record of db and raises an older log to pebbleFormat,
-// turning a fatal error of Pebble's (a write that a full disk stopped) into an error.
-func checkFormat(db *pebble.DB, dir string) error {
-	if err := recovered(func() error { return format.Check(db, dir) }); err != nil {
+// turning a fatal error of Pebble's (a write that a full disk stopped) into an error. A
+// new log, and one of format 1, get a stable file first (moveStable).
+func checkFormat(fs vfs.FS, db *pebble.DB, dir string) error {
+	f := format
+	f.Upgrade = func(db *pebble.DB, _ byte, b *pebble.Batch) error { return moveStable(fs, db, dir, b) }
+	if err := recovered(func() error { return f.Check(db, dir) }); err != nil {
+		var full *diskspace.Error
+		if errors.As(err, &full) {
+			return err
+		}
 		return noSpace("open", dir, "writing the Raft log's format record", 0, err)
 	}
 	if db.FormatMajorVersion() < pebbleFormat {
@@ -143,6 +138,28 @@ func checkFormat(db *pebble.DB, dir string) error {
 		}
 	}
 	return nil
+}
+
+// moveStable creates the stable file of a new log (empty) or of one of format 1 (with the
+// stable values in db), replacing any that an interrupted open left, and adds to b the
+// deletion of those values: b commits them with the format record that makes the file
+// the values' home, so a crash before leaves db as it was, and the next open starts
+// again.
+func moveStable(fs vfs.FS, db *pebble.DB, dir string, b *pebble.Batch) error {
+	vals, err := pebbleStable(db)
+	if err != nil {
+		return fmt.Errorf("raftstore: open %s: reading the stable values: %w", dir, err)
+	}
+	if err := createStable(fs, dir, vals); err != nil {
+		if e := noSpace("open", dir, "creating the file of Raft's term and vote ("+stableName+")", stableSize, err); e != err {
+			return e
+		}
+		return fmt.Errorf("raftstore: open %s: creating the file of Raft's term and vote: %w", dir, err)
+	}
+	if len(vals) == 0 {
+		return nil
+	}
+	return b.DeleteRange(stableLower, stableUpper, nil)
 }
 
 // recovered calls f, turning a fatal error of Pebble's into an error.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -409,6 +410,91 @@ func TestRaftCluster(t *testing.T) {
 	converged(t, nodes...)
 	for _, n := range nodes {
 		n.stopRaft(t)
+	}
+	checkLogsMatch(t, nodes...)
+}
+
+// TestRaftFullDisk: a follower whose disk is full takes part in elections (leadership
+// moved between the others, three times): raft saves each new term and vote on it,
+// where hashicorp/raft would stop the process if it could not ("failed to save current
+// term"). The others commit without it meanwhile, and once space is freed it catches up
+// and holds the last term.
+func TestRaftFullDisk(t *testing.T) {
+	log := newRaftLog(t)
+	full := testenv.Tmpfs(t, fullDiskSize)
+	var nodes []*node
+	var servers []raft.Server
+	for i := range 3 {
+		id := raft.ServerID(fmt.Sprint("n", i+1))
+		dir := t.TempDir()
+		if i == 2 {
+			dir = full
+		}
+		nodes = append(nodes, startNode(t, id, dir, log, false))
+		servers = append(servers, raft.Server{ID: id, Address: raft.ServerAddress(id)})
+	}
+	defer func() {
+		for _, n := range nodes {
+			n.stop(t)
+		}
+	}()
+	connect(nodes...)
+	if err := nodes[0].raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, 0, 100, nodes...)
+	converged(t, nodes...)
+	n3 := nodes[2]
+	if leader(t, nodes...) == n3 {
+		if err := n3.raft.LeadershipTransfer().Error(); err != nil {
+			t.Fatal(err)
+		}
+		testenv.WaitFor(t, "a leader other than n3", func() bool { return leader(t, nodes...) != n3 })
+	}
+
+	filler := fill(t, full)
+	for i := range 50 { // committed by the other two, until n3's log writes fail
+		apply(t, uint64(10_000*(i+1)), 200, nodes...)
+		if last, _ := n3.store.LastIndex(); last+100 < leader(t, nodes...).raft.LastIndex() {
+			break
+		}
+	}
+	for round := range 3 {
+		term := leader(t, nodes...).raft.CurrentTerm()
+		testenv.WaitFor(t, "the leadership to move", func() bool {
+			l := leader(t, nodes...)
+			if l.raft.CurrentTerm() > term {
+				return true
+			}
+			to := nodes[0]
+			if l == to {
+				to = nodes[1]
+			}
+			_ = l.raft.LeadershipTransferToServer(to.id, raft.ServerAddress(to.id)).Error() // a timeout is tried again
+			return false
+		})
+		testenv.WaitFor(t, "n3 to follow in the new term", func() bool {
+			return n3.raft.CurrentTerm() > term && n3.raft.State() == raft.Follower
+		})
+		t.Logf("round %d: %s leads; n3, its disk full, in term %d", round, leader(t, nodes...).id, n3.raft.CurrentTerm())
+		apply(t, uint64(1_000_000*(round+1)), 20, nodes...)
+	}
+	if last, _ := n3.store.LastIndex(); last >= nodes[0].raft.LastIndex() {
+		t.Fatalf("n3 stored up to %d on its full disk, the leader %d: the disk was not full", last, nodes[0].raft.LastIndex())
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	converged(t, nodes...) // n3 may catch up with a snapshot: then with entries too
+	apply(t, 5_000_000, 100, nodes...)
+	converged(t, nodes...)
+	term := n3.raft.CurrentTerm()
+	for _, n := range nodes {
+		n.stopRaft(t)
+	}
+	if v, err := n3.store.GetUint64([]byte("CurrentTerm")); v != term || err != nil {
+		t.Errorf("n3's CurrentTerm = %d, %v, want %d", v, err, term)
 	}
 	checkLogsMatch(t, nodes...)
 }

@@ -24,12 +24,14 @@ var ErrClosed = errors.New("raftstore: closed")
 // on a full disk, and the writes after it, match ErrNoSpace instead.
 var ErrBroken = errors.New("raftstore: a write failed; the Raft log reopens before a later write")
 
-// A Store is raft's log store and stable store on one Pebble database. Its methods may
-// be called concurrently, as raft does (its main loop writes, replication goroutines read
-// with GetLog, the snapshot goroutine calls DeleteRange); writes are serialised.
+// A Store is raft's log store, on a Pebble database, and its stable store, in the stable
+// file beside it (stable.go). Its methods may be called concurrently, as raft does (its
+// main loop writes, replication goroutines read with GetLog, the snapshot goroutine calls
+// DeleteRange); writes are serialised.
 type Store struct {
 	dir     string
 	log     *slog.Logger
+	stable  *stable       // Set and Get, apart from the database and its failures
 	w       *watches      // what db is opened with, again at a reopen
 	backoff time.Duration // reopenBackoff; shorter in tests
 
@@ -82,10 +84,15 @@ func openSized(fs vfs.FS, dir string, log *slog.Logger, memTable uint64) (*Store
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{dir: dir, log: log, w: w, backoff: reopenBackoff, db: db, batch: db.NewBatch()}
-	first, last, err := s.bounds()
+	st, err := openStable(fs, dir, log)
 	if err != nil {
 		_ = pebbledb.CloseDB(db)
+		return nil, err
+	}
+	s := &Store{dir: dir, log: log, stable: st, w: w, backoff: reopenBackoff, db: db, batch: db.NewBatch()}
+	first, last, err := s.bounds()
+	if err != nil {
+		_ = errors.Join(st.close(), pebbledb.CloseDB(db))
 		return nil, fmt.Errorf("raftstore: open %s: %w", dir, err)
 	}
 	w.c.start()
@@ -107,6 +114,9 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed, s.gone = true, ErrClosed
+	if err := s.stable.close(); err != nil {
+		s.log.Warn("raftstore: closing the file of Raft's term and vote", slog.String("dir", s.dir), slog.String("err", err.Error()))
+	}
 	if s.pending != nil {
 		s.log.Warn("raftstore: closed while reopening on a full disk: the database closes once space is freed",
 			slog.String("dir", s.dir))
@@ -227,12 +237,19 @@ func (s *Store) DeleteRange(lo, hi uint64) error {
 	})
 }
 
-// Set stores val under key, durably. Set and SetUint64 share one key space.
+// Set stores val under key, durably, in the stable file: a write in place, which a full
+// disk does not stop (stable.go). Set and SetUint64 share one key space, whose values
+// take up to about 4 KiB in all.
 func (s *Store) Set(key, val []byte) error {
-	return s.write(func(b *pebble.Batch) error {
-		k := appendStableKey(nil, key)
-		return b.Set(k, appendStable(nil, val), nil)
-	}, nil)
+	err := s.stable.set(key, val)
+	switch {
+	case err == nil, errors.Is(err, ErrClosed), errors.Is(err, errStableFull):
+		return err
+	}
+	if e := noSpace("write", s.dir, "writing Raft's term and vote ("+stableName+")", 0, err); e != err {
+		return e
+	}
+	return fmt.Errorf("raftstore: write %s: %w", s.stable.path, err)
 }
 
 // Get returns the value stored under key by Set, or nil and no error when there is
@@ -240,24 +257,8 @@ func (s *Store) Set(key, val []byte) error {
 // raft-boltdb returns; it treats any other error as a failure, and refuses to start
 // when the current term cannot be read.)
 func (s *Store) Get(key []byte) ([]byte, error) {
-	s.closeMu.RLock()
-	defer s.closeMu.RUnlock()
-	if s.db == nil {
-		return nil, s.gone
-	}
-	v, closer, err := s.db.Get(appendStableKey(nil, key))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("raftstore: get %q: %w", key, err)
-	}
-	defer closer.Close()
-	val, err := decodeStable(key, v)
-	if err != nil {
-		return nil, err
-	}
-	return append(make([]byte, 0, len(val)), val...), nil
+	v, _, err := s.stable.get(key)
+	return v, err
 }
 
 // SetUint64 stores val under key, durably, as 8 big-endian bytes.
@@ -266,7 +267,7 @@ func (s *Store) SetUint64(key []byte, val uint64) error {
 	binary.BigEndian.PutUint64(v[:], val)
 	err := s.Set(key, v[:])
 	if err != nil && string(key) == raftCurrentTerm {
-		s.log.Error("raftstore: the Raft term cannot be saved, and hashicorp/raft stops the process when it cannot: free space there (or repair the disk) and start the node again",
+		s.log.Error("raftstore: the Raft term cannot be saved, and hashicorp/raft stops the process when it cannot: repair the disk and start the node again",
 			slog.String("dir", s.dir), slog.Uint64("term", val), slog.String("err", err.Error()))
 	}
 	return err
