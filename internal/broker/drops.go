@@ -22,6 +22,13 @@ import (
 // kept for an offline session; acl_denied: the ACL in force) are information, so that a
 // broker working as configured does not warn every second.
 //
+// Two paths lead here. A delivery's drop is the one Deliver returns, with its topic and
+// publisher. What a session drops on its own account, leaving its queue or window (the
+// read ACL in force, the Maximum Packet Size of the connection it resumes on, expiry),
+// comes back from Attach, Ack and Pump as a session.Drops, counts by reason that cost no
+// allocation, logged with the client (droppedAll). The expiry sweep of offline queues
+// logs its count without a client.
+//
 // Counting is an atomic add. A drop not logged costs the Limiter's Skip (a lock, no
 // allocation); the line, when it is logged, allocates.
 
@@ -77,9 +84,12 @@ func (b *Broker) dropped(d session.Drop, c dropCtx) {
 	b.drops.Log(b.log, level, d.String(), "message dropped", args...)
 }
 
-// droppedAll counts and logs ds, the drops of a pump of session s (expired, too large).
-func (b *Broker) droppedAll(s *session.Session, ds []session.Drop) {
-	for _, d := range ds {
-		b.dropped(d, dropCtx{to: s})
+// droppedAll counts and logs ds, what session s dropped leaving its queue or window
+// (session.Drops: Attach, Ack, Pump).
+func (b *Broker) droppedAll(s *session.Session, ds *session.Drops) {
+	for d, n := range ds {
+		if n != 0 {
+			b.dropped(session.Drop(d), dropCtx{to: s, n: int(n)})
+		}
 	}
 }

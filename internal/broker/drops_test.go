@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/invariants"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
@@ -52,6 +55,15 @@ func (l *logBuf) lines(want ...string) []string {
 // into the returned buffer; tune, if not nil, changes its config.
 func logBroker(t *testing.T, tune func(c *conf.Config)) (*Broker, *logBuf) {
 	t.Helper()
+	return logBrokerWith(t, nil, Security{}, tune)
+}
+
+// logBrokerWith is logBroker restored from st (nil: an empty store), with sec.
+func logBrokerWith(t *testing.T, st store.Store, sec Security, tune func(c *conf.Config)) (*Broker, *logBuf) {
+	t.Helper()
+	if st == nil {
+		st = store.NewMemory()
+	}
 	cfg := conf.Default()
 	cfg.Listeners = nil
 	cfg.SysInterval = new(conf.Duration)
@@ -61,11 +73,11 @@ func logBroker(t *testing.T, tune func(c *conf.Config)) (*Broker, *logBuf) {
 	}
 	cfg.EnsureDefaults()
 	logs := &logBuf{}
-	b, err := New(Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	b, err := New(Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(logs, nil)), Security: sec})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Restore(store.NewMemory()); err != nil {
+	if err := b.Restore(st); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
@@ -173,5 +185,94 @@ func TestDropAllocs(t *testing.T) {
 	}
 	if got != 0 {
 		t.Errorf("%.3f allocations per dropped message, want 0", got)
+	}
+}
+
+// maxPacket makes a 5.0 CONNECT state a Maximum Packet Size of n.
+func maxPacket(n uint32) func(c *packet.Connect) {
+	return func(c *packet.Connect) { c.Props.MaximumPacketSize = packet.Some(n) }
+}
+
+// TestDropsLoggedOnResume: a subscriber that comes back with a Maximum Packet Size
+// smaller than the messages waiting for it has them dropped as too_large
+// [MQTT-3.1.2-25], the one in flight resent and the queued ones alike: each is counted,
+// once, and logged as a warning naming the client.
+func TestDropsLoggedOnResume(t *testing.T) {
+	b, logs := logBroker(t, nil)
+	sub := dialT(t, b, packet.V5, "sub", func(c *packet.Connect) { persist(300)(c); window1(c) })
+	sub.subscribe(1, 1, "t/#")
+	pub := dialT(t, b, packet.V5, "pub", nil)
+	big := strings.Repeat("x", 200)
+	for i := range 3 { // one in flight, two queued
+		pub.publish(uint16(i+1), 1, false, "t/x", big)
+	}
+	sub.packets()
+	sub.drop()
+
+	sub = dialT(t, b, packet.V5, "sub", func(c *packet.Connect) { persist(300)(c); maxPacket(100)(c) })
+	if got := sub.lines(); len(got) != 0 {
+		t.Errorf("sent %q after the CONNACK, want nothing: every message is too large", got)
+	}
+	if got := b.stats.dropped[session.DropTooLarge].Load(); got != 3 {
+		t.Errorf("%d drops counted as too_large, want 3", got)
+	}
+	if l := logs.lines("level=WARN", `msg="message dropped"`, "reason=too_large", "client=sub"); len(l) != 1 {
+		t.Errorf("too_large lines %q, want one", l)
+	}
+}
+
+// TestDeniedLogged: with the ACL reloaded to deny what waits for a subscriber, the
+// messages dropped as they leave (the window sent again on a reconnect, the queue pumped
+// by it and by a PUBACK) are counted as acl_denied, each once, and logged as information
+// naming the client.
+func TestDeniedLogged(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "acl")
+	write := func(rules string) {
+		if err := os.WriteFile(path, []byte(rules), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("topic readwrite t/#\n")
+	a, err := auth.New(conf.Auth{ACLFile: path}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, logs := logBrokerWith(t, nil, Security{Authorizer: a}, func(c *conf.Config) { c.Queue.OfflineMessages = 10 })
+	sub := dialT(t, b, packet.V5, "sub", func(c *packet.Connect) { persist(300)(c); window1(c) })
+	sub.subscribe(1, 1, "t/#")
+	pub := dialT(t, b, packet.V5, "pub", nil)
+	for i, topic := range []string{"t/deny/1", "t/deny/2", "t/ok/3", "t/deny/4"} { // one in flight, three queued
+		pub.publish(uint16(i+1), 1, false, topic, "m")
+	}
+	sub.packets()
+	sub.drop()
+	write("topic readwrite t/ok/#\ntopic write t/#\n") // the subscriber may no longer read t/deny/#
+	if err := a.Reload(); err != nil {
+		t.Fatal(err)
+	}
+
+	sub = dialT(t, b, packet.V5, "sub", func(c *packet.Connect) { persist(300)(c); window1(c) })
+	ps := sub.packets()
+	if len(ps) != 1 || describeP(ps[0]) != `PUBLISH t/ok/3 q1 "m"` {
+		t.Fatalf("resumed: %v, want t/ok/3 alone", ps)
+	}
+	if got := b.stats.dropped[session.DropDenied].Load(); got != 2 {
+		t.Errorf("%d drops counted as acl_denied after the reconnect, want 2: t/deny/1 resent, t/deny/2 pumped", got)
+	}
+	denied := func() []string {
+		return logs.lines("level=INFO", `msg="message dropped"`, "reason=acl_denied", "client=sub")
+	}
+	if l := denied(); len(l) != 1 {
+		t.Fatalf("acl_denied lines %q, want one", l)
+	}
+	sub.ack(packet.PUBACK, ps[0].(*packet.Publish).PacketID)
+	if got := b.stats.dropped[session.DropDenied].Load(); got != 3 {
+		t.Errorf("%d drops counted as acl_denied after the PUBACK, want 3: t/deny/4 pumped", got)
+	}
+	// The PUBACK's drop came within the second of the first line: its line ends the
+	// second, with the count.
+	testenv.WaitFor(t, "the second's acl_denied line", func() bool { return len(denied()) == 2 })
+	if l := denied(); !strings.Contains(l[1], "suppressed=1") {
+		t.Errorf("the second's line %q, want suppressed=1", l[1])
 	}
 }

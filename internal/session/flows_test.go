@@ -21,7 +21,7 @@ func TestAckQoS1(t *testing.T) {
 		t.Error("traffic state kept after the last PUBACK")
 	}
 	// A second PUBACK for the same id is a no-op.
-	if d, dropped := s.Ack(&packet.Ack{PacketType: packet.PUBACK, PacketID: 1}, at(0)); d || dropped != nil {
+	if d, dropped := s.Ack(&packet.Ack{PacketType: packet.PUBACK, PacketID: 1}, at(0)); d || dropped != (Drops{}) {
 		t.Errorf("duplicate PUBACK: dirtied %v dropped %v", d, dropped)
 	}
 	if len(c.buf) > 0 {
@@ -115,13 +115,13 @@ func TestAckUnknownIgnored(t *testing.T) {
 	for _, typ := range []packet.Type{packet.PUBACK, packet.PUBCOMP} {
 		t.Run(typ.String(), func(t *testing.T) {
 			s, c := online(t, nil, ConnectInfo{})
-			if d, dropped := s.Ack(&packet.Ack{PacketType: typ, PacketID: 5}, at(0)); d || dropped != nil {
+			if d, dropped := s.Ack(&packet.Ack{PacketType: typ, PacketID: 5}, at(0)); d || dropped != (Drops{}) {
 				t.Errorf("idle session: dirtied %v dropped %v", d, dropped)
 			}
 			deliver(t, s, Delivery{Msg: msg("t", "x"), QoS: 1}, at(0), Delivered)
 			s.Flush()
 			c.take()
-			if d, dropped := s.Ack(&packet.Ack{PacketType: typ, PacketID: 5}, at(0)); d || dropped != nil {
+			if d, dropped := s.Ack(&packet.Ack{PacketType: typ, PacketID: 5}, at(0)); d || dropped != (Drops{}) {
 				t.Errorf("dirtied %v dropped %v", d, dropped)
 			}
 			s.Flush()
@@ -277,7 +277,7 @@ func TestResume(t *testing.T) {
 			}
 
 			c = &fakeConn{}
-			if !s.Attach(c, ConnectInfo{Version: v, ClientRecvMax: 5}, nil, at(0)) {
+			if d, _ := s.Attach(c, ConnectInfo{Version: v, ClientRecvMax: 5}, nil, at(0)); !d {
 				t.Error("Resume did not dirty the session")
 			}
 			s.Flush()
@@ -386,7 +386,7 @@ func TestResumeExpired(t *testing.T) {
 // TestResumeIdle: attaching a session without traffic writes nothing but its CONNACK.
 func TestResumeIdle(t *testing.T) {
 	s, c := New(1, "client", testLimits()), &fakeConn{}
-	if s.Attach(c, ConnectInfo{Version: packet.V5}, nil, at(0)) {
+	if d, _ := s.Attach(c, ConnectInfo{Version: packet.V5}, nil, at(0)); d {
 		t.Error("dirtied")
 	}
 	s.Flush()
