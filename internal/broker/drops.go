@@ -27,7 +27,9 @@ import (
 // read ACL in force, the Maximum Packet Size of the connection it resumes on, expiry),
 // comes back from Attach, Ack and Pump as a session.Drops, counts by reason that cost no
 // allocation, logged with the client (droppedAll). The expiry sweep of offline queues
-// logs its count without a client.
+// logs its count without a client. At startup, what Restore drops (entries Load swept
+// as expired, queues cut to their bounds) is counted and logged in one line by reason
+// (droppedAtRestore).
 //
 // Counting is an atomic add. A drop not logged costs the Limiter's Skip (a lock, no
 // allocation); the line, when it is logged, allocates.
@@ -91,5 +93,23 @@ func (b *Broker) droppedAll(s *session.Session, ds *session.Drops) {
 		if n != 0 {
 			b.dropped(session.Drop(d), dropCtx{to: s, n: int(n)})
 		}
+	}
+}
+
+// droppedAtRestore counts ds, the messages Restore dropped by reason, and logs them in
+// one line: a store may hold thousands of sessions, each with its drops.
+func (b *Broker) droppedAtRestore(ds *session.Drops) {
+	level := slog.LevelInfo
+	var args []any
+	for d, n := range ds {
+		if n == 0 {
+			continue
+		}
+		b.stats.dropped[d].Add(uint64(n))
+		level = max(level, dropLevel(session.Drop(d)))
+		args = append(args, session.Drop(d).String(), n)
+	}
+	if args != nil {
+		b.log.Log(context.Background(), level, "store: messages dropped at restore", args...)
 	}
 }

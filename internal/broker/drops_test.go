@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
@@ -275,4 +276,50 @@ func TestDeniedLogged(t *testing.T) {
 	if l := denied(); !strings.Contains(l[1], "suppressed=1") {
 		t.Errorf("the second's line %q, want suppressed=1", l[1])
 	}
+}
+
+// TestRestoreDropsLogged: what a restart drops is counted and logged in one line by
+// reason, however many sessions it comes from: the queued messages that expired while the
+// broker was down (swept by Load), and the queues cut to lowered bounds. A message whose
+// delivery had begun is sent again all the same [MQTT-3.3.2-5].
+func TestRestoreDropsLogged(t *testing.T) {
+	st := store.NewMemory()
+	var bt store.Batch
+	past := time.Now().Add(-time.Minute).UnixNano()
+	bt.PutMessage(1, store.MessageRecord{Topic: []byte("t/old"), Payload: []byte("old"), QoS: 1, Expiry: past})
+	bt.PutMessage(2, store.MessageRecord{Topic: []byte("t/sent"), Payload: []byte("sent"), QoS: 1, Expiry: past})
+	bt.PutMessage(3, store.MessageRecord{Topic: []byte("t/new"), Payload: []byte("new"), QoS: 1})
+	for _, cid := range []string{"a", "b", "c"} {
+		bt.PutSession(store.SessionRecord{ClientID: cid, Expiry: store.NeverExpire, Version: 5, Owned: true,
+			Subscriptions: []store.SubRecord{{Filter: "t/#", QoS: 1}}})
+		bt.PutQueued(cid, 1, store.QueuedRecord{MessageID: 2, QoS: 1, PacketID: 1, State: store.StateSent})
+		bt.PutQueued(cid, 2, store.QueuedRecord{MessageID: 1, QoS: 1, State: store.StateQueued})
+		bt.PutQueued(cid, 3, store.QueuedRecord{MessageID: 1, QoS: 1, State: store.StateQueued})
+		for seq := range uint64(4) { // a queue of 4, one beyond the bound
+			bt.PutQueued(cid, 4+seq, store.QueuedRecord{MessageID: 3, QoS: 1, State: store.StateQueued})
+		}
+	}
+	done := make(chan error, 1)
+	st.Commit(&bt, func(err error) { done <- err })
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	b, logs := logBrokerWith(t, st, Security{}, nil) // queues of 3
+	if got := b.stats.dropped[session.DropExpired].Load(); got != 6 {
+		t.Errorf("%d drops counted as expired, want 6: two unsent entries of each session", got)
+	}
+	if got := b.stats.dropped[session.DropQueueFull].Load(); got != 3 {
+		t.Errorf("%d drops counted as queue_full, want 3: one entry of each session", got)
+	}
+	if l := logs.lines(`msg="store: messages dropped at restore"`); len(l) != 1 ||
+		!strings.Contains(l[0], "level=WARN") || !strings.Contains(l[0], "expired=6") || !strings.Contains(l[0], "queue_full=3") {
+		t.Errorf("restore lines %q, want one warning with expired=6 queue_full=3", l)
+	}
+	if l := logs.lines("message dropped"); len(l) != 0 {
+		t.Errorf("drops logged one by one at restore: %q", l)
+	}
+	c := dialT(t, b, packet.V5, "a", persist(300))
+	equalLines(t, "resumed", c.lines(), []string{`PUBLISH t/sent q1 "sent" dup`,
+		`PUBLISH t/new q1 "new"`, `PUBLISH t/new q1 "new"`, `PUBLISH t/new q1 "new"`})
 }
