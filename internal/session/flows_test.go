@@ -439,6 +439,30 @@ func TestDetachShared(t *testing.T) {
 	})
 }
 
+// TestDetachSharedReference: a message Detach hands back keeps its entry's reference
+// until the caller, having delivered it again, lets it go; a member that takes it holds
+// its own.
+func TestDetachSharedReference(t *testing.T) {
+	s, c := online(t, nil, ConnectInfo{})
+	m := pub{topic: "t", payload: "x", qos: 1}.pooled()
+	deliver(t, s, Delivery{Msg: m, QoS: 1, Share: "$share/g/t"}, at(0), Delivered)
+	m.Release() // the publisher is done
+	shared, _ := s.Detach(c)
+	if len(shared) != 1 || recycled(m) {
+		t.Fatalf("Detach handed back %d, recycled %v; want the message, held", len(shared), recycled(m))
+	}
+	other, _ := online(t, nil, ConnectInfo{})
+	deliver(t, other, shared[0], at(0), Delivered)
+	shared[0].Msg.Release()
+	if recycled(m) {
+		t.Fatal("recycled while the other member has it in flight")
+	}
+	ack(other, packet.PUBACK, 1, packet.Success)
+	if !recycled(m) {
+		t.Fatal("not recycled once the other member acknowledged it")
+	}
+}
+
 // TestDetachReleasesFlows: after Detach, an offline session with nothing in flight holds
 // no traffic state, topic aliases (which die with the connection) included.
 func TestDetachReleasesFlows(t *testing.T) {

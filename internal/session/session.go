@@ -390,7 +390,9 @@ func (s *Session) PendingWill() *Will {
 // Detach unbinds the connection c when it closes (a no-op if another connection has taken
 // the session over meanwhile). It releases the pending buffer and returns, for
 // redistribution to other members of their shared subscription groups, the messages that
-// came through a shared subscription and were not acknowledged.
+// came through a shared subscription and were not acknowledged. Each holds the reference
+// its entry held (msgpool.go): the caller lets it go (Message.Release) once it has
+// delivered the message again.
 func (s *Session) Detach(c Conn) (shared []Delivery, detached bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
