@@ -31,8 +31,9 @@ import (
 // as expired, queues cut to their bounds) is counted and logged in one line by reason
 // (droppedAtRestore).
 //
-// Counting is an atomic add. A drop not logged costs the Limiter's Skip (a lock, no
-// allocation); the line, when it is logged, allocates.
+// Counting is an atomic add. A drop not logged costs the Limiter's SkipN (a lock, no
+// allocation), which counts a step's n drops as n in the second's suppressed=N, so that
+// every drop is in the log once; the line, when it is logged, allocates.
 
 // newDropLog returns the limiter of the drop lines, keyed by reason.
 func newDropLog() *logging.Limiter { return logging.NewLimiter(1, time.Second) }
@@ -66,7 +67,7 @@ func (b *Broker) dropped(d session.Drop, c dropCtx) {
 	}
 	b.stats.dropped[d].Add(uint64(c.n))
 	level := dropLevel(d)
-	if !b.log.Enabled(context.Background(), level) || b.drops.Skip(d.String()) {
+	if !b.log.Enabled(context.Background(), level) || b.drops.SkipN(d.String(), c.n) {
 		return
 	}
 	args := make([]any, 0, 12)

@@ -225,7 +225,8 @@ func TestDropsLoggedOnResume(t *testing.T) {
 // TestDeniedLogged: with the ACL reloaded to deny what waits for a subscriber, the
 // messages dropped as they leave (the window sent again on a reconnect, the queue pumped
 // by it and by a PUBACK) are counted as acl_denied, each once, and logged as information
-// naming the client.
+// naming the client: each in the log once, the first line's as messages=N, those after
+// it in the second's suppressed=N.
 func TestDeniedLogged(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "acl")
 	write := func(rules string) {
@@ -242,7 +243,7 @@ func TestDeniedLogged(t *testing.T) {
 	sub := dialT(t, b, packet.V5, "sub", func(c *packet.Connect) { persist(300)(c); window1(c) })
 	sub.subscribe(1, 1, "t/#")
 	pub := dialT(t, b, packet.V5, "pub", nil)
-	for i, topic := range []string{"t/deny/1", "t/deny/2", "t/ok/3", "t/deny/4"} { // one in flight, three queued
+	for i, topic := range []string{"t/deny/1", "t/deny/2", "t/ok/3", "t/deny/4", "t/deny/5"} { // one in flight, four queued
 		pub.publish(uint16(i+1), 1, false, topic, "m")
 	}
 	sub.packets()
@@ -263,18 +264,18 @@ func TestDeniedLogged(t *testing.T) {
 	denied := func() []string {
 		return logs.lines("level=INFO", `msg="message dropped"`, "reason=acl_denied", "client=sub")
 	}
-	if l := denied(); len(l) != 1 {
-		t.Fatalf("acl_denied lines %q, want one", l)
+	if l := denied(); len(l) != 1 || !strings.Contains(l[0], "messages=2") {
+		t.Fatalf("acl_denied lines %q, want one with messages=2", l)
 	}
 	sub.ack(packet.PUBACK, ps[0].(*packet.Publish).PacketID)
-	if got := b.stats.dropped[session.DropDenied].Load(); got != 3 {
-		t.Errorf("%d drops counted as acl_denied after the PUBACK, want 3: t/deny/4 pumped", got)
+	if got := b.stats.dropped[session.DropDenied].Load(); got != 4 {
+		t.Errorf("%d drops counted as acl_denied after the PUBACK, want 4: t/deny/4 and 5 pumped", got)
 	}
-	// The PUBACK's drop came within the second of the first line: its line ends the
-	// second, with the count.
+	// The PUBACK's drops came within the second of the first line: its line ends the
+	// second, with their count.
 	testenv.WaitFor(t, "the second's acl_denied line", func() bool { return len(denied()) == 2 })
-	if l := denied(); !strings.Contains(l[1], "suppressed=1") {
-		t.Errorf("the second's line %q, want suppressed=1", l[1])
+	if l := denied(); !strings.Contains(l[1], "suppressed=2") {
+		t.Errorf("the second's line %q, want suppressed=2", l[1])
 	}
 }
 
