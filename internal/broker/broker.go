@@ -197,7 +197,6 @@ func New(o Options) (*Broker, error) {
 		Pressed:   func() bool { return b.pressure() >= memory.Soft },
 		Sent:      &b.stats.sent,
 		BytesSent: &b.stats.bytesSent,
-		Denied:    &b.stats.dropped[session.DropDenied],
 		Realms:    b.realmNames,
 		Drained:   b.queueDrained, // backpressure.go
 	}

@@ -258,7 +258,7 @@ func (b *Broker) OnDrained(c listener.Conn) {
 	bt := b.getBatch()
 	dirtied, dropped := s.Pump(c, now())
 	bt.mark(s, dirtied)
-	b.droppedAll(s, dropped)
+	b.droppedAll(s, &dropped)
 	b.endBatch(bt) // flushes, and commits what the pump staged for the store
 }
 
@@ -337,7 +337,7 @@ func (b *Broker) handle(bt *batch, cl *client, h packet.Header, body []byte) {
 		if err = bt.ack.Decode(h, body, v); err == nil {
 			dirtied, dropped := cl.s.Ack(&bt.ack, now())
 			bt.mark(cl.s, dirtied)
-			b.droppedAll(cl.s, dropped)
+			b.droppedAll(cl.s, &dropped)
 		}
 	case packet.PUBREL:
 		if err = bt.ack.Decode(h, body, v); err == nil {

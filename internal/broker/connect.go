@@ -183,7 +183,9 @@ func (b *Broker) admit(bt *batch, cl *client, a *admission, connack *packet.Conn
 		b.publishWill(bt, c.will)
 	}
 	connack.SessionPresent = present
-	bt.mark(s, s.Attach(cl.conn, a.info, connack, now()))
+	dirtied, dropped := s.Attach(cl.conn, a.info, connack, now())
+	bt.mark(s, dirtied)
+	b.droppedAll(s, &dropped)
 	b.attached(s)
 	cl.s = s
 	cl.willOnClose = true

@@ -22,8 +22,18 @@ import (
 // kept for an offline session; acl_denied: the ACL in force) are information, so that a
 // broker working as configured does not warn every second.
 //
-// Counting is an atomic add. A drop not logged costs the Limiter's Skip (a lock, no
-// allocation); the line, when it is logged, allocates.
+// Two paths lead here. A delivery's drop is the one Deliver returns, with its topic and
+// publisher. What a session drops on its own account, leaving its queue or window (the
+// read ACL in force, the Maximum Packet Size of the connection it resumes on, expiry),
+// comes back from Attach, Ack and Pump as a session.Drops, counts by reason that cost no
+// allocation, logged with the client (droppedAll). The expiry sweep of offline queues
+// logs its count without a client. At startup, what Restore drops (entries Load swept
+// as expired, queues cut to their bounds) is counted and logged in one line by reason
+// (droppedAtRestore).
+//
+// Counting is an atomic add. A drop not logged costs the Limiter's SkipN (a lock, no
+// allocation), which counts a step's n drops as n in the second's suppressed=N, so that
+// every drop is in the log once; the line, when it is logged, allocates.
 
 // newDropLog returns the limiter of the drop lines, keyed by reason.
 func newDropLog() *logging.Limiter { return logging.NewLimiter(1, time.Second) }
@@ -57,7 +67,7 @@ func (b *Broker) dropped(d session.Drop, c dropCtx) {
 	}
 	b.stats.dropped[d].Add(uint64(c.n))
 	level := dropLevel(d)
-	if !b.log.Enabled(context.Background(), level) || b.drops.Skip(d.String()) {
+	if !b.log.Enabled(context.Background(), level) || b.drops.SkipN(d.String(), c.n) {
 		return
 	}
 	args := make([]any, 0, 12)
@@ -77,9 +87,30 @@ func (b *Broker) dropped(d session.Drop, c dropCtx) {
 	b.drops.Log(b.log, level, d.String(), "message dropped", args...)
 }
 
-// droppedAll counts and logs ds, the drops of a pump of session s (expired, too large).
-func (b *Broker) droppedAll(s *session.Session, ds []session.Drop) {
-	for _, d := range ds {
-		b.dropped(d, dropCtx{to: s})
+// droppedAll counts and logs ds, what session s dropped leaving its queue or window
+// (session.Drops: Attach, Ack, Pump).
+func (b *Broker) droppedAll(s *session.Session, ds *session.Drops) {
+	for d, n := range ds {
+		if n != 0 {
+			b.dropped(session.Drop(d), dropCtx{to: s, n: int(n)})
+		}
+	}
+}
+
+// droppedAtRestore counts ds, the messages Restore dropped by reason, and logs them in
+// one line: a store may hold thousands of sessions, each with its drops.
+func (b *Broker) droppedAtRestore(ds *session.Drops) {
+	level := slog.LevelInfo
+	var args []any
+	for d, n := range ds {
+		if n == 0 {
+			continue
+		}
+		b.stats.dropped[d].Add(uint64(n))
+		level = max(level, dropLevel(session.Drop(d)))
+		args = append(args, session.Drop(d).String(), n)
+	}
+	if args != nil {
+		b.log.Log(context.Background(), level, "store: messages dropped at restore", args...)
 	}
 }

@@ -5,12 +5,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/invariants"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
@@ -52,6 +56,15 @@ func (l *logBuf) lines(want ...string) []string {
 // into the returned buffer; tune, if not nil, changes its config.
 func logBroker(t *testing.T, tune func(c *conf.Config)) (*Broker, *logBuf) {
 	t.Helper()
+	return logBrokerWith(t, nil, Security{}, tune)
+}
+
+// logBrokerWith is logBroker restored from st (nil: an empty store), with sec.
+func logBrokerWith(t *testing.T, st store.Store, sec Security, tune func(c *conf.Config)) (*Broker, *logBuf) {
+	t.Helper()
+	if st == nil {
+		st = store.NewMemory()
+	}
 	cfg := conf.Default()
 	cfg.Listeners = nil
 	cfg.SysInterval = new(conf.Duration)
@@ -61,11 +74,11 @@ func logBroker(t *testing.T, tune func(c *conf.Config)) (*Broker, *logBuf) {
 	}
 	cfg.EnsureDefaults()
 	logs := &logBuf{}
-	b, err := New(Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	b, err := New(Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(logs, nil)), Security: sec})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Restore(store.NewMemory()); err != nil {
+	if err := b.Restore(st); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
@@ -174,4 +187,140 @@ func TestDropAllocs(t *testing.T) {
 	if got != 0 {
 		t.Errorf("%.3f allocations per dropped message, want 0", got)
 	}
+}
+
+// maxPacket makes a 5.0 CONNECT state a Maximum Packet Size of n.
+func maxPacket(n uint32) func(c *packet.Connect) {
+	return func(c *packet.Connect) { c.Props.MaximumPacketSize = packet.Some(n) }
+}
+
+// TestDropsLoggedOnResume: a subscriber that comes back with a Maximum Packet Size
+// smaller than the messages waiting for it has them dropped as too_large
+// [MQTT-3.1.2-25], the one in flight resent and the queued ones alike: each is counted,
+// once, and logged as a warning naming the client.
+func TestDropsLoggedOnResume(t *testing.T) {
+	b, logs := logBroker(t, nil)
+	sub := dialT(t, b, packet.V5, "sub", func(c *packet.Connect) { persist(300)(c); window1(c) })
+	sub.subscribe(1, 1, "t/#")
+	pub := dialT(t, b, packet.V5, "pub", nil)
+	big := strings.Repeat("x", 200)
+	for i := range 3 { // one in flight, two queued
+		pub.publish(uint16(i+1), 1, false, "t/x", big)
+	}
+	sub.packets()
+	sub.drop()
+
+	sub = dialT(t, b, packet.V5, "sub", func(c *packet.Connect) { persist(300)(c); maxPacket(100)(c) })
+	if got := sub.lines(); len(got) != 0 {
+		t.Errorf("sent %q after the CONNACK, want nothing: every message is too large", got)
+	}
+	if got := b.stats.dropped[session.DropTooLarge].Load(); got != 3 {
+		t.Errorf("%d drops counted as too_large, want 3", got)
+	}
+	if l := logs.lines("level=WARN", `msg="message dropped"`, "reason=too_large", "client=sub"); len(l) != 1 {
+		t.Errorf("too_large lines %q, want one", l)
+	}
+}
+
+// TestDeniedLogged: with the ACL reloaded to deny what waits for a subscriber, the
+// messages dropped as they leave (the window sent again on a reconnect, the queue pumped
+// by it and by a PUBACK) are counted as acl_denied, each once, and logged as information
+// naming the client: each in the log once, the first line's as messages=N, those after
+// it in the second's suppressed=N.
+func TestDeniedLogged(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "acl")
+	write := func(rules string) {
+		if err := os.WriteFile(path, []byte(rules), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("topic readwrite t/#\n")
+	a, err := auth.New(conf.Auth{ACLFile: path}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, logs := logBrokerWith(t, nil, Security{Authorizer: a}, func(c *conf.Config) { c.Queue.OfflineMessages = 10 })
+	sub := dialT(t, b, packet.V5, "sub", func(c *packet.Connect) { persist(300)(c); window1(c) })
+	sub.subscribe(1, 1, "t/#")
+	pub := dialT(t, b, packet.V5, "pub", nil)
+	for i, topic := range []string{"t/deny/1", "t/deny/2", "t/ok/3", "t/deny/4", "t/deny/5"} { // one in flight, four queued
+		pub.publish(uint16(i+1), 1, false, topic, "m")
+	}
+	sub.packets()
+	sub.drop()
+	write("topic readwrite t/ok/#\ntopic write t/#\n") // the subscriber may no longer read t/deny/#
+	if err := a.Reload(); err != nil {
+		t.Fatal(err)
+	}
+
+	sub = dialT(t, b, packet.V5, "sub", func(c *packet.Connect) { persist(300)(c); window1(c) })
+	ps := sub.packets()
+	if len(ps) != 1 || describeP(ps[0]) != `PUBLISH t/ok/3 q1 "m"` {
+		t.Fatalf("resumed: %v, want t/ok/3 alone", ps)
+	}
+	if got := b.stats.dropped[session.DropDenied].Load(); got != 2 {
+		t.Errorf("%d drops counted as acl_denied after the reconnect, want 2: t/deny/1 resent, t/deny/2 pumped", got)
+	}
+	denied := func() []string {
+		return logs.lines("level=INFO", `msg="message dropped"`, "reason=acl_denied", "client=sub")
+	}
+	if l := denied(); len(l) != 1 || !strings.Contains(l[0], "messages=2") {
+		t.Fatalf("acl_denied lines %q, want one with messages=2", l)
+	}
+	sub.ack(packet.PUBACK, ps[0].(*packet.Publish).PacketID)
+	if got := b.stats.dropped[session.DropDenied].Load(); got != 4 {
+		t.Errorf("%d drops counted as acl_denied after the PUBACK, want 4: t/deny/4 and 5 pumped", got)
+	}
+	// The PUBACK's drops came within the second of the first line: its line ends the
+	// second, with their count.
+	testenv.WaitFor(t, "the second's acl_denied line", func() bool { return len(denied()) == 2 })
+	if l := denied(); !strings.Contains(l[1], "suppressed=2") {
+		t.Errorf("the second's line %q, want suppressed=2", l[1])
+	}
+}
+
+// TestRestoreDropsLogged: what a restart drops is counted and logged in one line by
+// reason, however many sessions it comes from: the queued messages that expired while the
+// broker was down (swept by Load), and the queues cut to lowered bounds. A message whose
+// delivery had begun is sent again all the same [MQTT-3.3.2-5].
+func TestRestoreDropsLogged(t *testing.T) {
+	st := store.NewMemory()
+	var bt store.Batch
+	past := time.Now().Add(-time.Minute).UnixNano()
+	bt.PutMessage(1, store.MessageRecord{Topic: []byte("t/old"), Payload: []byte("old"), QoS: 1, Expiry: past})
+	bt.PutMessage(2, store.MessageRecord{Topic: []byte("t/sent"), Payload: []byte("sent"), QoS: 1, Expiry: past})
+	bt.PutMessage(3, store.MessageRecord{Topic: []byte("t/new"), Payload: []byte("new"), QoS: 1})
+	for _, cid := range []string{"a", "b", "c"} {
+		bt.PutSession(store.SessionRecord{ClientID: cid, Expiry: store.NeverExpire, Version: 5, Owned: true,
+			Subscriptions: []store.SubRecord{{Filter: "t/#", QoS: 1}}})
+		bt.PutQueued(cid, 1, store.QueuedRecord{MessageID: 2, QoS: 1, PacketID: 1, State: store.StateSent})
+		bt.PutQueued(cid, 2, store.QueuedRecord{MessageID: 1, QoS: 1, State: store.StateQueued})
+		bt.PutQueued(cid, 3, store.QueuedRecord{MessageID: 1, QoS: 1, State: store.StateQueued})
+		for seq := range uint64(4) { // a queue of 4, one beyond the bound
+			bt.PutQueued(cid, 4+seq, store.QueuedRecord{MessageID: 3, QoS: 1, State: store.StateQueued})
+		}
+	}
+	done := make(chan error, 1)
+	st.Commit(&bt, func(err error) { done <- err })
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	b, logs := logBrokerWith(t, st, Security{}, nil) // queues of 3
+	if got := b.stats.dropped[session.DropExpired].Load(); got != 6 {
+		t.Errorf("%d drops counted as expired, want 6: two unsent entries of each session", got)
+	}
+	if got := b.stats.dropped[session.DropQueueFull].Load(); got != 3 {
+		t.Errorf("%d drops counted as queue_full, want 3: one entry of each session", got)
+	}
+	if l := logs.lines(`msg="store: messages dropped at restore"`); len(l) != 1 ||
+		!strings.Contains(l[0], "level=WARN") || !strings.Contains(l[0], "expired=6") || !strings.Contains(l[0], "queue_full=3") {
+		t.Errorf("restore lines %q, want one warning with expired=6 queue_full=3", l)
+	}
+	if l := logs.lines("message dropped"); len(l) != 0 {
+		t.Errorf("drops logged one by one at restore: %q", l)
+	}
+	c := dialT(t, b, packet.V5, "a", persist(300))
+	equalLines(t, "resumed", c.lines(), []string{`PUBLISH t/sent q1 "sent" dup`,
+		`PUBLISH t/new q1 "new"`, `PUBLISH t/new q1 "new"`, `PUBLISH t/new q1 "new"`})
 }

@@ -108,7 +108,9 @@ func (b *Broker) attached(s *session.Session) {
 // client id: a v5 client is told why (0x8E) [MQTT-3.1.4-3]. The old connection's will is
 // published as for any connection lost, unless a v5 will delay defers it and the new
 // connection resumes the session (clean start 0), which cancels it [MQTT-3.1.3-9]; with
-// clean start 1 the session ends, and the will goes with it (spec 3.1.3.2.2).
+// clean start 1 the session ends, and the will goes with it (spec 3.1.3.2.2). What came
+// through shared subscriptions unacknowledged goes to other members, as for any
+// connection lost, or stays with s (redeliverShared).
 func (b *Broker) takeOver(bt *batch, s *session.Session, cleanStart bool) {
 	oldConn := s.Conn()
 	if oldConn == nil {
@@ -122,8 +124,11 @@ func (b *Broker) takeOver(bt *batch, s *session.Session, cleanStart bool) {
 	will := s.TakeWill()
 	v := s.Version()
 	s.Disconnect(packet.SessionTakenOver)
-	s.Detach(oldConn)
+	shared, _ := s.Detach(oldConn)
 	b.online(v, -1)
+	for _, d := range shared {
+		b.redeliverShared(bt, s, d)
+	}
 	if will != nil && (will.Delay == 0 || cleanStart) {
 		b.publishWill(bt, will)
 	}

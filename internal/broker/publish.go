@@ -391,10 +391,14 @@ func (b *Broker) deliverMember(bt *batch, g pubsub.Group, sub pubsub.Sub, m *ses
 }
 
 // redeliverShared sends a message that reached session from via a shared subscription,
-// unacknowledged when it disconnected, to another member of the group (spec 4.8.2).
+// unacknowledged when its connection ended, to another member of the group (spec 4.8.2).
 // On a node of a cluster, an online member here comes first, then a node with members
-// (cluster_routes.go).
+// (cluster_routes.go). When no other member takes it, from's session keeps it, queued
+// as any message for it (or dropped and counted as one would be): its publisher was told
+// it is safe. d holds the reference of the entry it came from (Session.Detach), let go
+// here.
 func (b *Broker) redeliverShared(bt *batch, from *session.Session, d session.Delivery) {
+	defer d.Msg.Release()
 	g, ok := b.index.GroupOf([]byte(d.Share))
 	if b.cluster != nil {
 		if ok {
@@ -407,8 +411,11 @@ func (b *Broker) redeliverShared(bt *batch, from *session.Session, d session.Del
 		}
 	}
 	if ok {
-		b.deliverShared(bt, g, d.Msg, now(), from.ID())
+		if took, _ := b.deliverShared(bt, g, d.Msg, now(), from.ID()); took {
+			return
+		}
 	}
+	b.deliverTo(bt, pubsub.SubscriberID(from.ID()), d, now(), false) // the ACL is checked as it leaves
 }
 
 func (b *Broker) retainedGauge() {

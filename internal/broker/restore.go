@@ -27,9 +27,11 @@ import (
 //   - a will whose delay ran out is published, the others are scheduled again;
 //   - queue bounds apply (queue.offline_messages, queue.offline_bytes): what exceeds them,
 //     newest first, is dropped and counted as queue_full;
-//   - expired messages that were never sent were swept by Load [MQTT-3.3.2-5]; those that
-//     expire later are dropped by the expiry sweep (sweep.go) or when their session
-//     resumes, whichever comes first, as in memory.
+//   - expired messages that were never sent were swept by Load [MQTT-3.3.2-5], and are
+//     counted as expired; those that expire later are dropped by the expiry sweep
+//     (sweep.go) or when their session resumes, whichever comes first, as in memory.
+//
+// What was dropped is logged in one line, by reason, not one per session or message.
 func (b *Broker) Restore(st store.Store) error {
 	if b.j != nil {
 		return errors.New("broker: Restore called twice")
@@ -50,12 +52,13 @@ func (b *Broker) Restore(st store.Store) error {
 	r.msgs = nil
 	r.apply(time.Now())
 	b.commitWait()
+	b.droppedAtRestore(&r.dropped)
 	b.log.Info("store: state restored", "sessions", len(r.sessions), "queued", r.queued,
 		"retained", r.retained, "expired_sessions", r.expired, "took", time.Since(start).Round(time.Millisecond).String())
 	return nil
 }
 
-// restorer is the store.Visitor of Restore.
+// restorer is the store.Visitor, and ExpiryVisitor, of Restore.
 type restorer struct {
 	b        *Broker
 	msgs     map[uint64]*session.Message // by store id, while Load runs
@@ -66,6 +69,7 @@ type restorer struct {
 	queued   int
 	retained int
 	expired  int
+	dropped  session.Drops // messages of sessions dropped, by reason
 }
 
 // restored is a session as Load returned it, for apply.
@@ -131,6 +135,19 @@ func (r *restorer) Queued(clientID string, seq uint64, q store.QueuedRecord) err
 	return nil
 }
 
+// Expired implements store.ExpiryVisitor: Load swept entry seq of clientID, whose
+// message expired unsent. An owned queue's are its owner's (a bridge counts its own).
+func (r *restorer) Expired(clientID string, seq uint64) error {
+	if clientID == r.curOwned && clientID != "" {
+		return nil
+	}
+	if _, err := r.session(clientID); err != nil {
+		return err
+	}
+	r.dropped[session.DropExpired]++
+	return nil
+}
+
 func (r *restorer) Inbound(clientID string, pid uint16) error {
 	if clientID == r.curOwned && clientID != "" {
 		return nil // an owned queue receives nothing
@@ -177,9 +194,7 @@ func (r *restorer) apply(now time.Time) {
 		rs := &r.sessions[i]
 		s := rs.s
 		if !b.limits.Load().backpressure { // under backpressure a queue past its bounds was acknowledged
-			if n := s.TrimQueue(); n > 0 {
-				b.dropped(session.DropQueueFull, dropCtx{to: s, n: n})
-			}
+			r.dropped[session.DropQueueFull] += uint32(s.TrimQueue())
 		}
 		offline := rs.disconnectedAt
 		if offline == 0 {

@@ -79,14 +79,18 @@ func (l *Limiter) Log(log *slog.Logger, level slog.Level, key, msg string, args 
 // allocating nothing: a hot path asks it before it builds the line's arguments, and
 // calls Log only when it reports false. A window whose suppressed lines were all only
 // counted ends with its last logged line again, with suppressed=N.
-func (l *Limiter) Skip(key string) bool {
+func (l *Limiter) Skip(key string) bool { return l.SkipN(key, 1) }
+
+// SkipN is Skip for a line that stands for n events (a step that dropped n messages):
+// suppressed, it counts as n.
+func (l *Limiter) SkipN(key string, n int) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	w := l.keys[key]
 	if w == nil || !w.open || w.n < l.burst {
 		return false
 	}
-	w.suppressed++
+	w.suppressed += n
 	return true
 }
 

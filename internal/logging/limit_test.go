@@ -99,8 +99,9 @@ func TestLimiterBurst(t *testing.T) {
 }
 
 // TestLimiterSkip: a hot path asks Skip first: it lets the first line of a window through
-// to Log, then counts the others without their arguments (allocating nothing), and the
-// window ends with the line logged, repeated with the count.
+// to Log, then counts the others without their arguments (allocating nothing; SkipN
+// counts a line's n events), and the window ends with the line logged, repeated with the
+// count.
 func TestLimiterSkip(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var out lockedBuffer
@@ -125,11 +126,14 @@ func TestLimiterSkip(t *testing.T) {
 		}
 		time.Sleep(1500 * time.Millisecond) // the window ends: 4 + 101 counted
 		event(5)                            // in the window the end opened: counted
+		if !l.SkipN("k", 3) {               // a line for three events: counted as three
+			t.Error("SkipN in an open window did not skip")
+		}
 		time.Sleep(3 * time.Second)
 		want := []string{
 			`level=WARN msg=dropped i=0`,
 			`level=WARN msg=dropped i=0 suppressed=105`,
-			`level=WARN msg=dropped i=0 suppressed=1`,
+			`level=WARN msg=dropped i=0 suppressed=4`,
 		}
 		got := out.lines()
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {

@@ -144,14 +144,14 @@ func (s *Session) awaitDrainLocked() {
 // Pump writes queued messages into the receive window while it has room and the
 // connection c is not backed up; the broker calls it when c has drained (see Deliver). It
 // does nothing if c is no longer the session's connection. It reports whether the session
-// became dirty and the messages it dropped instead (expired, too large).
-func (s *Session) Pump(c Conn, now int64) (dirtied bool, dropped []Drop) {
+// became dirty and the messages it dropped instead (expired, too large, denied).
+func (s *Session) Pump(c Conn, now int64) (dirtied bool, dropped Drops) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.conn != c || c == nil {
-		return false, nil
+		return false, dropped
 	}
-	dirtied, dropped = s.pumpLocked(now)
+	dirtied = s.pumpLocked(now, &dropped)
 	s.releaseFlowsIfIdle()
 	return dirtied, dropped
 }
@@ -242,21 +242,22 @@ func (s *Session) unaliasTopic(p *packet.Publish) {
 
 // pumpLocked moves queued messages into the receive window while it has room and the
 // connection is not backed up; if it stops for the latter, a drain notice will resume it.
-func (s *Session) pumpLocked(now int64) (dirtied bool, dropped []Drop) {
+// It counts the messages it drops instead in dropped.
+func (s *Session) pumpLocked(now int64, dropped *Drops) (dirtied bool) {
 	f := s.fl
 	if f == nil || s.conn == nil {
-		return false, nil
+		return false
 	}
 	defer s.awaitDrainLocked()
 	if f.waiting > 0 {
-		dirtied, dropped = s.resendWaitingLocked(now)
+		dirtied = s.resendWaitingLocked(now, dropped)
 	}
 	persist := s.persistentLocked()
 	// While entries wait, the window is full (resendWaitingLocked): none is taken here.
 	for f.queueLen() > 0 && len(f.inflight) < int(s.clientRecvMax) && !s.backedUpLocked() {
 		e := f.pop()
 		if s.deniedLocked(&e) {
-			s.dropEntryLocked(&e, persist)
+			s.dropEntryLocked(&e, persist, DropDenied, dropped)
 			continue
 		}
 		e.pid = f.allocPID()
@@ -264,10 +265,7 @@ func (s *Session) pumpLocked(now int64) (dirtied bool, dropped []Drop) {
 		d, drop := s.writePublish(&e, now, false)
 		dirtied = dirtied || d
 		if drop != Delivered {
-			dropped = append(dropped, drop)
-			if persist {
-				s.deleteEntryLocked(&e)
-			}
+			s.dropEntryLocked(&e, persist, drop, dropped)
 			continue
 		}
 		if persist {
@@ -276,7 +274,7 @@ func (s *Session) pumpLocked(now int64) (dirtied bool, dropped []Drop) {
 		f.inflight = append(f.inflight, e)
 	}
 	s.drainedLocked(f)
-	return dirtied, dropped
+	return dirtied
 }
 
 // resumeLocked sends the inflight window again after a reconnect, in order: PUBREL for
@@ -288,7 +286,11 @@ func (s *Session) pumpLocked(now int64) (dirtied bool, dropped []Drop) {
 // sent in. Released entries keep their slot until PUBCOMP, as they do while connected;
 // the PUBLISHes beyond the room left wait in the window, flagged entryWaiting with their
 // packet ids, and go (DUP) as acknowledgements free slots, before anything queued.
-func (s *Session) resumeLocked(now int64) bool {
+//
+// It counts the messages it drops instead of sending them in dropped: those the read ACL
+// in force denies, those the new connection's Maximum Packet Size cannot take, and what
+// the pump drops.
+func (s *Session) resumeLocked(now int64, dropped *Drops) bool {
 	f := s.fl
 	if f == nil {
 		return false
@@ -313,15 +315,13 @@ func (s *Session) resumeLocked(now int64) bool {
 			e.flags |= entryWaiting
 			f.waiting++
 		case s.deniedLocked(&e):
-			s.dropEntryLocked(&e, persist)
+			s.dropEntryLocked(&e, persist, DropDenied, dropped)
 			continue
 		default:
 			d, drop := s.writePublish(&e, now, true)
 			dirtied = dirtied || d
 			if drop != Delivered {
-				if persist {
-					s.deleteEntryLocked(&e)
-				}
+				s.dropEntryLocked(&e, persist, drop, dropped)
 				continue
 			}
 			room--
@@ -330,15 +330,15 @@ func (s *Session) resumeLocked(now int64) bool {
 	}
 	clear(f.inflight[len(keep):])
 	f.inflight = keep
-	d, _ := s.pumpLocked(now)
+	dirtied = s.pumpLocked(now, dropped) || dirtied
 	s.releaseFlowsIfIdle()
-	return dirtied || d
+	return dirtied
 }
 
 // resendWaitingLocked sends the entries waiting since resumeLocked, in order, while the
 // client's Receive Maximum has room: PUBLISH with DUP and the packet id each was first
-// sent with [MQTT-4.4.0-1]. It reports the entries it had to drop (too large).
-func (s *Session) resendWaitingLocked(now int64) (dirtied bool, dropped []Drop) {
+// sent with [MQTT-4.4.0-1]. It counts the entries it drops in dropped (too large, denied).
+func (s *Session) resendWaitingLocked(now int64, dropped *Drops) (dirtied bool) {
 	f := s.fl
 	persist := s.persistentLocked()
 	for i := 0; i < len(f.inflight) && f.waiting > 0 && len(f.inflight)-int(f.waiting) < int(s.clientRecvMax); {
@@ -350,53 +350,47 @@ func (s *Session) resendWaitingLocked(now int64) (dirtied bool, dropped []Drop) 
 		e.flags &^= entryWaiting
 		f.waiting--
 		if s.deniedLocked(e) {
-			s.dropEntryLocked(e, persist)
+			s.dropEntryLocked(e, persist, DropDenied, dropped)
 			f.removeInflight(i)
 			continue
 		}
 		d, drop := s.writePublish(e, now, true)
 		dirtied = dirtied || d
 		if drop != Delivered {
-			dropped = append(dropped, drop)
-			if persist {
-				s.deleteEntryLocked(e)
-			}
+			s.dropEntryLocked(e, persist, drop, dropped)
 			f.removeInflight(i)
 			continue
 		}
 		i++
 	}
-	return dirtied, dropped
+	return dirtied
 }
 
 // deniedLocked reports whether the read ACL in force denies the session's owner e's
-// message (Limits.MayRead), counting it if so: a message about to leave the session,
-// from the queue or sent again, passes the ACL of that moment, which a reload or a
-// restart may have narrowed since the message was delivered to the session. A released
-// entry (PUBREC received) has no message left to check.
+// message (Limits.MayRead): a message about to leave the session, from the queue or sent
+// again, passes the ACL of that moment, which a reload or a restart may have narrowed
+// since the message was delivered to the session. A released entry (PUBREC received)
+// has no message left to check.
 func (s *Session) deniedLocked(e *entry) bool {
-	if s.lim.MayRead == nil || e.msg == nil || s.lim.MayRead(s.username, s.realm, s.clientID, e.msg.Topic()) {
-		return false
-	}
-	if s.lim.Denied != nil {
-		s.lim.Denied.Add(1)
-	}
-	return true
+	return s.lim.MayRead != nil && e.msg != nil && !s.lim.MayRead(s.username, s.realm, s.clientID, e.msg.Topic())
 }
 
-// dropEntryLocked drops e, taken out of the queue or the window: its record is deleted
-// (persist), so that it does not come back after a restart, and its reference let go.
-func (s *Session) dropEntryLocked(e *entry, persist bool) {
+// dropEntryLocked drops e, taken out of the queue or the window, for reason why, counted
+// in dropped: its record is deleted (persist), so that it does not come back after a
+// restart, and its reference let go. Every entry the session drops goes through here.
+func (s *Session) dropEntryLocked(e *entry, persist bool, why Drop, dropped *Drops) {
 	if persist {
 		s.deleteEntryLocked(e)
 	}
 	e.done()
+	dropped.add(why)
 }
 
 // Ack handles a PUBACK, PUBREC or PUBCOMP from the client for an outbound message. It
 // answers a PUBREC with PUBREL (0x92 for an unknown packet id, spec 4.3.3), frees the
-// window slot on PUBACK, PUBCOMP or a failed PUBREC, and pumps the queue.
-func (s *Session) Ack(a *packet.Ack, now int64) (dirtied bool, dropped []Drop) {
+// window slot on PUBACK, PUBCOMP or a failed PUBREC, and pumps the queue. It reports
+// whether the session became dirty and the messages the pump dropped.
+func (s *Session) Ack(a *packet.Ack, now int64) (dirtied bool, dropped Drops) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f := s.fl
@@ -408,7 +402,7 @@ func (s *Session) Ack(a *packet.Ack, now int64) (dirtied bool, dropped []Drop) {
 	switch a.PacketType {
 	case packet.PUBACK:
 		if i < 0 || f.inflight[i].qos != 1 {
-			return false, nil // unknown or duplicate: nothing to do
+			return false, dropped // unknown or duplicate: nothing to do
 		}
 		if persist {
 			s.deleteEntryLocked(&f.inflight[i])
@@ -417,7 +411,7 @@ func (s *Session) Ack(a *packet.Ack, now int64) (dirtied bool, dropped []Drop) {
 		f.removeInflight(i)
 	case packet.PUBREC:
 		if i < 0 || f.inflight[i].qos != 2 {
-			return s.sendLocked(&packet.Ack{PacketType: packet.PUBREL, PacketID: a.PacketID, Code: packet.PacketIdentifierNotFound}), nil
+			return s.sendLocked(&packet.Ack{PacketType: packet.PUBREL, PacketID: a.PacketID, Code: packet.PacketIdentifierNotFound}), dropped
 		}
 		if a.Code.IsError() { // v5: the client refused the message; the exchange ends
 			if persist {
@@ -442,17 +436,17 @@ func (s *Session) Ack(a *packet.Ack, now int64) (dirtied bool, dropped []Drop) {
 			}
 			e.done() // the client has the message: only its id is kept (spec 4.3.3)
 		}
-		return s.sendLocked(&packet.Ack{PacketType: packet.PUBREL, PacketID: a.PacketID}), nil
+		return s.sendLocked(&packet.Ack{PacketType: packet.PUBREL, PacketID: a.PacketID}), dropped
 	case packet.PUBCOMP:
 		if i < 0 || f.inflight[i].flags&entryReleased == 0 {
-			return false, nil
+			return false, dropped
 		}
 		if persist {
 			s.deleteEntryLocked(&f.inflight[i])
 		}
 		f.removeInflight(i)
 	}
-	dirtied, dropped = s.pumpLocked(now)
+	dirtied = s.pumpLocked(now, &dropped)
 	s.releaseFlowsIfIdle()
 	return dirtied, dropped
 }

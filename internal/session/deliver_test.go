@@ -114,7 +114,7 @@ func TestDeliverWindow(t *testing.T) {
 			// Acknowledge the first message (QoS 1): one slot frees, the next queued
 			// message takes it with the next packet id.
 			dirtied, dropped := s.Ack(&packet.Ack{PacketType: packet.PUBACK, PacketID: 1}, at(0))
-			if !dirtied || dropped != nil {
+			if !dirtied || dropped != (Drops{}) {
 				t.Fatalf("Ack: dirtied %v dropped %v", dirtied, dropped)
 			}
 			s.Flush()
@@ -334,8 +334,8 @@ func TestDeliverExpiryWhileQueued(t *testing.T) {
 	c.take()
 	_, dropped := s.Ack(&packet.Ack{PacketType: packet.PUBACK, PacketID: 1}, at(20*time.Second))
 	s.Flush()
-	if fmt.Sprint(dropped) != fmt.Sprint([]Drop{DropExpired}) {
-		t.Errorf("dropped %v, want [expired]", dropped)
+	if dropped != (Drops{DropExpired: 1}) {
+		t.Errorf("dropped %q, want expired=1", dropped)
 	}
 	// The expired message took packet id 2 before it was found expired; any free id will do.
 	equalLines(t, "after PUBACK", c.lines(t, packet.V5), []string{`PUBLISH "t" q2 id3 exp=40 "long"`})
@@ -395,8 +395,8 @@ func TestDeliverTooLargeWhileQueued(t *testing.T) {
 	deliver(t, s, Delivery{Msg: msg("t", "b"), QoS: 1}, at(0), Delivered)
 	s.Flush()
 	c.take()
-	if dropped := ack(s, packet.PUBACK, 1, packet.Success); fmt.Sprint(dropped) != fmt.Sprint([]Drop{DropTooLarge}) {
-		t.Errorf("dropped %v, want [too_large]", dropped)
+	if dropped := ack(s, packet.PUBACK, 1, packet.Success); dropped != (Drops{DropTooLarge: 1}) {
+		t.Errorf("dropped %q, want too_large=1", dropped)
 	}
 	// The dropped message took packet id 2; any free id will do.
 	equalLines(t, "after PUBACK", c.lines(t, packet.V5), []string{`PUBLISH "t" q1 id3 "b"`})

@@ -21,7 +21,7 @@ func TestAckQoS1(t *testing.T) {
 		t.Error("traffic state kept after the last PUBACK")
 	}
 	// A second PUBACK for the same id is a no-op.
-	if d, dropped := s.Ack(&packet.Ack{PacketType: packet.PUBACK, PacketID: 1}, at(0)); d || dropped != nil {
+	if d, dropped := s.Ack(&packet.Ack{PacketType: packet.PUBACK, PacketID: 1}, at(0)); d || dropped != (Drops{}) {
 		t.Errorf("duplicate PUBACK: dirtied %v dropped %v", d, dropped)
 	}
 	if len(c.buf) > 0 {
@@ -115,13 +115,13 @@ func TestAckUnknownIgnored(t *testing.T) {
 	for _, typ := range []packet.Type{packet.PUBACK, packet.PUBCOMP} {
 		t.Run(typ.String(), func(t *testing.T) {
 			s, c := online(t, nil, ConnectInfo{})
-			if d, dropped := s.Ack(&packet.Ack{PacketType: typ, PacketID: 5}, at(0)); d || dropped != nil {
+			if d, dropped := s.Ack(&packet.Ack{PacketType: typ, PacketID: 5}, at(0)); d || dropped != (Drops{}) {
 				t.Errorf("idle session: dirtied %v dropped %v", d, dropped)
 			}
 			deliver(t, s, Delivery{Msg: msg("t", "x"), QoS: 1}, at(0), Delivered)
 			s.Flush()
 			c.take()
-			if d, dropped := s.Ack(&packet.Ack{PacketType: typ, PacketID: 5}, at(0)); d || dropped != nil {
+			if d, dropped := s.Ack(&packet.Ack{PacketType: typ, PacketID: 5}, at(0)); d || dropped != (Drops{}) {
 				t.Errorf("dirtied %v dropped %v", d, dropped)
 			}
 			s.Flush()
@@ -277,7 +277,7 @@ func TestResume(t *testing.T) {
 			}
 
 			c = &fakeConn{}
-			if !s.Attach(c, ConnectInfo{Version: v, ClientRecvMax: 5}, nil, at(0)) {
+			if d, _ := s.Attach(c, ConnectInfo{Version: v, ClientRecvMax: 5}, nil, at(0)); !d {
 				t.Error("Resume did not dirty the session")
 			}
 			s.Flush()
@@ -386,7 +386,7 @@ func TestResumeExpired(t *testing.T) {
 // TestResumeIdle: attaching a session without traffic writes nothing but its CONNACK.
 func TestResumeIdle(t *testing.T) {
 	s, c := New(1, "client", testLimits()), &fakeConn{}
-	if s.Attach(c, ConnectInfo{Version: packet.V5}, nil, at(0)) {
+	if d, _ := s.Attach(c, ConnectInfo{Version: packet.V5}, nil, at(0)); d {
 		t.Error("dirtied")
 	}
 	s.Flush()
@@ -437,6 +437,30 @@ func TestDetachShared(t *testing.T) {
 		`PUBREL id3`,
 		`PUBLISH "t" q1 id4 subs=[9] "x"`,
 	})
+}
+
+// TestDetachSharedReference: a message Detach hands back keeps its entry's reference
+// until the caller, having delivered it again, lets it go; a member that takes it holds
+// its own.
+func TestDetachSharedReference(t *testing.T) {
+	s, c := online(t, nil, ConnectInfo{})
+	m := pub{topic: "t", payload: "x", qos: 1}.pooled()
+	deliver(t, s, Delivery{Msg: m, QoS: 1, Share: "$share/g/t"}, at(0), Delivered)
+	m.Release() // the publisher is done
+	shared, _ := s.Detach(c)
+	if len(shared) != 1 || recycled(m) {
+		t.Fatalf("Detach handed back %d, recycled %v; want the message, held", len(shared), recycled(m))
+	}
+	other, _ := online(t, nil, ConnectInfo{})
+	deliver(t, other, shared[0], at(0), Delivered)
+	shared[0].Msg.Release()
+	if recycled(m) {
+		t.Fatal("recycled while the other member has it in flight")
+	}
+	ack(other, packet.PUBACK, 1, packet.Success)
+	if !recycled(m) {
+		t.Fatal("not recycled once the other member acknowledged it")
+	}
 }
 
 // TestDetachReleasesFlows: after Detach, an offline session with nothing in flight holds

@@ -152,8 +152,15 @@ func online(t testing.TB, lim *Limits, info ConnectInfo) (*Session, *fakeConn) {
 }
 
 // reconnect detaches c and attaches a new connection with info, as a client coming back
-// to its persistent session does, and calls Resume.
+// to its persistent session does, and flushes what Attach sent.
 func reconnect(t testing.TB, s *Session, c *fakeConn, info ConnectInfo, now int64) *fakeConn {
+	t.Helper()
+	nc, _ := reconnectDrops(t, s, c, info, now)
+	return nc
+}
+
+// reconnectDrops is reconnect that also returns what Attach dropped.
+func reconnectDrops(t testing.TB, s *Session, c *fakeConn, info ConnectInfo, now int64) (*fakeConn, Drops) {
 	t.Helper()
 	if _, ok := s.Detach(c); !ok {
 		t.Fatal("Detach: connection was not attached")
@@ -162,9 +169,9 @@ func reconnect(t testing.TB, s *Session, c *fakeConn, info ConnectInfo, now int6
 		info.Version = packet.V5
 	}
 	nc := &fakeConn{}
-	s.Attach(nc, info, nil, now)
+	_, dropped := s.Attach(nc, info, nil, now)
 	s.Flush()
-	return nc
+	return nc, dropped
 }
 
 // pub is a PUBLISH as a client sends it, published at t0.
@@ -212,7 +219,7 @@ func deliver(t testing.TB, s *Session, d Delivery, now int64, want Drop) {
 }
 
 // ack sends the client's acknowledgement of type typ for pid.
-func ack(s *Session, typ packet.Type, pid uint16, code packet.ReasonCode) []Drop {
+func ack(s *Session, typ packet.Type, pid uint16, code packet.ReasonCode) Drops {
 	_, dropped := s.Ack(&packet.Ack{PacketType: typ, PacketID: pid, Code: code}, at(0))
 	s.Flush()
 	return dropped

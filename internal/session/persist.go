@@ -226,7 +226,9 @@ func (s *Session) putEntryLocked(f *flows, e *entry, isNew bool, holdOff int) {
 	j.end()
 }
 
-// deleteEntryLocked stages the deletion of e's record and drops its reference.
+// deleteEntryLocked stages the deletion of e's record and drops the store's reference to
+// its message (Journal.unrefLocked); the entry's own is the caller's to let go (entry.done,
+// dropEntryLocked).
 func (s *Session) deleteEntryLocked(e *entry) {
 	j := s.lim.Journal
 	b := j.begin()

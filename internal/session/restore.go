@@ -136,18 +136,16 @@ func (s *Session) TrimQueue() int {
 	if f == nil {
 		return 0
 	}
-	n := 0
+	var ds Drops
+	persist := s.persistentLocked()
 	for f.queueLen() > 0 && (f.queueLen() > s.lim.QueueMessages || f.queueBytes > s.lim.QueueBytes) {
 		last := len(f.queue) - 1
 		e := f.queue[last]
 		f.queue[last] = entry{}
 		f.queue = f.queue[:last]
 		f.queueBytes -= e.msg.Size()
-		if s.persistentLocked() {
-			s.deleteEntryLocked(&e)
-		}
-		n++
+		s.dropEntryLocked(&e, persist, DropQueueFull, &ds)
 	}
 	s.releaseFlowsIfIdle()
-	return n
+	return int(ds[DropQueueFull])
 }

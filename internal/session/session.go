@@ -34,6 +34,7 @@ package session
 
 import (
 	"math"
+	"strconv"
 	"sync"
 	"time"
 
@@ -92,10 +93,9 @@ type Limits struct {
 	// id clientID, may receive a message on topic. A queued message entering the window
 	// and a message of the window sent again on a reconnect are checked with it, at that
 	// moment: the ACL may have changed since they were delivered to the session (a
-	// reload, a restart). One it denies is dropped (DropDenied). It must not keep topic.
+	// reload, a restart). One it denies is dropped (DropDenied, reported in Drops). It
+	// must not keep topic.
 	MayRead func(user string, realm uint8, clientID string, topic []byte) bool
-	// Denied, if not nil, counts the messages MayRead made the session drop.
-	Denied Counter
 	// Realms names the broker's realms by number, for the store (the owner's realm is
 	// kept by name: the numbers are the broker's, per run); nil: realm 0 only, "".
 	Realms []string
@@ -135,6 +135,28 @@ const NumDrops = len(dropNames)
 
 // String is the metrics label of d.
 func (d Drop) String() string { return dropNames[d] }
+
+// Drops counts by reason the messages a session dropped on its own account, leaving its
+// queue or its window (Attach, Ack, Pump): the caller counts and logs them as it does
+// the drop Deliver reports. A value, so that reporting drops allocates nothing.
+type Drops [NumDrops]uint32
+
+// add counts one message dropped for d.
+func (ds *Drops) add(d Drop) { ds[d]++ }
+
+// String lists the counts that are not 0 by label, "expired=2 too_large=1"; "" if none.
+func (ds Drops) String() string {
+	var b []byte
+	for d, n := range ds {
+		if n != 0 && Drop(d) != Delivered {
+			if len(b) > 0 {
+				b = append(b, ' ')
+			}
+			b = strconv.AppendUint(append(append(b, Drop(d).String()...), '='), uint64(n), 10)
+		}
+	}
+	return string(b)
+}
 
 // Will is a will message with its delay (v5 will delay interval, seconds) and its message
 // expiry interval (seconds, 0: none), which starts when the will is published.
@@ -225,10 +247,12 @@ type ConnectInfo struct {
 
 // Attach binds the session to a new connection after CONNECT, sends it connack (unless
 // nil), then the inflight window again and what the queue holds, and reports whether the
-// session became dirty. All of it is one step under the session's lock: a message another
-// goroutine delivers to the session once it is online comes after the CONNACK
-// [MQTT-3.2.0-1] and after the resent window [MQTT-4.6.0-2].
-func (s *Session) Attach(c Conn, info ConnectInfo, connack *packet.Connack, now int64) (dirtied bool) {
+// session became dirty and the messages it dropped instead of sending them (the new
+// connection's Maximum Packet Size, the read ACL in force, expiry). All of it is one step
+// under the session's lock: a message another goroutine delivers to the session once it
+// is online comes after the CONNACK [MQTT-3.2.0-1] and after the resent window
+// [MQTT-4.6.0-2].
+func (s *Session) Attach(c Conn, info ConnectInfo, connack *packet.Connack, now int64) (dirtied bool, dropped Drops) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	was := s.persistentLocked()
@@ -255,7 +279,7 @@ func (s *Session) Attach(c Conn, info ConnectInfo, connack *packet.Connack, now 
 	if connack != nil {
 		dirtied = s.sendLocked(connack)
 	}
-	return s.resumeLocked(now) || dirtied
+	return s.resumeLocked(now, &dropped) || dirtied, dropped
 }
 
 // Online reports whether a connection is attached.
@@ -366,7 +390,9 @@ func (s *Session) PendingWill() *Will {
 // Detach unbinds the connection c when it closes (a no-op if another connection has taken
 // the session over meanwhile). It releases the pending buffer and returns, for
 // redistribution to other members of their shared subscription groups, the messages that
-// came through a shared subscription and were not acknowledged.
+// came through a shared subscription and were not acknowledged. Each holds the reference
+// its entry held (msgpool.go): the caller lets it go (Message.Release) once it has
+// delivered the message again.
 func (s *Session) Detach(c Conn) (shared []Delivery, detached bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -208,7 +208,7 @@ func TestClear(t *testing.T) {
 	s.Detach(c)
 	s.Clear()
 	c = &fakeConn{}
-	if s.Attach(c, ConnectInfo{Version: packet.V5}, nil, at(0)) || s.fl != nil {
+	if d, _ := s.Attach(c, ConnectInfo{Version: packet.V5}, nil, at(0)); d || s.fl != nil {
 		t.Error("Resume after Clear had something to send")
 	}
 }

@@ -126,7 +126,7 @@ func (s *Session) watchQueueLocked() {
 // sweepExpired drops s's queued messages that have expired at now, if s is offline, and
 // takes s out of the sweeper's set unless a message with an expiry is left. It returns
 // how many it dropped.
-func (s *Session) sweepExpired(now int64) (dropped int) {
+func (s *Session) sweepExpired(now int64) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f := s.fl
@@ -136,6 +136,7 @@ func (s *Session) sweepExpired(now int64) (dropped int) {
 	}
 	persist := s.persistentLocked()
 	expiring := false
+	var ds Drops
 	keep := f.queue[:f.qhead]
 	for i := f.qhead; i < len(f.queue); i++ {
 		e := f.queue[i]
@@ -144,10 +145,7 @@ func (s *Session) sweepExpired(now int64) (dropped int) {
 			// Never sent: dropped for this subscriber [MQTT-3.3.2-5], and its record
 			// (with the message, if this was its last reference) deleted.
 			f.queueBytes -= e.msg.Size()
-			if persist {
-				s.deleteEntryLocked(&e)
-			}
-			dropped++
+			s.dropEntryLocked(&e, persist, DropExpired, &ds)
 			continue
 		}
 		expiring = expiring || has
@@ -162,5 +160,5 @@ func (s *Session) sweepExpired(now int64) (dropped int) {
 		s.unwatchLocked()
 	}
 	s.releaseFlowsIfIdle()
-	return dropped
+	return int(ds[DropExpired])
 }

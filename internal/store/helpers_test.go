@@ -151,6 +151,7 @@ type collector struct {
 	messages map[uint64]MessageRecord
 	sessions map[string]SessionRecord
 	queued   map[string]QueuedRecord // by clientID/seq
+	expired  map[string]bool         // by clientID/seq (ExpiryVisitor)
 	inbound  map[string]bool         // by clientID/pid
 	wills    map[string]WillRecord
 	retained map[string]uint64
@@ -166,6 +167,7 @@ func newCollector() *collector {
 		messages: map[uint64]MessageRecord{},
 		sessions: map[string]SessionRecord{},
 		queued:   map[string]QueuedRecord{},
+		expired:  map[string]bool{},
 		inbound:  map[string]bool{},
 		wills:    map[string]WillRecord{},
 		retained: map[string]uint64{},
@@ -218,6 +220,16 @@ func (c *collector) Queued(clientID string, seq uint64, r QueuedRecord) error {
 		r.SubIDs = nil
 	}
 	c.queued[fmt.Sprintf("%s/%d", clientID, seq)] = r
+	return nil
+}
+
+func (c *collector) Expired(clientID string, seq uint64) error {
+	k := fmt.Sprintf("%s/%d", clientID, seq)
+	c.check(1, clientID, "expired "+k)
+	if c.expired[k] {
+		c.fail("expired %s told twice", k)
+	}
+	c.expired[k] = true
 	return nil
 }
 

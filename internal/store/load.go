@@ -16,7 +16,8 @@ import (
 //     each whether a delivery has begun (a sent or released queue entry): sorted, these
 //     are refs;
 //  2. the messages, in id order alongside refs: a message is kept if it is referred to
-//     and either unexpired or in delivery; kept ones are visited and listed in live;
+//     and either unexpired or in delivery; kept ones are visited and listed in live, the
+//     referred ones swept for their expiry in expired;
 //  3. the clients again, visiting what refers to a live message (or needs none);
 //  4. the retained topics, likewise.
 //
@@ -27,6 +28,7 @@ import (
 // commit closes and reopens the database.
 func (s *store) Load(v Visitor) error {
 	l := loader{s: s, v: v, now: time.Now().UnixNano()}
+	l.ev, _ = v.(ExpiryVisitor)
 	if w, ok := s.eng.(loadWatcher); ok {
 		w.loading()
 		defer w.loaded()
@@ -46,8 +48,10 @@ type loader struct {
 	v   Visitor
 	now int64
 
-	refs []ref     // pass 1: referenced ids, sorted, one per id
-	live []liveMsg // pass 2: kept messages, sorted by id
+	refs    []ref     // pass 1: referenced ids, sorted, one per id
+	live    []liveMsg // pass 2: kept messages, sorted by id
+	expired []uint64  // pass 2: referenced messages swept as expired, sorted
+	ev      ExpiryVisitor
 
 	sweep         Batch
 	swept         int // records deleted, messages included
@@ -152,7 +156,11 @@ func (l *loader) messages() error {
 			return corrupt("message %d: %v", id, err)
 		}
 		expired := expiry != 0 && expiry <= l.now
-		if len(refs) == 0 || refs[0].id != id || expired && !refs[0].started {
+		referred := len(refs) > 0 && refs[0].id == id
+		if !referred || expired && !refs[0].started {
+			if referred && l.ev != nil {
+				l.expired = append(l.expired, id)
+			}
 			l.sweptMessages++
 			return l.delete(k)
 		}
@@ -183,7 +191,15 @@ func (l *loader) clients() error {
 			m, ok := l.lookup(l.queued.MessageID)
 			switch {
 			case l.queued.State == StateReleased: // needs only its packet id
-			case !ok, m.expired && l.queued.State == StateQueued:
+			case !ok && l.queued.State == StateQueued && l.sweptExpired(l.queued.MessageID),
+				ok && m.expired && l.queued.State == StateQueued:
+				if l.ev != nil {
+					if err := l.ev.Expired(clientID, k.seq); err != nil {
+						return err
+					}
+				}
+				return l.delete(it.Key())
+			case !ok:
 				return l.delete(it.Key())
 			}
 			return l.v.Queued(clientID, k.seq, l.queued)
@@ -214,6 +230,12 @@ func (l *loader) retained() error {
 		}
 		return l.v.Retained(string(k[1:]), id)
 	})
+}
+
+// sweptExpired reports whether pass 2 swept message id, referred to, for its expiry.
+func (l *loader) sweptExpired(id uint64) bool {
+	_, ok := slices.BinarySearch(l.expired, id)
+	return ok
 }
 
 func (l *loader) lookup(id uint64) (liveMsg, bool) {

@@ -207,7 +207,8 @@ type Store interface {
 //   - records of a client that has no session record;
 //   - queue entries that refer to a missing message, or, still unsent (StateQueued), to
 //     an expired one: an expired message is dropped for the subscribers whose delivery
-//     has not started, Spec [MQTT-3.3.2-5], and completed for the others;
+//     has not started, Spec [MQTT-3.3.2-5], and completed for the others (an
+//     ExpiryVisitor is told of each entry dropped so);
 //   - retained topics whose message is missing or expired;
 //   - messages that no queue entry or retained topic refers to, and expired messages
 //     that no sent or released queue entry refers to.
@@ -223,6 +224,15 @@ type Visitor interface {
 	Inbound(clientID string, pid uint16) error
 	Will(clientID string, r WillRecord) error
 	Retained(topic string, messageID uint64) error
+}
+
+// An ExpiryVisitor is a Visitor that Load also tells of each queue entry it sweeps
+// because its message expired before the entry's delivery began: a message dropped for
+// that client [MQTT-3.3.2-5], which the broker counts. Expired comes where Queued would
+// have: after the client's session record, in seq order among its entries.
+type ExpiryVisitor interface {
+	Visitor
+	Expired(clientID string, seq uint64) error
 }
 
 // NeverExpire is the SessionRecord.Expiry of a session that never expires.

@@ -236,7 +236,9 @@ func TestDeleteSession(t *testing.T) {
 	}
 }
 
-// TestSweep checks what Load deletes: orphans a crash can leave, and expired messages.
+// TestSweep checks what Load deletes: orphans a crash can leave, and expired messages;
+// an ExpiryVisitor is told of each queue entry whose message expired unsent, and of
+// nothing else Load deletes.
 func TestSweep(t *testing.T) { forEngines(t, testSweep) }
 
 func testSweep(t *testing.T, engine string) {
@@ -272,11 +274,12 @@ func testSweep(t *testing.T, engine string) {
 	// refers to.
 	b.PutMessage(6, MessageRecord{Topic: []byte("t/6")})
 	b.PutQueued("orphan", 1, QueuedRecord{MessageID: 6, QoS: 1})
+	b.PutQueued("orphan", 3, QueuedRecord{MessageID: 3, QoS: 1})
 	b.PutInbound("orphan", 1)
 	b.PutWill("orphan", WillRecord{Topic: []byte("w")})
 	commit(t, s, &b)
 
-	check := func(got *collector) {
+	check := func(got *collector, wantExpired []string) {
 		t.Helper()
 		if got.err != nil {
 			t.Error(got.err)
@@ -285,9 +288,12 @@ func testSweep(t *testing.T, engine string) {
 		for id := range got.messages {
 			msgs = append(msgs, id)
 		}
-		var queued, retained []string
+		var queued, expired, retained []string
 		for k := range got.queued {
 			queued = append(queued, k)
+		}
+		for k := range got.expired {
+			expired = append(expired, k)
 		}
 		for k := range got.retained {
 			retained = append(retained, k)
@@ -298,6 +304,7 @@ func testSweep(t *testing.T, engine string) {
 		}{
 			{"messages", sorted(msgs), []uint64{1, 4, 5}},
 			{"queued", sorted(queued), []string{"s/1", "s/4", "s/7"}},
+			{"expired", sorted(expired), wantExpired},
 			{"retained", sorted(retained), []string{"t/5"}},
 			{"sessions", len(got.sessions), 1},
 			{"inbound", len(got.inbound), 0},
@@ -308,7 +315,7 @@ func testSweep(t *testing.T, engine string) {
 			}
 		}
 	}
-	check(load(t, s))
+	check(load(t, s), []string{"s/3", "s/5"})
 	s.Close()
 
 	// The sweep is on disk: a raw look finds none of the swept keys.
@@ -326,7 +333,7 @@ func testSweep(t *testing.T, engine string) {
 	if n != 8 {
 		t.Errorf("%d keys on disk after the sweep, want 8", n)
 	}
-	check(load(t, s))
+	check(load(t, s), nil) // told once: the entries are gone
 }
 
 func sorted[T cmp.Ordered](s []T) []T {
