@@ -260,7 +260,8 @@ func (b *Broker) adopt(cid string, image []byte) {
 		bt := b.getBatch()
 		b.takeOver(bt, stale, false)
 		b.endBatch(bt)
-		b.removeSubs(stale, stale.End())
+		subs, ds := stale.End()
+		b.ended(stale, subs, ds)
 		b.freeID(stale.ID())
 	}
 	if image == nil {
@@ -289,7 +290,8 @@ func (b *Broker) adopt(cid string, image []byte) {
 	b.mu.Unlock()
 	switch e := s.Expiry(); {
 	case !installed: // a local CONNECT made a session meanwhile, or the broker closed
-		b.removeSubs(s, s.End())
+		subs, ds := s.End()
+		b.ended(s, subs, ds)
 		b.freeID(s.ID())
 	case e != 0 && e != session.NoExpiry:
 		// Offline until the CONNECT attaches (claimSession stops this), or for good if
@@ -386,7 +388,8 @@ func (b *Broker) dropStale(s *session.Session) {
 	}
 	b.forgetLocked(s)
 	b.mu.Unlock()
-	b.removeSubs(s, s.End())
+	subs, ds := s.End()
+	b.ended(s, subs, ds)
 	b.freeID(s.ID())
 	b.commit()
 }
@@ -422,7 +425,11 @@ func (b *Broker) HandOver(cid string, epoch uint64, discard bool) (image []byte,
 		s.Export(&im)
 		image = im.Bytes()
 	}
-	b.removeSubs(s, s.End())
+	subs, ds := s.End()
+	if !discard {
+		ds = session.Drops{} // exported: they go on in the image
+	}
+	b.ended(s, subs, ds)
 	b.freeID(s.ID())
 	b.commit()
 	return image, true, false, false, nil

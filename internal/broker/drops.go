@@ -19,7 +19,8 @@ import (
 // suppressed=N. A drop that loses something a subscriber asked for (queue_full,
 // slow_consumer, memory_pressure, too_large) is a warning; those the protocol or the
 // operator ask for (expired: the publisher set the expiry; offline_qos0: QoS 0 is not
-// kept for an offline session; acl_denied: the ACL in force) are information, so that a
+// kept for an offline session; acl_denied: the ACL in force; session_ended: what a
+// session held when it expired or a CONNECT started it clean) are information, so that a
 // broker working as configured does not warn every second.
 //
 // Two paths lead here. A delivery's drop is the one Deliver returns, with its topic and
@@ -41,7 +42,7 @@ func newDropLog() *logging.Limiter { return logging.NewLimiter(1, time.Second) }
 // dropLevel is the level of a drop's line.
 func dropLevel(d session.Drop) slog.Level {
 	switch d {
-	case session.DropExpired, session.DropOffline, session.DropDenied:
+	case session.DropExpired, session.DropOffline, session.DropDenied, session.DropSessionEnded:
 		return slog.LevelInfo
 	}
 	return slog.LevelWarn

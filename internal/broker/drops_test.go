@@ -324,3 +324,41 @@ func TestRestoreDropsLogged(t *testing.T) {
 	equalLines(t, "resumed", c.lines(), []string{`PUBLISH t/sent q1 "sent" dup`,
 		`PUBLISH t/new q1 "new"`, `PUBLISH t/new q1 "new"`, `PUBLISH t/new q1 "new"`})
 }
+
+// TestSessionEndedLogged: what a session holds when it ends, its message in flight and
+// those queued behind it, is counted as session_ended and logged as information naming
+// the client: at a clean start that discards it, and when its expiry runs out.
+func TestSessionEndedLogged(t *testing.T) {
+	for _, how := range []string{"clean start", "expiry"} {
+		t.Run(how, func(t *testing.T) {
+			b, logs := logBroker(t, nil)
+			expiry := uint32(300)
+			if how == "expiry" {
+				expiry = 1
+			}
+			sub := dialT(t, b, packet.V5, "sub", func(c *packet.Connect) { persist(expiry)(c); window1(c) })
+			sub.subscribe(1, 1, "t/#")
+			pub := dialT(t, b, packet.V5, "pub", nil)
+			for i := range 3 { // one in flight, two queued
+				pub.publish(uint16(i+1), 1, false, "t/x", "m")
+			}
+			sub.packets()
+			sub.drop()
+			if how == "clean start" {
+				sub = dialT(t, b, packet.V5, "sub", nil)
+				if got := sub.lines(); len(got) != 0 {
+					t.Errorf("sent %q after the CONNACK of a clean start, want nothing", got)
+				}
+			}
+			testenv.WaitFor(t, "the session's messages counted as session_ended", func() bool {
+				return b.stats.dropped[session.DropSessionEnded].Load() >= 3
+			})
+			if got := b.stats.dropped[session.DropSessionEnded].Load(); got != 3 {
+				t.Errorf("%d drops counted as session_ended, want 3", got)
+			}
+			if l := logs.lines("level=INFO", `msg="message dropped"`, "reason=session_ended", "client=sub", "messages=3"); len(l) != 1 {
+				t.Errorf("session_ended lines %q, want one", l)
+			}
+		})
+	}
+}

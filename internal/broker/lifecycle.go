@@ -175,7 +175,8 @@ func (b *Broker) endSession(s *session.Session) {
 	if release {
 		b.cluster.Release(s.ClientID(), epoch)
 	}
-	b.removeSubs(s, s.End())
+	subs, ds := s.End()
+	b.ended(s, subs, ds)
 	b.freeID(s.ID())
 	if wt != nil {
 		// The will was still waiting: the session ending sends it now. PendingWill hands
@@ -193,7 +194,15 @@ func (b *Broker) endSession(s *session.Session) {
 // unsubscribeAll removes all of s's subscriptions from the index and drops its stored
 // state (a clean start, or the session's end).
 func (b *Broker) unsubscribeAll(s *session.Session) {
-	b.removeSubs(s, s.Clear())
+	subs, ds := s.Clear()
+	b.ended(s, subs, ds)
+}
+
+// ended takes the subscriptions of s, cleared or ended, out of the index, and counts and
+// logs the messages that went with it.
+func (b *Broker) ended(s *session.Session, subs []session.Sub, ds session.Drops) {
+	b.removeSubs(s, subs)
+	b.droppedAll(s, &ds)
 }
 
 // removeSubs takes s's subscriptions subs out of the index.

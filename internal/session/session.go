@@ -126,9 +126,12 @@ const (
 	DropOffline
 	DropPressure
 	DropDenied // the read ACL in force when the message was to leave denies it (Limits.MayRead)
+	// The session ended (its expiry, or a CONNECT that starts clean or is another
+	// identity's) with the message queued or unacknowledged (Clear, End).
+	DropSessionEnded
 )
 
-var dropNames = [...]string{"", "queue_full", "slow_consumer", "expired", "too_large", "offline_qos0", "memory_pressure", "acl_denied"}
+var dropNames = [...]string{"", "queue_full", "slow_consumer", "expired", "too_large", "offline_qos0", "memory_pressure", "acl_denied", "session_ended"}
 
 // NumDrops is the number of Drop values, Delivered included.
 const NumDrops = len(dropNames)
@@ -431,28 +434,32 @@ func (s *Session) Detach(c Conn) (shared []Delivery, detached bool) {
 	return shared, true
 }
 
-// Clear drops all state kept across connections (subscriptions are returned so the caller
-// can remove them from the index), as a clean start or the end of the session requires.
+// Clear drops all state kept across connections, as a clean start or the end of the
+// session requires: it returns the subscriptions, for the caller to remove from the
+// index, and the messages queued or unacknowledged that went with it, for the caller to
+// count (session_ended).
 //
 // The output held for the store (hold.go) is discarded: the connection that held it, if
 // any, is being taken over.
-func (s *Session) Clear() []Sub {
+func (s *Session) Clear() ([]Sub, Drops) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.clearLocked()
 }
 
 // End clears the session for good, when it expires or its connection ends with expiry 0:
-// like Clear, and nothing of it is stored any more. It returns the subscriptions.
-func (s *Session) End() []Sub {
+// like Clear, and nothing of it is stored any more. It returns the subscriptions and the
+// messages it dropped (session_ended); a caller that exported the session first has
+// moved them, not dropped them.
+func (s *Session) End() ([]Sub, Drops) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	subs := s.clearLocked()
+	subs, ds := s.clearLocked()
 	s.ended = true
-	return subs
+	return subs, ds
 }
 
-func (s *Session) clearLocked() []Sub {
+func (s *Session) clearLocked() ([]Sub, Drops) {
 	s.unwatchLocked()
 	if s.persistentLocked() {
 		j := s.lim.Journal
@@ -460,13 +467,25 @@ func (s *Session) clearLocked() []Sub {
 		j.end()
 	}
 	s.dropHeldLocked()
-	if s.fl != nil {
-		s.unholdLocked(s.fl) // its queue is gone
+	var ds Drops
+	if f := s.fl; f != nil {
+		s.unholdLocked(f) // its queue is gone
+		for i := range f.inflight {
+			e := &f.inflight[i]
+			if e.msg != nil {
+				ds.add(DropSessionEnded)
+			}
+			e.done()
+		}
+		for i := f.qhead; i < len(f.queue); i++ {
+			ds.add(DropSessionEnded)
+			f.queue[i].done()
+		}
 	}
 	subs := s.subs.all()
 	s.subs = nil
 	s.fl = nil
-	return subs
+	return subs, ds
 }
 
 // Send encodes p into the pending buffer and reports whether the session became dirty.

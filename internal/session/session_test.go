@@ -194,19 +194,25 @@ func TestSubs(t *testing.T) {
 	if s.RemoveSub([]byte("changed")) || !s.RemoveSub([]byte("a/#")) || s.RemoveSub([]byte("a/#")) {
 		t.Error("RemoveSub")
 	}
-	if got := s.Clear(); fmt.Sprint(got) != fmt.Sprint([]Sub{b}) || s.Subs() != nil {
+	if got, _ := s.Clear(); fmt.Sprint(got) != fmt.Sprint([]Sub{b}) || s.Subs() != nil {
 		t.Errorf("Clear returned %v, left %v", got, s.Subs())
 	}
 }
 
-// TestClear: a clean start forgets the window and the queue.
+// TestClear: a clean start forgets the window and the queue, and reports what it
+// dropped: the message in flight and the one queued behind it, each once.
 func TestClear(t *testing.T) {
 	s, c := online(t, nil, ConnectInfo{ClientRecvMax: 1})
 	deliver(t, s, Delivery{Msg: msg("t", "x"), QoS: 1}, at(0), Delivered)
 	deliver(t, s, Delivery{Msg: msg("t", "y"), QoS: 2}, at(0), Delivered)
 	s.Flush()
 	s.Detach(c)
-	s.Clear()
+	if _, ds := s.Clear(); ds.String() != "session_ended=2" {
+		t.Errorf("Clear dropped %q, want session_ended=2", ds.String())
+	}
+	if _, ds := s.Clear(); ds.String() != "" {
+		t.Errorf("a second Clear dropped %q, want nothing", ds.String())
+	}
 	c = &fakeConn{}
 	if d, _ := s.Attach(c, ConnectInfo{Version: packet.V5}, nil, at(0)); d || s.fl != nil {
 		t.Error("Resume after Clear had something to send")
