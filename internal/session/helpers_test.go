@@ -152,7 +152,7 @@ func online(t testing.TB, lim *Limits, info ConnectInfo) (*Session, *fakeConn) {
 }
 
 // reconnect detaches c and attaches a new connection with info, as a client coming back
-// to its persistent session does, and calls Resume.
+// to its persistent session does (Attach resumes it: resumeLocked).
 func reconnect(t testing.TB, s *Session, c *fakeConn, info ConnectInfo, now int64) *fakeConn {
 	t.Helper()
 	if _, ok := s.Detach(c); !ok {

@@ -209,6 +209,6 @@ func TestClear(t *testing.T) {
 	s.Clear()
 	c = &fakeConn{}
 	if s.Attach(c, ConnectInfo{Version: packet.V5}, nil, at(0)) || s.fl != nil {
-		t.Error("Resume after Clear had something to send")
+		t.Error("Attach after Clear had something to send")
 	}
 }
