@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/cluster/clusterpb"
+	"github.com/bifrost-mqtt/bifrost/internal/cluster/fsm"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/metrics"
 	"github.com/hashicorp/go-sockaddr"
@@ -47,10 +48,13 @@ const (
 
 var errClosed = errors.New("cluster: closed")
 
-// A Command is a change of the replicated state (fsm.go); this package makes them.
-type Command interface {
-	command
-}
+// A Command is a change of the replicated state (internal/cluster/fsm); this package
+// makes them.
+type Command = fsm.Command
+
+// A RetainedStore is the broker's retained index on this node, which the replicated
+// retained set drives (fsm.RetainedStore).
+type RetainedStore = fsm.RetainedStore
 
 // Options configure a Cluster.
 type Options struct {
@@ -89,7 +93,7 @@ type Cluster struct {
 	stores   *raftStores
 	mux      *mux
 	trans    *raft.NetworkTransport
-	fsm      *FSM
+	fsm      *fsm.FSM
 	raft     *raft.Raft
 	grpc     *grpc.Server
 	ms       *membership
@@ -222,9 +226,9 @@ func (c *Cluster) start(ctx context.Context) error {
 		c.routes.gone(name) // its routes leave at once
 	})
 
-	c.fsm = &FSM{changed: c.stateChanged, applied: c.applied}
+	c.fsm = fsm.New(fsm.Hooks{Changed: c.stateChanged, Applied: c.applied,
+		Retained: c.retStore, RetainedApplied: c.ret.appliedHere})
 	c.trans = newTransport(c.ctx, c.mux, c.rpcAddr, clientTLS, c.raftAddress, newHCLogger(c.log, "raft"))
-	c.fsm.setRetainedStore(c.retStore, c.ret.appliedHere)
 	if c.raft, err = raft.NewRaft(raftConfig(k.NodeName, newHCLogger(c.log, "raft")), c.fsm,
 		c.stores.logs, c.stores.stable, c.stores.snaps, c.trans); err != nil {
 		return fmt.Errorf("cluster: raft: %w", err)
@@ -549,7 +553,7 @@ func (c *Cluster) applyTracked(ctx context.Context, cmd Command) (res []byte, in
 		ctx, cancel = context.WithTimeout(ctx, applyTimeout)
 		defer cancel()
 	}
-	data := encodeCommand(cmd)
+	data := fsm.Encode(cmd)
 	start := time.Now()
 	for {
 		if c.ctx.Err() != nil {
@@ -644,11 +648,11 @@ func (c *Cluster) applyLocal(ctx context.Context, data []byte) ([]byte, uint64, 
 	if err := f.Error(); err != nil {
 		return nil, 0, err
 	}
-	r := f.Response().(applied)
-	if r.err != nil {
-		return nil, f.Index(), applyError{r.err}
+	res, err := fsm.Response(f.Response())
+	if err != nil {
+		return nil, f.Index(), applyError{err}
 	}
-	return r.data, f.Index(), nil
+	return res, f.Index(), nil
 }
 
 // Close leaves the cluster gracefully (the leader removes this node from the Raft

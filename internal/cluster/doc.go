@@ -3,15 +3,17 @@
 //
 //   - membership, failure detection and node metadata: hashicorp/memberlist (SWIM gossip)
 //     on cluster.bind (membership.go, meta.go);
-//   - what must be consistent: hashicorp/raft (raft.go), whose state machine (fsm.go) is
-//     pure and holds the cluster's identity (identity.go) and, in later phases, client-id
-//     ownership and retained messages;
+//   - what must be consistent: hashicorp/raft (raft.go), whose state machine is its own
+//     package, internal/cluster/fsm: pure (it imports neither memberlist nor gRPC), it
+//     holds the cluster's identity, client-id ownership, retained messages and auth files;
+//     this package makes its commands (identity.go and reconcile.go, owner.go, retained.go,
+//     authfiles.go);
 //   - node-to-node calls: gRPC (rpc.go, clusterpb/), on cluster.rpc, a port Raft shares: an
 //     accept mux reads each connection's first byte, 'R' for Raft (transport.go), anything
 //     else for gRPC (mux.go).
 //
 // What is consistent (the Raft log, applied by every node in the same order): the cluster
-// id, and later client-id ownership and retained messages. What is eventual (gossip and
+// id, client-id ownership, retained messages and auth files. What is eventual (gossip and
 // gRPC): liveness, node metadata such as the load figure, routes and forwarded messages.
 //
 // Publish anywhere, receive anywhere: each node streams its routes (the filters its

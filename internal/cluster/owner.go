@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
+	"github.com/bifrost-mqtt/bifrost/internal/cluster/fsm"
 )
 
 // One client id, one live connection, cluster-wide. A CONNECT claims its client id
@@ -20,7 +21,7 @@ import (
 // the entry (Release, batched the same way), so the table holds the live and persistent
 // sessions only. A claim carries its CONNECT's identity once every member can apply that
 // (identityProtocol): one under foreign_session: refuse is refused by the table itself
-// when another identity owns the id, and fences nothing (owner_fsm.go).
+// when another identity owns the id, and fences nothing (fsm/owners.go).
 
 // Ownership settings, with their reasons.
 const (
@@ -36,7 +37,7 @@ const (
 	// dropped (the entries stay until a later claim of the id replaces them).
 	maxPendingReleases = 1 << 20
 	// identityProtocol is the protocolVersion a member needs to apply claims with
-	// identities; until every member has it, claims go without (kindClaim).
+	// identities; until every member has it, claims go without (fsm.Claims.As nil).
 	identityProtocol = 3
 )
 
@@ -65,7 +66,7 @@ type Claim = broker.ClaimOutcome
 type pendingClaim struct {
 	cid    string
 	clean  bool // the previous owner drops the session rather than send it
-	as     claimAs
+	as     fsm.ClaimAs
 	fences uint64 // the times this node had fenced itself when the claim was made
 	// entryBy is when its Raft entry must be applied: cluster.claim_timeout less the
 	// lease, which a hand-over may take after it (handover.go).
@@ -79,8 +80,8 @@ type ownership struct {
 
 	mu       sync.Mutex
 	claims   []pendingClaim
-	releases []release
-	attaches []attach
+	releases []fsm.Release
+	attaches []fsm.Attach
 	dropped  uint64 // releases and attaches dropped over maxPendingReleases
 
 	claimWake   chan struct{}
@@ -128,12 +129,12 @@ func (c *Cluster) startOwnership() {
 func (c *Cluster) Claim(who broker.Claimant, done func(Claim)) {
 	o := &c.own
 	entryBy := time.Now().Add(time.Duration(c.cfg.ClaimTimeout - c.cfg.Lease))
-	as := claimAs{who: whoOf(who.Identity), mode: takeMoved}
+	as := fsm.ClaimAs{Who: fsm.WhoOf(who.Identity), Mode: fsm.TakeMoved}
 	switch {
 	case who.Refuse:
-		as.mode = takeUnlessForeign
+		as.Mode = fsm.TakeUnlessForeign
 	case who.Discard:
-		as.mode = takeDropped
+		as.Mode = fsm.TakeDropped
 	}
 	pc := pendingClaim{cid: who.ClientID, clean: who.Discard && !who.Refuse, as: as,
 		fences: c.own.counts.selfFenced.Load(), entryBy: entryBy, done: done}
@@ -191,7 +192,7 @@ func (c *Cluster) claimLoop(ctx context.Context) {
 func (c *Cluster) applyClaims(ctx context.Context, batch []pendingClaim) {
 	fences := c.own.counts.selfFenced.Load()
 	ids := make([]string, 0, len(batch))
-	as := make([]claimAs, 0, len(batch))
+	as := make([]fsm.ClaimAs, 0, len(batch))
 	keep := batch[:0]
 	now := time.Now()
 	var by time.Time
@@ -218,19 +219,19 @@ func (c *Cluster) applyClaims(ctx context.Context, batch []pendingClaim) {
 	actx, cancel := context.WithDeadline(leaseBound(ctx), by)
 	defer cancel()
 	stop := c.untilFenced(actx, cancel, fences)
-	cmd := claims{node: self, ids: ids}
+	cmd := fsm.Claims{Node: self, IDs: ids}
 	if c.speaks(identityProtocol) {
-		cmd.as = as
+		cmd.As = as
 	}
 	tr := c.own.traces.trace(ids, c.raft.CommitIndex())
 	res, _, again, err := c.applyTracked(actx, cmd)
 	var epoch uint64
-	var out []claimed
+	var out []fsm.Claimed
 	if err == nil {
-		epoch, out, err = decodeClaimed(res, len(ids), cmd.as != nil)
+		epoch, out, err = fsm.DecodeClaimed(res, len(ids), cmd.As != nil)
 	}
 	if err == nil && again {
-		out = c.firstOutcome(actx, tr, epoch, out, cmd.as != nil)
+		out = c.firstOutcome(actx, tr, epoch, out, cmd.As != nil)
 	}
 	c.own.traces.end(tr)
 	stop()
@@ -242,8 +243,8 @@ func (c *Cluster) applyClaims(ctx context.Context, batch []pendingClaim) {
 	}
 	taken := ids
 	for i := range out {
-		if out[i].foreign {
-			taken = cmd.taken(res)
+		if out[i].Foreign {
+			taken = cmd.Taken(res)
 			break
 		}
 	}
@@ -253,12 +254,12 @@ func (c *Cluster) applyClaims(ctx context.Context, batch []pendingClaim) {
 	c.own.pending.add(epoch, taken)
 	for i, pc := range batch {
 		switch o := out[i]; {
-		case o.foreign:
+		case o.Foreign:
 			pc.done(Claim{Foreign: true})
-		case o.prev == "" || o.prev == self:
-			pc.done(Claim{Epoch: epoch, Named: o.named})
+		case o.Prev == "" || o.Prev == self:
+			pc.done(Claim{Epoch: epoch, Named: o.Named})
 		default:
-			c.handover(pc, epoch, o.prev, o.named)
+			c.handover(pc, epoch, o.Prev, o.Named)
 		}
 	}
 }
@@ -276,7 +277,7 @@ func (c *Cluster) Release(cid string, epoch uint64) {
 	o := &c.own
 	o.mu.Lock()
 	if len(o.releases) < maxPendingReleases {
-		o.releases = append(o.releases, release{id: cid, epoch: epoch})
+		o.releases = append(o.releases, fsm.Release{ID: cid, Epoch: epoch})
 	} else {
 		o.dropped++
 	}
@@ -290,7 +291,7 @@ func (c *Cluster) Release(cid string, epoch uint64) {
 // apply it; Attached never blocks.
 func (c *Cluster) Attached(cid string, epoch uint64, identity string) {
 	o := &c.own
-	a := attach{id: cid, epoch: epoch, who: whoOf(identity)}
+	a := fsm.Attach{ID: cid, Epoch: epoch, Who: fsm.WhoOf(identity)}
 	o.mu.Lock()
 	if len(o.attaches) < maxPendingReleases {
 		o.attaches = append(o.attaches, a)
@@ -323,8 +324,8 @@ func (c *Cluster) releaseLoop(ctx context.Context) {
 			o.attaches = nil // a member could not apply them; the entries stay unknown
 			o.mu.Unlock()
 		}
-		if drain(ctx, c, &o.attaches, func(b []attach) Command { return attaches{node: node, ids: b} }) {
-			drain(ctx, c, &o.releases, func(b []release) Command { return releases{node: node, ids: b} })
+		if drain(ctx, c, &o.attaches, func(b []fsm.Attach) Command { return fsm.Attaches{Node: node, IDs: b} }) {
+			drain(ctx, c, &o.releases, func(b []fsm.Release) Command { return fsm.Releases{Node: node, IDs: b} })
 		}
 	}
 }
@@ -336,7 +337,7 @@ func drain[T any](ctx context.Context, c *Cluster, q *[]T, cmd func([]T) Command
 	o := &c.own
 	for {
 		o.mu.Lock()
-		n := min(len(*q), maxBatchIDs)
+		n := min(len(*q), fsm.MaxBatchIDs)
 		batch := append([]T(nil), (*q)[:n]...)
 		o.mu.Unlock()
 		if n == 0 {
@@ -358,17 +359,17 @@ func drain[T any](ctx context.Context, c *Cluster, q *[]T, cmd func([]T) Command
 // applied is the FSM's hook: a claim by another node fences this node's connections of
 // the ids it took (not those it was refused); one of this node's is traced
 // (owner_again.go).
-func (c *Cluster) applied(cmd command, index uint64, result []byte) {
+func (c *Cluster) applied(cmd fsm.Command, index uint64, result []byte) {
 	c.own.pending.applied(index)
-	cl, ok := cmd.(claims)
+	cl, ok := cmd.(fsm.Claims)
 	if !ok {
 		return
 	}
-	if cl.node == c.cfg.NodeName {
-		c.own.traces.applied(cl.ids, index, result)
+	if cl.Node == c.cfg.NodeName {
+		c.own.traces.applied(cl.IDs, index, result)
 		return
 	}
-	ids := cl.taken(result)
+	ids := cl.Taken(result)
 	if len(ids) == 0 {
 		return
 	}

@@ -173,7 +173,7 @@ func (x *StatusReply) GetBootstrapSet() []string {
 
 type ApplyRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
-	Command []byte                 `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"` // one command as internal/cluster's fsm.go encodes it
+	Command []byte                 `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"` // one command as internal/cluster/fsm encodes it
 	// Unix ns after which the leader refuses the command (0: no bound): the forwarding
 	// node's lease, for a command made for one of its clients, so that a request the
 	// network delayed (a partition that healed) is not applied after that node fenced
