@@ -46,6 +46,6 @@
 // The Cluster type (cluster.go) is what the broker holds: Start, Close, Apply (on the
 // leader, or forwarded to it, and to the next one when the leader changes: leader.go),
 // the leader, the members, Wait for the cluster to be formed, and the Prometheus metrics
-// (metrics.go). The design for all phases is the issue's (issue 13) and the shared
-// cluster-design notes.
+// (metrics.go). docs/cluster.md is the user's page; docs/cluster-owner.md and
+// docs/cluster-retained.md the design of ownership and of retained messages.
 package cluster

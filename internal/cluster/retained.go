@@ -61,7 +61,7 @@ type retainer struct {
 	nudges  uint64 // empty entries a follower appended to learn of a commit (nudge)
 	failed  uint64 // ops the log did not take (no leader until the deadline, closing)
 	dropped uint64 // QoS 0 changes not queued: the queue was full
-	// lastFailed is the seq range of the last failed batch, for a Gate held late.
+	// lastFailedFrom and lastFailedTo are the seq range of the last failed batch, for a Gate held late.
 	lastFailedFrom, lastFailedTo uint64
 	wait                         time.Duration // an entry's bound to be taken; 0: applyTimeout
 	bound                        int           // the QoS 0 queue bound; 0: retainQueueBytes

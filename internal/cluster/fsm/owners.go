@@ -25,7 +25,7 @@ import (
 // refused (ClaimAs.settle). A claim records its CONNECT's identity only where the session
 // cannot stay another's if the CONNECT fails after the claim, and whoUnknown otherwise,
 // which never refuses anyone: then the hand-over brings the session and the broker
-// compares the identities, as before the table kept them. Two identities share a digest
+// compares the identities from the session itself. Two identities share a digest
 // with odds of 2^-24, and then a CONNECT of one closes the other's connection before it is
 // refused, the same way. A CONNECT that attaches under a claim that left its entry unknown
 // names its identity afterwards (Attaches, batched and lazy as releases are): so an entry
