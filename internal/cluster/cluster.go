@@ -106,12 +106,12 @@ type Cluster struct {
 
 	ret      retainer      // retained.go: retained changes on their way to the log
 	retStore RetainedStore // the broker's retained index; nil: none (tests)
-	sys      sysHooks      // sys.go: $SYS totals
-	sessions SessionLister // sessions.go: this node's sessions, for the admin API's listings
-	authf    authSync      // authfiles.go: the auth files in force
+	sys      sysHooks      // admin_sys.go: $SYS totals
+	sessions SessionLister // admin_sessions.go: this node's sessions, for the admin API's listings
+	authf    authSync      // auth_files.go: the auth files in force
 
 	mqttAddr     atomic.Pointer[string]
-	redirectTo   atomic.Pointer[string] // where new MQTT 5 clients go; "" here (load.go)
+	redirectTo   atomic.Pointer[string] // where new MQTT 5 clients go; "" here (member_load.go)
 	fileID       atomic.Pointer[string] // the id kept in the data directory
 	bootstrapped atomic.Bool
 	joinTried    atomic.Bool // the seeds were tried once (or there are none)
@@ -125,7 +125,7 @@ type Cluster struct {
 	published Meta
 
 	own     ownership   // owner.go: client-id claims, hand-over, the lease
-	leaders leaderWatch // leader.go: the leadership forwarded Applies run under
+	leaders leaderWatch // raft_leader.go: the leadership forwarded Applies run under
 }
 
 // New returns a Cluster for o, not started: it opens nothing and starts no goroutine.
@@ -589,7 +589,7 @@ type attempt struct {
 // applyOnce tries the leader this node knows. A command forwarded to it is given up
 // (retry) when the leader this node knows changes: a leader paused or cut off never
 // answers, and its followers elect another within an election or two, to which the
-// command goes next (leader.go).
+// command goes next (raft_leader.go).
 func (c *Cluster) applyOnce(ctx context.Context, data []byte) attempt {
 	if c.raft.State() == raft.Leader {
 		res, index, err := c.applyLocal(ctx, data)

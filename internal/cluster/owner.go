@@ -16,7 +16,7 @@ import (
 // batch, by a few claim workers, so a reconnect storm costs a few Raft entries, not one
 // per client. The entry's result names each id's previous owner: none or this node, and
 // the broker goes on with its local session; another node, and the session is asked of
-// it (handover.go). Every node applying a claim for another node closes its own
+// it (owner_handover.go). Every node applying a claim for another node closes its own
 // connection of the id (Host.Fence): the fence. When a session ends its node releases
 // the entry (Release, batched the same way), so the table holds the live and persistent
 // sessions only. A claim carries its CONNECT's identity once every member can apply that
@@ -55,7 +55,7 @@ type Host interface {
 	// its claim and its CONNACK, ask again; superseded: this node's claim of cid is newer
 	// than epoch, nothing changed.
 	HandOver(cid string, epoch uint64, discard bool) (image []byte, found, busy, superseded bool, err error)
-	// SelfFence closes every client connection: this node has lost the leader (fence.go).
+	// SelfFence closes every client connection: this node has lost the leader (owner_fence.go).
 	SelfFence()
 }
 
@@ -69,7 +69,7 @@ type pendingClaim struct {
 	as     fsm.ClaimAs
 	fences uint64 // the times this node had fenced itself when the claim was made
 	// entryBy is when its Raft entry must be applied: cluster.claim_timeout less the
-	// lease, which a hand-over may take after it (handover.go).
+	// lease, which a hand-over may take after it (owner_handover.go).
 	entryBy time.Time
 	done    func(Claim)
 }
@@ -87,7 +87,7 @@ type ownership struct {
 	claimWake   chan struct{}
 	releaseWake chan struct{}
 
-	fence   fenceState    // fence.go
+	fence   fenceState    // owner_fence.go
 	counts  ownerCounts   // owner_metrics.go
 	pending pendingClaims // owner_pending.go
 	traces  claimTraces   // owner_again.go
@@ -108,7 +108,7 @@ func (c *Cluster) host() Host {
 	return nil
 }
 
-// startOwnership starts the claim and release workers and the lease watch (fence.go),
+// startOwnership starts the claim and release workers and the lease watch (owner_fence.go),
 // and registers ownership's metrics.
 func (c *Cluster) startOwnership() {
 	if c.metrics != nil {
@@ -186,7 +186,7 @@ func (c *Cluster) claimLoop(ctx context.Context) {
 
 // applyClaims applies one batch and dispatches each outcome. Claims made before this
 // node fenced itself fail, and so does the batch if it fences itself while the batch
-// waits for the log (fence_watch.go): their CONNECTs were refused by the fence. The
+// waits for the log (owner_fence_watch.go): their CONNECTs were refused by the fence. The
 // entry must be applied by the latest entryBy of the batch (a claim whose own has passed
 // by the time the batch is taken fails).
 func (c *Cluster) applyClaims(ctx context.Context, batch []pendingClaim) {
@@ -264,7 +264,7 @@ func (c *Cluster) applyClaims(ctx context.Context, batch []pendingClaim) {
 	}
 }
 
-// speaks reports whether every member can apply a command of protocol v (membership.go).
+// speaks reports whether every member can apply a command of protocol v (member.go).
 func (c *Cluster) speaks(v uint8) bool { return c.ms != nil && c.ms.speaks(v) }
 
 // errClaimTimeout fails a claim whose Raft entry was not applied within

@@ -10,7 +10,7 @@ import (
 )
 
 // A claim applied twice. A claim batch forwarded to a leader that stops answering is sent
-// again to the next leader (leader.go). If the first had appended it and the next has it
+// again to the next leader (raft_leader.go). If the first had appended it and the next has it
 // in its log, both entries commit: the id is claimed twice by this node, which is
 // harmless to the table (the second is a newer claim of the same node) but not to the
 // outcome: the second entry names this node as the previous owner, and the owner before,
@@ -25,7 +25,7 @@ import (
 // past it, or lags by more than againWait), the previous owner of an id that the last
 // one says this node claimed since the batch was first sent is not known: it is treated
 // as one that cannot be asked (unknownOwner), whose connection is closed by the lease
-// (handover.go, afterLease); the session is lost.
+// (owner_handover.go, afterLease); the session is lost.
 
 // againWait bounds the wait of a batch sent more than once for this node's FSM to apply
 // its first application: the leader's answer comes when it applied the last one, so the

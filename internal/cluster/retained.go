@@ -223,7 +223,7 @@ func failGate(g session.Gate) {
 // retainLoop appends the queued changes to the log, one entry at a time, until Close.
 //
 // Only while this node serves clients: when it fences itself (it lost the leader for the
-// lease, fence.go), the change in flight and those queued fail, and their publishers'
+// lease, owner_fence.go), the change in flight and those queued fail, and their publishers'
 // connections, closed by the fence, get no acknowledgement. Otherwise a change made on
 // the minority side of a partition would be appended once the partition heals, after
 // whatever its publisher, sent away with 0x9C, has set since on a node that served it.

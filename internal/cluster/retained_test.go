@@ -76,7 +76,7 @@ func retCluster(t *testing.T) (nodes []*testNode, stores []*syncStore, lead *tes
 	}
 	_, leader := waitFormed(t, nodes...)
 	// Retained changes come from clients, whom a node serves only while it holds its
-	// lease: a change handed to it before fails (fence_watch.go).
+	// lease: a change handed to it before fails (owner_fence_watch.go).
 	testenv.WaitFor(t, "every node to serve", func() bool {
 		for _, n := range nodes {
 			if ok, _ := n.Serving(); !ok {

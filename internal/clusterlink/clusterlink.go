@@ -44,7 +44,7 @@ type Node interface {
 	Advertise(mqttAddr string)
 	Close() error
 
-	// The auth files every node enforces (internal/cluster/authfiles.go).
+	// The auth files every node enforces (internal/cluster/auth_files.go).
 
 	// SetAuthHost makes h the auth state the replicated files drive; before Start.
 	SetAuthHost(h AuthHost)

@@ -530,7 +530,7 @@ func (x *RouteAck) GetVersion() uint64 {
 }
 
 // ForwardBatch is a batch of PUBLISHes crossing to the node that has matching
-// subscribers. The messages are frames of their own (internal/cluster/frame.go), which
+// subscribers. The messages are frames of their own (internal/cluster/forward_frame.go), which
 // the callee reads in place: one allocation per batch, not several per message.
 type ForwardBatch struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`

@@ -13,7 +13,7 @@ import (
 // The auth files in the replicated state: the contents of each password and ACL file the
 // cluster enforces, keyed by what is the same on every node (the auth block: "" for the
 // top-level one, else the listener's name; and the kind), never by a node's path. A
-// reload on any node proposes the files that differ from the cluster's (internal/cluster, authfiles.go);
+// reload on any node proposes the files that differ from the cluster's (internal/cluster, auth_files.go);
 // every node applying the entry puts the new contents in force. A node's start proposes
 // its files as a seed, which sets only what the cluster has none of, so the first node's
 // files become the cluster's and a later or restarted node adopts the cluster's.

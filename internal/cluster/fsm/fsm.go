@@ -13,7 +13,7 @@ import (
 // A log entry is [entryVersion][kind][body]. Adding a command is a local change: a kind
 // below (never reusing a value), a type implementing Command in a file of its own, and
 // its decoder in commands. A leader may only write a command every member can apply:
-// nodes tell their protocol version in their metadata (internal/cluster, meta.go), and a
+// nodes tell their protocol version in their metadata (internal/cluster, member_meta.go), and a
 // command that needs a newer one waits until every member has it.
 
 // entryVersion is the first byte of every command this build writes.

@@ -8,7 +8,7 @@ import (
 
 // Client-id ownership in the replicated state: client id → (owner node, epoch, owner
 // identity). A CONNECT on node B claims its client id for B (Claims); the entry's previous
-// owner, returned to B, is the node B asks for the session (handover.go; the files named
+// owner, returned to B, is the node B asks for the session (owner_handover.go; the files named
 // here without a package are internal/cluster's), and every node
 // applying the claim closes its own connection of that id if it is not the owner (the
 // fence, owner.go). When a session ends its node releases the entry (Releases), so the

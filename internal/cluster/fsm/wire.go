@@ -8,7 +8,7 @@ import (
 
 // The compact encoding of the Raft commands and snapshots: unsigned varints, and strings
 // and byte strings prefixed with their length (internal/cluster's node metadata has the
-// same layout, meta.go). A hand-written encoding rather than protobuf because a claim is
+// same layout, member_meta.go). A hand-written encoding rather than protobuf because a claim is
 // written for every client CONNECT: it should cost a few dozen bytes and no reflection.
 
 // errShort is a value cut off before its end.

@@ -14,7 +14,7 @@ import (
 
 // The cluster's identity: a random id, drawn by the first leader after the bootstrap
 // and chosen once by the state machine (fsm.Identity). Every member advertises it in its
-// metadata, and a node advertising another is refused (membership.go), so that two
+// metadata, and a node advertising another is refused (member.go), so that two
 // clusters never merge.
 
 // newClusterID returns a random cluster id: 16 bytes in hex.

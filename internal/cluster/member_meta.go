@@ -110,7 +110,7 @@ func (r *metaReader) uvarint() uint64 {
 	if !r.ok {
 		return 0
 	}
-	v, rest, ok := uvarint(r.b) // frame.go
+	v, rest, ok := uvarint(r.b) // forward_frame.go
 	r.b, r.ok = rest, ok
 	return v
 }
