@@ -8,7 +8,7 @@ import (
 )
 
 // TestEmbeddingLinksNoCluster: a program that embeds package bifrost links no cluster
-// code (memberlist, Raft, gRPC) unless it imports bifrost/cluster: docs/edge.md measures
+// code (memberlist, Raft, gRPC) unless it imports bifrost/cluster: docs/lab/edge.md measures
 // what that saves a single node.
 func TestEmbeddingLinksNoCluster(t *testing.T) {
 	for _, pkg := range testenv.Deps(t, "", "github.com/bifrost-mqtt/bifrost") {
@@ -21,7 +21,7 @@ func TestEmbeddingLinksNoCluster(t *testing.T) {
 
 // TestEmbeddingLinksNoEndpoint: a program that embeds package bifrost links none of the
 // HTTP endpoint (the Prometheus client and what it brings, net/http and pprof, the admin
-// API and dashboard) unless it imports bifrost/endpoint, nor the load tool: docs/edge.md
+// API and dashboard) unless it imports bifrost/endpoint, nor the load tool: docs/lab/edge.md
 // measures what that saves an embedder. Pebble links the Prometheus client itself, so the edge build's tag
 // (bifrost_nopebble) is where none of it may be left; net/http goes with the endpoint.
 func TestEmbeddingLinksNoEndpoint(t *testing.T) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # cluster-conns.sh measures what connections cost a bifrost cluster, against one node
-# without a cluster block, on loopback (docs/cluster.md, "Figures"):
+# without a cluster block, on loopback (docs/lab/cluster.md):
 #
 #   1. one node, no cluster: 19,000 connections with one subscription each; its VmRSS and
 #      live heap growth per connection, settled;

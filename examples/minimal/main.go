@@ -1,5 +1,5 @@
 // Command minimal is the smallest program that embeds bifrost: one TCP listener, no store,
-// no HTTP endpoint, no cluster. docs/edge.md measures what it links and what it costs, so
+// no HTTP endpoint, no cluster. docs/lab/edge.md measures what it links and what it costs, so
 // that the embedding API drags in nothing an embedder does not ask for.
 //
 //	go run ./examples/minimal [-addr 127.0.0.1:1883]

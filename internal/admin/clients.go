@@ -17,7 +17,7 @@ import (
 // the pollers, and the cursor is the number to go on from. On a cluster the API of any
 // node lists one node's sessions (node=name) or every node's: it walks the nodes in the
 // order of their names and each node's table in its order, asking the others for a page
-// over gRPC (internal/cluster/sessions.go), so the cursor names a node and a number in
+// over gRPC (internal/cluster/admin_sessions.go), so the cursor names a node and a number in
 // its table. A page fills from as many nodes as it takes; the cost of a page is bounded
 // by its limit and the broker's bound on the numbers one walk looks at, however many
 // clients each node has. A node that does not answer is named in the page's unavailable

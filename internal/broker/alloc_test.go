@@ -100,7 +100,7 @@ func allocsPerOp(runs int, op func()) float64 {
 }
 
 // pathHarness is a broker with a publisher and three subscribers to bench/+/data at QoS 1
-// (or one to $share/g/bench/+/data) on benchConns.
+// (or one to $share/g/bench/+/data) on benchConn connections.
 type pathHarness struct {
 	br         *Broker
 	pub        *benchConn

@@ -82,7 +82,7 @@ type authState struct {
 }
 
 // authRequest is what the client presents, for the authenticator, in a request of its
-// own; a Quick authenticator is lent one instead (lendRequest).
+// own; a Quick authenticator is lent the batch's instead (bt.authReq).
 func (b *Broker) authRequest(cl *client, c *packet.Connect, cid string) *auth.Request {
 	r := new(auth.Request)
 	b.fillRequest(r, cl, c, cid)

@@ -240,7 +240,7 @@ func (b *Broker) deliver(bt *batch, m *session.Message) (n int, durable bool) {
 	}
 	groups := bt.matches.Groups
 	if bt.cluster.forwarded {
-		groups = nil // the origin gave the message to one member cluster-wide (DeliverForwarded)
+		groups = nil // the origin gave the message to one member cluster-wide (Inbound.Deliver)
 	}
 	for _, g := range groups {
 		if m.QoS > 0 && m.Borrowed() {

@@ -20,7 +20,7 @@ type TapFunc func(m *session.Message, qos uint8, retain bool) (stored bool)
 
 // A Tap is an in-process subscriber that sees each message once with its QoS, retain flag
 // and properties, as a bridge needs: its subscriptions are No Local and Retain As
-// Published, so what the tap itself publishes (PublishFrom) never comes back to it. It
+// Published, so what the tap itself publishes (Tap.Publish, Tap.PublishStaged) never comes back to it. It
 // has no session: what it keeps when its fn returns is its own affair.
 type Tap struct {
 	b  *Broker

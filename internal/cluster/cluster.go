@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/cluster/clusterpb"
+	"github.com/bifrost-mqtt/bifrost/internal/cluster/fsm"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/metrics"
 	"github.com/hashicorp/go-sockaddr"
@@ -47,10 +48,13 @@ const (
 
 var errClosed = errors.New("cluster: closed")
 
-// A Command is a change of the replicated state (fsm.go); this package makes them.
-type Command interface {
-	command
-}
+// A Command is a change of the replicated state (internal/cluster/fsm); this package
+// makes them.
+type Command = fsm.Command
+
+// A RetainedStore is the broker's retained index on this node, which the replicated
+// retained set drives (fsm.RetainedStore).
+type RetainedStore = fsm.RetainedStore
 
 // Options configure a Cluster.
 type Options struct {
@@ -89,7 +93,7 @@ type Cluster struct {
 	stores   *raftStores
 	mux      *mux
 	trans    *raft.NetworkTransport
-	fsm      *FSM
+	fsm      *fsm.FSM
 	raft     *raft.Raft
 	grpc     *grpc.Server
 	ms       *membership
@@ -102,12 +106,12 @@ type Cluster struct {
 
 	ret      retainer      // retained.go: retained changes on their way to the log
 	retStore RetainedStore // the broker's retained index; nil: none (tests)
-	sys      sysHooks      // sys.go: $SYS totals
-	sessions SessionLister // sessions.go: this node's sessions, for the admin API's listings
-	authf    authSync      // authfiles.go: the auth files in force
+	sys      sysHooks      // admin_sys.go: $SYS totals
+	sessions SessionLister // admin_sessions.go: this node's sessions, for the admin API's listings
+	authf    authSync      // auth_files.go: the auth files in force
 
 	mqttAddr     atomic.Pointer[string]
-	redirectTo   atomic.Pointer[string] // where new MQTT 5 clients go; "" here (load.go)
+	redirectTo   atomic.Pointer[string] // where new MQTT 5 clients go; "" here (member_load.go)
 	fileID       atomic.Pointer[string] // the id kept in the data directory
 	bootstrapped atomic.Bool
 	joinTried    atomic.Bool // the seeds were tried once (or there are none)
@@ -121,7 +125,7 @@ type Cluster struct {
 	published Meta
 
 	own     ownership   // owner.go: client-id claims, hand-over, the lease
-	leaders leaderWatch // leader.go: the leadership forwarded Applies run under
+	leaders leaderWatch // raft_leader.go: the leadership forwarded Applies run under
 }
 
 // New returns a Cluster for o, not started: it opens nothing and starts no goroutine.
@@ -222,9 +226,9 @@ func (c *Cluster) start(ctx context.Context) error {
 		c.routes.gone(name) // its routes leave at once
 	})
 
-	c.fsm = &FSM{changed: c.stateChanged, applied: c.applied}
+	c.fsm = fsm.New(fsm.Hooks{Changed: c.stateChanged, Applied: c.applied,
+		Retained: c.retStore, RetainedApplied: c.ret.appliedHere})
 	c.trans = newTransport(c.ctx, c.mux, c.rpcAddr, clientTLS, c.raftAddress, newHCLogger(c.log, "raft"))
-	c.fsm.setRetainedStore(c.retStore, c.ret.appliedHere)
 	if c.raft, err = raft.NewRaft(raftConfig(k.NodeName, newHCLogger(c.log, "raft")), c.fsm,
 		c.stores.logs, c.stores.stable, c.stores.snaps, c.trans); err != nil {
 		return fmt.Errorf("cluster: raft: %w", err)
@@ -549,7 +553,7 @@ func (c *Cluster) applyTracked(ctx context.Context, cmd Command) (res []byte, in
 		ctx, cancel = context.WithTimeout(ctx, applyTimeout)
 		defer cancel()
 	}
-	data := encodeCommand(cmd)
+	data := fsm.Encode(cmd)
 	start := time.Now()
 	for {
 		if c.ctx.Err() != nil {
@@ -585,7 +589,7 @@ type attempt struct {
 // applyOnce tries the leader this node knows. A command forwarded to it is given up
 // (retry) when the leader this node knows changes: a leader paused or cut off never
 // answers, and its followers elect another within an election or two, to which the
-// command goes next (leader.go).
+// command goes next (raft_leader.go).
 func (c *Cluster) applyOnce(ctx context.Context, data []byte) attempt {
 	if c.raft.State() == raft.Leader {
 		res, index, err := c.applyLocal(ctx, data)
@@ -644,11 +648,11 @@ func (c *Cluster) applyLocal(ctx context.Context, data []byte) ([]byte, uint64, 
 	if err := f.Error(); err != nil {
 		return nil, 0, err
 	}
-	r := f.Response().(applied)
-	if r.err != nil {
-		return nil, f.Index(), applyError{r.err}
+	res, err := fsm.Response(f.Response())
+	if err != nil {
+		return nil, f.Index(), applyError{err}
 	}
-	return r.data, f.Index(), nil
+	return res, f.Index(), nil
 }
 
 // Close leaves the cluster gracefully (the leader removes this node from the Raft

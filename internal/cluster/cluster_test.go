@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bifrost-mqtt/bifrost/internal/cluster/fsm"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
@@ -144,7 +145,7 @@ func TestFormThree(t *testing.T) {
 	}
 	// The identity is chosen once: a follower's identity entry, forwarded, is told the
 	// id in force.
-	res, err := follower.Apply(context.Background(), identity{id: newClusterID()})
+	res, err := follower.Apply(context.Background(), fsm.Identity{ID: newClusterID()})
 	if err != nil || string(res) != id {
 		t.Fatalf("forwarded Apply = %q, %v; want the cluster id %s", res, err, id)
 	}

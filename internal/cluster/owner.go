@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
+	"github.com/bifrost-mqtt/bifrost/internal/cluster/fsm"
 )
 
 // One client id, one live connection, cluster-wide. A CONNECT claims its client id
@@ -15,12 +16,12 @@ import (
 // batch, by a few claim workers, so a reconnect storm costs a few Raft entries, not one
 // per client. The entry's result names each id's previous owner: none or this node, and
 // the broker goes on with its local session; another node, and the session is asked of
-// it (handover.go). Every node applying a claim for another node closes its own
+// it (owner_handover.go). Every node applying a claim for another node closes its own
 // connection of the id (Host.Fence): the fence. When a session ends its node releases
 // the entry (Release, batched the same way), so the table holds the live and persistent
 // sessions only. A claim carries its CONNECT's identity once every member can apply that
 // (identityProtocol): one under foreign_session: refuse is refused by the table itself
-// when another identity owns the id, and fences nothing (owner_fsm.go).
+// when another identity owns the id, and fences nothing (fsm/owners.go).
 
 // Ownership settings, with their reasons.
 const (
@@ -36,7 +37,7 @@ const (
 	// dropped (the entries stay until a later claim of the id replaces them).
 	maxPendingReleases = 1 << 20
 	// identityProtocol is the protocolVersion a member needs to apply claims with
-	// identities; until every member has it, claims go without (kindClaim).
+	// identities; until every member has it, claims go without (fsm.Claims.As nil).
 	identityProtocol = 3
 )
 
@@ -54,7 +55,7 @@ type Host interface {
 	// its claim and its CONNACK, ask again; superseded: this node's claim of cid is newer
 	// than epoch, nothing changed.
 	HandOver(cid string, epoch uint64, discard bool) (image []byte, found, busy, superseded bool, err error)
-	// SelfFence closes every client connection: this node has lost the leader (fence.go).
+	// SelfFence closes every client connection: this node has lost the leader (owner_fence.go).
 	SelfFence()
 }
 
@@ -65,10 +66,10 @@ type Claim = broker.ClaimOutcome
 type pendingClaim struct {
 	cid    string
 	clean  bool // the previous owner drops the session rather than send it
-	as     claimAs
+	as     fsm.ClaimAs
 	fences uint64 // the times this node had fenced itself when the claim was made
 	// entryBy is when its Raft entry must be applied: cluster.claim_timeout less the
-	// lease, which a hand-over may take after it (handover.go).
+	// lease, which a hand-over may take after it (owner_handover.go).
 	entryBy time.Time
 	done    func(Claim)
 }
@@ -79,14 +80,14 @@ type ownership struct {
 
 	mu       sync.Mutex
 	claims   []pendingClaim
-	releases []release
-	attaches []attach
+	releases []fsm.Release
+	attaches []fsm.Attach
 	dropped  uint64 // releases and attaches dropped over maxPendingReleases
 
 	claimWake   chan struct{}
 	releaseWake chan struct{}
 
-	fence   fenceState    // fence.go
+	fence   fenceState    // owner_fence.go
 	counts  ownerCounts   // owner_metrics.go
 	pending pendingClaims // owner_pending.go
 	traces  claimTraces   // owner_again.go
@@ -107,7 +108,7 @@ func (c *Cluster) host() Host {
 	return nil
 }
 
-// startOwnership starts the claim and release workers and the lease watch (fence.go),
+// startOwnership starts the claim and release workers and the lease watch (owner_fence.go),
 // and registers ownership's metrics.
 func (c *Cluster) startOwnership() {
 	if c.metrics != nil {
@@ -128,12 +129,12 @@ func (c *Cluster) startOwnership() {
 func (c *Cluster) Claim(who broker.Claimant, done func(Claim)) {
 	o := &c.own
 	entryBy := time.Now().Add(time.Duration(c.cfg.ClaimTimeout - c.cfg.Lease))
-	as := claimAs{who: whoOf(who.Identity), mode: takeMoved}
+	as := fsm.ClaimAs{Who: fsm.WhoOf(who.Identity), Mode: fsm.TakeMoved}
 	switch {
 	case who.Refuse:
-		as.mode = takeUnlessForeign
+		as.Mode = fsm.TakeUnlessForeign
 	case who.Discard:
-		as.mode = takeDropped
+		as.Mode = fsm.TakeDropped
 	}
 	pc := pendingClaim{cid: who.ClientID, clean: who.Discard && !who.Refuse, as: as,
 		fences: c.own.counts.selfFenced.Load(), entryBy: entryBy, done: done}
@@ -185,13 +186,13 @@ func (c *Cluster) claimLoop(ctx context.Context) {
 
 // applyClaims applies one batch and dispatches each outcome. Claims made before this
 // node fenced itself fail, and so does the batch if it fences itself while the batch
-// waits for the log (fence_watch.go): their CONNECTs were refused by the fence. The
+// waits for the log (owner_fence_watch.go): their CONNECTs were refused by the fence. The
 // entry must be applied by the latest entryBy of the batch (a claim whose own has passed
 // by the time the batch is taken fails).
 func (c *Cluster) applyClaims(ctx context.Context, batch []pendingClaim) {
 	fences := c.own.counts.selfFenced.Load()
 	ids := make([]string, 0, len(batch))
-	as := make([]claimAs, 0, len(batch))
+	as := make([]fsm.ClaimAs, 0, len(batch))
 	keep := batch[:0]
 	now := time.Now()
 	var by time.Time
@@ -218,19 +219,19 @@ func (c *Cluster) applyClaims(ctx context.Context, batch []pendingClaim) {
 	actx, cancel := context.WithDeadline(leaseBound(ctx), by)
 	defer cancel()
 	stop := c.untilFenced(actx, cancel, fences)
-	cmd := claims{node: self, ids: ids}
+	cmd := fsm.Claims{Node: self, IDs: ids}
 	if c.speaks(identityProtocol) {
-		cmd.as = as
+		cmd.As = as
 	}
 	tr := c.own.traces.trace(ids, c.raft.CommitIndex())
 	res, _, again, err := c.applyTracked(actx, cmd)
 	var epoch uint64
-	var out []claimed
+	var out []fsm.Claimed
 	if err == nil {
-		epoch, out, err = decodeClaimed(res, len(ids), cmd.as != nil)
+		epoch, out, err = fsm.DecodeClaimed(res, len(ids), cmd.As != nil)
 	}
 	if err == nil && again {
-		out = c.firstOutcome(actx, tr, epoch, out, cmd.as != nil)
+		out = c.firstOutcome(actx, tr, epoch, out, cmd.As != nil)
 	}
 	c.own.traces.end(tr)
 	stop()
@@ -242,8 +243,8 @@ func (c *Cluster) applyClaims(ctx context.Context, batch []pendingClaim) {
 	}
 	taken := ids
 	for i := range out {
-		if out[i].foreign {
-			taken = cmd.taken(res)
+		if out[i].Foreign {
+			taken = cmd.Taken(res)
 			break
 		}
 	}
@@ -253,17 +254,17 @@ func (c *Cluster) applyClaims(ctx context.Context, batch []pendingClaim) {
 	c.own.pending.add(epoch, taken)
 	for i, pc := range batch {
 		switch o := out[i]; {
-		case o.foreign:
+		case o.Foreign:
 			pc.done(Claim{Foreign: true})
-		case o.prev == "" || o.prev == self:
-			pc.done(Claim{Epoch: epoch, Named: o.named})
+		case o.Prev == "" || o.Prev == self:
+			pc.done(Claim{Epoch: epoch, Named: o.Named})
 		default:
-			c.handover(pc, epoch, o.prev, o.named)
+			c.handover(pc, epoch, o.Prev, o.Named)
 		}
 	}
 }
 
-// speaks reports whether every member can apply a command of protocol v (membership.go).
+// speaks reports whether every member can apply a command of protocol v (member.go).
 func (c *Cluster) speaks(v uint8) bool { return c.ms != nil && c.ms.speaks(v) }
 
 // errClaimTimeout fails a claim whose Raft entry was not applied within
@@ -276,7 +277,7 @@ func (c *Cluster) Release(cid string, epoch uint64) {
 	o := &c.own
 	o.mu.Lock()
 	if len(o.releases) < maxPendingReleases {
-		o.releases = append(o.releases, release{id: cid, epoch: epoch})
+		o.releases = append(o.releases, fsm.Release{ID: cid, Epoch: epoch})
 	} else {
 		o.dropped++
 	}
@@ -290,7 +291,7 @@ func (c *Cluster) Release(cid string, epoch uint64) {
 // apply it; Attached never blocks.
 func (c *Cluster) Attached(cid string, epoch uint64, identity string) {
 	o := &c.own
-	a := attach{id: cid, epoch: epoch, who: whoOf(identity)}
+	a := fsm.Attach{ID: cid, Epoch: epoch, Who: fsm.WhoOf(identity)}
 	o.mu.Lock()
 	if len(o.attaches) < maxPendingReleases {
 		o.attaches = append(o.attaches, a)
@@ -323,8 +324,8 @@ func (c *Cluster) releaseLoop(ctx context.Context) {
 			o.attaches = nil // a member could not apply them; the entries stay unknown
 			o.mu.Unlock()
 		}
-		if drain(ctx, c, &o.attaches, func(b []attach) Command { return attaches{node: node, ids: b} }) {
-			drain(ctx, c, &o.releases, func(b []release) Command { return releases{node: node, ids: b} })
+		if drain(ctx, c, &o.attaches, func(b []fsm.Attach) Command { return fsm.Attaches{Node: node, IDs: b} }) {
+			drain(ctx, c, &o.releases, func(b []fsm.Release) Command { return fsm.Releases{Node: node, IDs: b} })
 		}
 	}
 }
@@ -336,7 +337,7 @@ func drain[T any](ctx context.Context, c *Cluster, q *[]T, cmd func([]T) Command
 	o := &c.own
 	for {
 		o.mu.Lock()
-		n := min(len(*q), maxBatchIDs)
+		n := min(len(*q), fsm.MaxBatchIDs)
 		batch := append([]T(nil), (*q)[:n]...)
 		o.mu.Unlock()
 		if n == 0 {
@@ -358,17 +359,17 @@ func drain[T any](ctx context.Context, c *Cluster, q *[]T, cmd func([]T) Command
 // applied is the FSM's hook: a claim by another node fences this node's connections of
 // the ids it took (not those it was refused); one of this node's is traced
 // (owner_again.go).
-func (c *Cluster) applied(cmd command, index uint64, result []byte) {
+func (c *Cluster) applied(cmd fsm.Command, index uint64, result []byte) {
 	c.own.pending.applied(index)
-	cl, ok := cmd.(claims)
+	cl, ok := cmd.(fsm.Claims)
 	if !ok {
 		return
 	}
-	if cl.node == c.cfg.NodeName {
-		c.own.traces.applied(cl.ids, index, result)
+	if cl.Node == c.cfg.NodeName {
+		c.own.traces.applied(cl.IDs, index, result)
 		return
 	}
-	ids := cl.taken(result)
+	ids := cl.Taken(result)
 	if len(ids) == 0 {
 		return
 	}

@@ -5,10 +5,12 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/bifrost-mqtt/bifrost/internal/cluster/fsm"
 )
 
 // A claim applied twice. A claim batch forwarded to a leader that stops answering is sent
-// again to the next leader (leader.go). If the first had appended it and the next has it
+// again to the next leader (raft_leader.go). If the first had appended it and the next has it
 // in its log, both entries commit: the id is claimed twice by this node, which is
 // harmless to the table (the second is a newer claim of the same node) but not to the
 // outcome: the second entry names this node as the previous owner, and the owner before,
@@ -23,7 +25,7 @@ import (
 // past it, or lags by more than againWait), the previous owner of an id that the last
 // one says this node claimed since the batch was first sent is not known: it is treated
 // as one that cannot be asked (unknownOwner), whose connection is closed by the lease
-// (handover.go, afterLease); the session is lost.
+// (owner_handover.go, afterLease); the session is lost.
 
 // againWait bounds the wait of a batch sent more than once for this node's FSM to apply
 // its first application: the leader's answer comes when it applied the last one, so the
@@ -87,7 +89,7 @@ func (t *claimTraces) applied(ids []string, index uint64, result []byte) {
 // previous owner from the batch's first application here, or unknownOwner (see above).
 // It waits up to againWait (and ctx) for that first application.
 func (c *Cluster) firstOutcome(ctx context.Context, tr *claimTrace, epoch uint64,
-	out []claimed, as bool) []claimed {
+	out []fsm.Claimed, as bool) []fsm.Claimed {
 	t := time.NewTimer(againWait)
 	defer t.Stop()
 	select {
@@ -98,21 +100,21 @@ func (c *Cluster) firstOutcome(ctx context.Context, tr *claimTrace, epoch uint64
 	c.own.traces.mu.Lock()
 	index, result := tr.index, tr.result
 	c.own.traces.mu.Unlock()
-	var first []claimed
+	var first []fsm.Claimed
 	if index != 0 && index < epoch {
-		_, first, _ = decodeClaimed(result, len(out), as)
+		_, first, _ = fsm.DecodeClaimed(result, len(out), as)
 	}
 	self := c.cfg.NodeName
 	for i := range out {
 		switch {
-		case out[i].prev != self || out[i].prevEpoch <= tr.since:
+		case out[i].Prev != self || out[i].PrevEpoch <= tr.since:
 			// Another node's, or this node's from before the batch was sent.
 		case first != nil:
 			out[i] = first[i]
 		default:
 			// This node's claim, made after the batch was first sent and not seen
 			// here: perhaps that first attempt, applied in a snapshot.
-			out[i] = claimed{prev: unknownOwner}
+			out[i] = fsm.Claimed{Prev: unknownOwner}
 		}
 	}
 	return out

@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"testing"
+
+	"github.com/bifrost-mqtt/bifrost/internal/cluster/fsm"
 )
 
 // TestClaimAppliedTwice: a batch sent twice (its first outcome lost with a leader that
@@ -12,9 +14,9 @@ import (
 // Without the first application seen here, an id that the second says this node claimed
 // since the batch was first sent has an unknown previous owner.
 func TestClaimAppliedTwice(t *testing.T) {
-	c := &Cluster{fsm: &FSM{}}
+	c := &Cluster{}
 	c.cfg.NodeName = "n1"
-	c.fsm.applied = c.applied
+	c.fsm = fsm.New(fsm.Hooks{Applied: c.applied})
 	claim(t, c.fsm, 5, "n2", "x", "y")
 	claim(t, c.fsm, 6, "n1", "y")
 	ids := []string{"x", "y", "z"}
@@ -22,12 +24,12 @@ func TestClaimAppliedTwice(t *testing.T) {
 	claim(t, c.fsm, 7, "n3", "q")
 	claim(t, c.fsm, 8, "n1", ids...) // the first attempt: its outcome never came
 	epoch, out := claim(t, c.fsm, 9, "n1", ids...)
-	if !slices.Equal(out, []claimed{{prev: "n1", prevEpoch: 8}, {prev: "n1", prevEpoch: 8}, {prev: "n1", prevEpoch: 8}}) {
+	if !slices.Equal(out, []fsm.Claimed{{Prev: "n1", PrevEpoch: 8}, {Prev: "n1", PrevEpoch: 8}, {Prev: "n1", PrevEpoch: 8}}) {
 		t.Fatalf("second application's outcome %v", out)
 	}
 	got := c.firstOutcome(context.Background(), tr, epoch, out, false)
 	c.own.traces.end(tr)
-	if want := []claimed{{prev: "n2", prevEpoch: 5}, {prev: "n1", prevEpoch: 6}, {}}; !slices.Equal(got, want) {
+	if want := []fsm.Claimed{{Prev: "n2", PrevEpoch: 5}, {Prev: "n1", PrevEpoch: 6}, {}}; !slices.Equal(got, want) {
 		t.Errorf("outcome of the batch applied twice: %v; want %v", got, want)
 	}
 
@@ -38,7 +40,7 @@ func TestClaimAppliedTwice(t *testing.T) {
 	epoch, out = claim(t, c.fsm, 12, "n1", "x", "y")
 	got = c.firstOutcome(context.Background(), tr, epoch, out, false)
 	c.own.traces.end(tr)
-	if want := []claimed{{prev: unknownOwner}, {prev: unknownOwner}}; !slices.Equal(got, want) {
+	if want := []fsm.Claimed{{Prev: unknownOwner}, {Prev: unknownOwner}}; !slices.Equal(got, want) {
 		t.Errorf("outcome without the first application: %v; want %v", got, want)
 	}
 	if len(c.own.traces.live) != 0 {

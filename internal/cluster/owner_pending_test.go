@@ -1,15 +1,19 @@
 package cluster
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/bifrost-mqtt/bifrost/internal/cluster/fsm"
+)
 
 // TestOwnerAheadOfLog: on a follower, a claim of this node whose outcome the leader has
 // told is this node's in Owner before the local FSM applies it, while earlier claims of
 // other nodes are applied here (their fences must spare the connection); once the local
 // FSM has it, the record goes and the table answers.
 func TestOwnerAheadOfLog(t *testing.T) {
-	c := &Cluster{fsm: &FSM{}}
+	c := &Cluster{}
 	c.cfg.NodeName = "n1"
-	c.fsm.applied = c.applied
+	c.fsm = fsm.New(fsm.Hooks{Applied: c.applied})
 	claim(t, c.fsm, 5, "n2", "x")
 	c.own.pending.add(7, []string{"x"}) // n1's claim at 7, applied on the leader
 	if n, e := c.Owner("x"); n != "n1" || e != 7 {

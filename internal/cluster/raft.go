@@ -28,7 +28,8 @@ const (
 	raftLeaderLease = 500 * time.Millisecond
 	// raftSnapshotThreshold and raftTrailingLogs: a snapshot after 8,192 new entries,
 	// keeping 10,240 behind it so that a follower a little behind catches up from the
-	// log, not a snapshot. (Later phases write an entry per CONNECT.)
+	// log, not a snapshot. One entry holds a batch of claims or releases, so a CONNECT
+	// storm writes far fewer entries than CONNECTs.
 	raftSnapshotThreshold = 8192
 	raftTrailingLogs      = 10240
 	// raftSnapshotsKept is how many snapshots the file store keeps: the newest, and one

@@ -6,10 +6,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bifrost-mqtt/bifrost/internal/cluster/fsm"
 	"github.com/bifrost-mqtt/bifrost/internal/session"
 )
 
-// Retained messages cluster-wide (the replicated set is fsm_retained.go). A retained
+// Retained messages cluster-wide (the replicated set is fsm/retained.go). A retained
 // PUBLISH on any node is handed to Retain, which queues it without blocking the poller;
 // one goroutine, the retainer, takes everything queued, appends it to the Raft log as one
 // entry (forwarded to the leader when this node follows), and waits for the next batch
@@ -48,7 +49,7 @@ const (
 // retainer queues retained changes and numbers them.
 type retainer struct {
 	mu      sync.Mutex
-	queue   []retainOp // copies, in order
+	queue   []fsm.RetainOp // copies, in order
 	qbytes  int
 	next    uint64      // seq of the last op queued
 	sent    []sentBatch // batches the leader applied, in log order, waiting to be applied here
@@ -60,7 +61,7 @@ type retainer struct {
 	nudges  uint64 // empty entries a follower appended to learn of a commit (nudge)
 	failed  uint64 // ops the log did not take (no leader until the deadline, closing)
 	dropped uint64 // QoS 0 changes not queued: the queue was full
-	// lastFailed is the seq range of the last failed batch, for a Gate held late.
+	// lastFailedFrom and lastFailedTo are the seq range of the last failed batch, for a Gate held late.
 	lastFailedFrom, lastFailedTo uint64
 	wait                         time.Duration // an entry's bound to be taken; 0: applyTimeout
 	bound                        int           // the QoS 0 queue bound; 0: retainQueueBytes
@@ -87,14 +88,14 @@ func (c *Cluster) Retain(m *session.Message) uint64 {
 	if m.QoS == 0 && c.ret.full() {
 		return 0
 	}
-	o := retainOp{topic: m.Topic(), payload: m.Payload(), props: m.Props(), qos: m.QoS, expiry: m.Expiry}
-	if len(o.payload) == 0 {
-		o.props, o.qos, o.expiry = nil, 0, 0
+	o := fsm.RetainOp{Topic: m.Topic(), Payload: m.Payload(), Props: m.Props(), QoS: m.QoS, Expiry: m.Expiry}
+	if len(o.Payload) == 0 {
+		o.Props, o.QoS, o.Expiry = nil, 0, 0
 	}
-	buf := make([]byte, 0, len(o.topic)+len(o.payload)+len(o.props))
-	buf = append(append(append(buf, o.topic...), o.payload...), o.props...)
-	tl, pl := len(o.topic), len(o.payload)
-	o.topic, o.payload, o.props = buf[:tl:tl], buf[tl:tl+pl:tl+pl], buf[tl+pl:]
+	buf := make([]byte, 0, len(o.Topic)+len(o.Payload)+len(o.Props))
+	buf = append(append(append(buf, o.Topic...), o.Payload...), o.Props...)
+	tl, pl := len(o.Topic), len(o.Payload)
+	o.Topic, o.Payload, o.Props = buf[:tl:tl], buf[tl:tl+pl:tl+pl], buf[tl+pl:]
 	return c.ret.add(o)
 }
 
@@ -130,10 +131,10 @@ func (r *retainer) full() bool {
 	return true
 }
 
-func (r *retainer) add(o retainOp) uint64 {
+func (r *retainer) add(o fsm.RetainOp) uint64 {
 	r.mu.Lock()
 	r.queue = append(r.queue, o)
-	r.qbytes += o.size()
+	r.qbytes += o.Size()
 	r.next++
 	seq := r.next
 	r.mu.Unlock()
@@ -145,12 +146,12 @@ func (r *retainer) add(o retainOp) uint64 {
 }
 
 // take returns the ops of the next entry and the seq of its last one.
-func (r *retainer) take() ([]retainOp, uint64) {
+func (r *retainer) take() ([]fsm.RetainOp, uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n, size := 0, 0
-	for n < len(r.queue) && (n == 0 || size+r.queue[n].size() <= retainBatchBytes) {
-		size += r.queue[n].size()
+	for n < len(r.queue) && (n == 0 || size+r.queue[n].Size() <= retainBatchBytes) {
+		size += r.queue[n].Size()
 		n++
 	}
 	ops := r.queue[:n:n]
@@ -175,7 +176,7 @@ func (r *retainer) sentLocked(index, last uint64, failed bool) {
 	r.releaseLocked()
 }
 
-// appliedHere is told the index of each retained entry this node applies (fsm_retained.go).
+// appliedHere is told the index of each retained entry this node applies (fsm/retained.go).
 func (r *retainer) appliedHere(index uint64) {
 	r.mu.Lock()
 	r.applied = max(r.applied, index)
@@ -222,7 +223,7 @@ func failGate(g session.Gate) {
 // retainLoop appends the queued changes to the log, one entry at a time, until Close.
 //
 // Only while this node serves clients: when it fences itself (it lost the leader for the
-// lease, fence.go), the change in flight and those queued fail, and their publishers'
+// lease, owner_fence.go), the change in flight and those queued fail, and their publishers'
 // connections, closed by the fence, get no acknowledgement. Otherwise a change made on
 // the minority side of a partition would be appended once the partition heals, after
 // whatever its publisher, sent away with 0x9C, has set since on a node that served it.
@@ -258,7 +259,7 @@ func (c *Cluster) retainLoop(ctx context.Context) {
 			}
 			actx, cancel := context.WithTimeout(leaseBound(ctx), cmp.Or(r.wait, applyTimeout))
 			stop := c.untilFenced(actx, cancel, fences)
-			_, index, err := c.applyIndexed(actx, retains{ops: ops})
+			_, index, err := c.applyIndexed(actx, fsm.Retains{Ops: ops})
 			stop()
 			cancel()
 			r.mu.Lock()
@@ -303,7 +304,7 @@ func (r *retainer) failQueued() {
 func (c *Cluster) nudge(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, retainNudgeWait)
 	defer cancel()
-	if _, _, err := c.applyIndexed(ctx, retains{}); err == nil {
+	if _, _, err := c.applyIndexed(ctx, fsm.Retains{}); err == nil {
 		c.ret.mu.Lock()
 		c.ret.nudges++
 		c.ret.mu.Unlock()
@@ -334,7 +335,7 @@ func (c *Cluster) retainSweep(ctx context.Context) {
 		if !c.IsLeader() {
 			continue
 		}
-		for _, o := range c.fsm.expiredRetained(time.Now().UnixNano(), retainSweepMax) {
+		for _, o := range c.fsm.ExpiredRetained(time.Now().UnixNano(), retainSweepMax) {
 			c.ret.add(o)
 		}
 	}

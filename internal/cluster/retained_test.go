@@ -13,22 +13,36 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
-// syncStore is a mapStore that the test reads while Raft's goroutine writes it.
+// syncStore is a RetainedStore in a map, as the broker's index would hold it, that the
+// test reads while Raft's goroutine writes it.
 type syncStore struct {
-	mu sync.Mutex
-	mapStore
+	mu       sync.Mutex
+	m        map[string]*session.Message
+	replaced int
 }
 
 func (s *syncStore) ApplyRetained(topic []byte, m *session.Message) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.mapStore.ApplyRetained(topic, m)
+	if s.m == nil {
+		s.m = map[string]*session.Message{}
+	}
+	if m == nil {
+		delete(s.m, string(topic))
+		return
+	}
+	s.m[string(topic)] = m
 }
 
 func (s *syncStore) ReplaceRetained(each func(func([]byte, *session.Message) bool)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.mapStore.ReplaceRetained(each)
+	s.replaced++
+	s.m = map[string]*session.Message{}
+	each(func(topic []byte, m *session.Message) bool {
+		s.m[string(topic)] = m
+		return true
+	})
 }
 
 // payloads returns topic → payload, and how many times the set was replaced.
@@ -62,7 +76,7 @@ func retCluster(t *testing.T) (nodes []*testNode, stores []*syncStore, lead *tes
 	}
 	_, leader := waitFormed(t, nodes...)
 	// Retained changes come from clients, whom a node serves only while it holds its
-	// lease: a change handed to it before fails (fence_watch.go).
+	// lease: a change handed to it before fails (owner_fence_watch.go).
 	testenv.WaitFor(t, "every node to serve", func() bool {
 		for _, n := range nodes {
 			if ok, _ := n.Serving(); !ok {
@@ -282,9 +296,9 @@ func TestRetainedQueueBound(t *testing.T) {
 	c.ret.mu.Unlock()
 	qos0 := 0
 	for _, o := range queue[:len(queue)-1] {
-		qos0 += o.size()
+		qos0 += o.Size()
 	}
-	last := queue[len(queue)-2].size()
+	last := queue[len(queue)-2].Size()
 	if dropped == 0 || counted != uint64(dropped) || len(queue)-1 != 40-dropped || qos0 < 1024 || qos0-last >= 1024 {
 		t.Fatalf("dropped %d (counted %d) of 40 QoS 0 changes, %d queued in %d bytes; want them queued up to the 1 KiB bound and the rest dropped",
 			dropped, counted, len(queue)-1, qos0)

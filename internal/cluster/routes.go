@@ -290,7 +290,7 @@ func (r *routes) local() Local {
 	return nil
 }
 
-// nodeID returns name's id in the remote index, giving it one on first use. rmu is held.
+// nodeIDLocked returns name's id in the remote index, giving it one on first use. rmu is held.
 func (r *routes) nodeIDLocked(name string) pubsub.SubscriberID {
 	if id, ok := r.ids[name]; ok {
 		return id

@@ -2,8 +2,8 @@
 // one: the cluster's code (memberlist, Raft, gRPC and what they bring) is linked only
 // into programs that import github.com/bifrost-mqtt/bifrost/cluster, which registers
 // itself here. cmd/bifrost imports it; an embedder that runs a single node does not pay
-// for it (docs/edge.md: 12 MB of binary, about 2.5 MiB of resident memory under the edge
-// load).
+// for it (docs/lab/edge.md: 12 MB of binary, about 2.5 MiB of resident memory under the
+// edge load).
 package clusterlink
 
 import (
@@ -45,7 +45,7 @@ type Node interface {
 	Advertise(mqttAddr string)
 	Close() error
 
-	// The auth files every node enforces (internal/cluster/authfiles.go).
+	// The auth files every node enforces (internal/cluster/auth_files.go).
 
 	// SetAuthHost makes h the auth state the replicated files drive; before Start.
 	SetAuthHost(h AuthHost)

@@ -139,7 +139,7 @@ func edge() *Config {
 	// The append-only log writes each commit group once, in one write of up to 64 KiB,
 	// and holds no memtable or cache; built with -tags bifrost_nopebble the broker links
 	// none of Pebble's code. Under the edge load: 5.9-8.1 MiB of VmRSS instead of 12.5-12.7
-	// (docs/edge.md). A device's state is small enough to replay at start.
+	// (docs/lab/edge.md). A device's state is small enough to replay at start.
 	c.Store.Engine, c.Store.EngineDefaulted = EngineLog, true
 	// Flash wears with every fsync: if the operator trades durability for fewer writes
 	// (sync: interval), make the writes fewer and larger.

@@ -11,7 +11,7 @@ import (
 // applies without a restart. Every other field needs one: it is bound into a socket
 // (http), an open engine (store, cluster) or the shape of memory (memory.profile). A new
 // field needs a restart until it is listed here, which is the safe way to be wrong.
-// Listeners are judged by listenerLive.
+// Listeners are judged by listenerChanges.
 var liveFields = []string{
 	"log.level",               // the logger's level is a slog.LevelVar
 	"mqtt.",                   // told to and enforced on connections from the next CONNECT on

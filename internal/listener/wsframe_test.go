@@ -32,7 +32,7 @@ func maskedFrame(fin bool, op byte, payload []byte) []byte {
 	return f
 }
 
-// wsEvent is what a decoding run saw: message bytes are joined; control frames are listed.
+// wsEvents is what a decoding run saw: message bytes are joined; control frames are listed.
 type wsEvents struct {
 	data    []byte
 	control []string // "ping:payload", "pong:payload", "close:payload"

@@ -21,7 +21,7 @@ const (
 // read-only mappings (code, read-only data, function tables), and returns how many bytes
 // of such mappings it advised. It also turns readahead off for them. The kernel maps a binary's pages in large chunks at start
 // (readahead, large folios, fault-around), so a broker just started keeps most of its 38 MB
-// binary resident although it runs a few MiB of it (docs/edge.md); once start-up is done
+// binary resident although it runs a few MiB of it (docs/lab/edge.md); once start-up is done
 // the pages it uses come back on their first touch, and the rest stays on disk. Clean
 // file pages: nothing is written, a page touched again is read again.
 func ReleaseCode() (int64, error) {

@@ -6,11 +6,11 @@ import "sync"
 // live heap: a broker with a small live heap (a few thousand clients, a few MiB) gets a few
 // MiB of headroom, and at a few hundred thousand messages a second, each leaving a message
 // of garbage behind, it would collect several times a second. The headroom tuner keeps the
-// goal at least minHeadroom above the live heap instead: after every GC cycle it sets
+// goal at least the headroom (headroomFor) above the live heap instead: after every GC cycle it sets
 //
-//	GOGC = max(serverGCPercent, 100 × minHeadroom / live)
+//	GOGC = max(serverGCPercent, 100 × headroom / live)
 //
-// so that a small heap collects about as rarely as a big one (a cycle per minHeadroom of
+// so that a small heap collects about as rarely as a big one (a cycle per headroom of
 // allocation), and a big heap keeps serverGCPercent. This is the heap ballast of the
 // design's background reading without the ballast: the goal is raised, no memory is
 // touched, and the memory limit still caps the heap whatever GOGC says. The memory the

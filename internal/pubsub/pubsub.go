@@ -36,10 +36,10 @@
 //     outnumber half the live ones, each write moves a few nodes from the end of the id
 //     space into free slots and gives back the pages it empties. A page whose label bytes
 //     or Subs are more than half dead is rewritten alone. The table never rehashes more
-//     than one segment. The seed design (a map and a list, deleted lazily and rebuilt past a
-//     threshold) paid a map entry and a list element per subscription, and a pause in
+//     than one segment. Rejected: a map and a list, deleted lazily and rebuilt past a
+//     threshold, which pays a map entry and a list element per subscription, and a pause in
 //     proportion to the index at each rebuild (a rebuild of this tree at 1M took 150 ms
-//     here; its worst write now takes a few milliseconds, most of them the machine's).
+//     here, where its worst write takes a few milliseconds, most of them the machine's).
 //
 // # Locking
 //

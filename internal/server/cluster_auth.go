@@ -11,7 +11,7 @@ import (
 )
 
 // The auth files on a cluster node: every node enforces the files the Raft log holds
-// (internal/cluster, fsm_auth.go), not its own. The node's files reach the log two ways:
+// (internal/cluster/fsm, auth.go), not its own. The node's files reach the log two ways:
 // at start, as a seed that sets only what the cluster has none of yet (the first node's
 // files become the cluster's; a node joining later or restarted adopts the cluster's,
 // and says so when its own file differs); and on reload (SIGHUP), which checks the files

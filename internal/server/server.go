@@ -12,10 +12,10 @@
 // Routines. Every goroutine of the server starts through one counter (routines.go):
 // labelled in a goroutine profile, waited for by Close, and refused once Close has begun.
 //
-// Security. The configuration's auth blocks (auth.Set), or the embedder's Authenticator,
-// decide who connects and what they touch; on a cluster node an auth.Gate holds the
-// CONNECTs until the cluster's auth files are in force. The cluster's copy of those files
-// is seeded and proposed from here (cluster_auth.go) until internal/cluster takes it.
+// Security. The configuration's auth blocks (auth.Set) decide who connects and what they
+// touch, or the embedder's Authenticator who connects; on a cluster node an auth.Gate
+// holds the CONNECTs until the cluster's auth files are in force; this node's files are
+// seeded to the cluster and proposed to it on reload from here (cluster_auth.go).
 //
 // Cluster. With a cluster block the server is one node of several, linked only into
 // programs that import bifrost/cluster (internal/clusterlink); the broker sees it through

@@ -278,7 +278,7 @@ func TestResume(t *testing.T) {
 
 			c = &fakeConn{}
 			if d, _ := s.Attach(c, ConnectInfo{Version: v, ClientRecvMax: 5}, nil, at(0)); !d {
-				t.Error("Resume did not dirty the session")
+				t.Error("Attach did not dirty the session it resumed")
 			}
 			s.Flush()
 			equalLines(t, "resumed", c.lines(t, v), []string{
@@ -549,7 +549,7 @@ func TestReceiveQoS2(t *testing.T) {
 		t.Error("id 2 forgotten across a reconnect")
 	}
 	if len(c.buf) > 0 {
-		t.Errorf("Resume wrote %v", c)
+		t.Errorf("the resume wrote %v", c)
 	}
 	s.Release(2)
 	s.Release(3)

@@ -152,7 +152,8 @@ func online(t testing.TB, lim *Limits, info ConnectInfo) (*Session, *fakeConn) {
 }
 
 // reconnect detaches c and attaches a new connection with info, as a client coming back
-// to its persistent session does, and flushes what Attach sent.
+// to its persistent session does (Attach resumes it: resumeLocked), and flushes what
+// Attach sent.
 func reconnect(t testing.TB, s *Session, c *fakeConn, info ConnectInfo, now int64) *fakeConn {
 	t.Helper()
 	nc, _ := reconnectDrops(t, s, c, info, now)

@@ -12,7 +12,7 @@ import (
 //	AddSub, RemoveSub       session record, output held (the SUBACK/UNSUBACK)
 //	Detach                  session record with the time it went offline
 //	DeliverStored           queue entry, queued or sent; output held when sent
-//	pump (Ack, Resume)      queue entry sent; output held
+//	pump (Ack, Pump, Attach) queue entry sent; output held
 //	Ack                     entry deleted (PUBACK, PUBCOMP), released (PUBREC: held,
 //	                        the PUBREL follows)
 //	ReceiveQoS2, Release    inbound packet id put, deleted; output held

@@ -215,6 +215,6 @@ func TestClear(t *testing.T) {
 	}
 	c = &fakeConn{}
 	if d, _ := s.Attach(c, ConnectInfo{Version: packet.V5}, nil, at(0)); d || s.fl != nil {
-		t.Error("Resume after Clear had something to send")
+		t.Error("Attach after Clear had something to send")
 	}
 }

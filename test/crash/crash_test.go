@@ -1,6 +1,6 @@
 // Package crash kills the bifrost binary with SIGKILL while clients publish to it, again
-// and again on the same store, and checks that nothing it acknowledged is lost (issue 4's
-// acceptance test).
+// and again on the same store, and checks that nothing it acknowledged is lost
+// (docs/durability.md, "Sync policies and what a crash loses").
 package crash
 
 import (

@@ -91,8 +91,8 @@ func TestSubscribeFlood(t *testing.T) {
 	h.check(t)
 	// Each SUBSCRIBE adds as many filters: the last ones should cost what the first did.
 	// Logged, not asserted: wall-clock times on a shared machine are no test. That a
-	// session's subscriptions are indexed once there are many (session.AddSub and HasRoom
-	// used to scan them all, quadratic in a flood) is asserted by session.TestSubsMany and
+	// session's subscriptions are indexed once there are many (so that session.AddSub and
+	// HasRoom do not scan them all, quadratic in a flood) is asserted by session.TestSubsMany and
 	// measured by session.BenchmarkAddSub.
 	q := packets / 4
 	first, last := at[q-1], at[packets-1]-at[packets-1-q]

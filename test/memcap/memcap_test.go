@@ -59,7 +59,7 @@ const (
 )
 
 // cgroupLimit is the memory limit of TestCgroup's group: the smallest that passed every
-// run, 24 of 24, 18 of them beside the listener's race tests (docs/edge.md, "A 16 KiB
+// run, 24 of 24, 18 of them beside the listener's race tests (docs/lab/edge.md, "A 16 KiB
 // QoS 1 flood in a small group"). At 12 MiB it passed 10 of 12 (5 of 10 without the
 // intake budget, internal/memory/budget.go).
 const cgroupLimit = 14 << 20

@@ -173,7 +173,7 @@ func (x *StatusReply) GetBootstrapSet() []string {
 
 type ApplyRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
-	Command []byte                 `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"` // one command as internal/cluster's fsm.go encodes it
+	Command []byte                 `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"` // one command as internal/cluster/fsm encodes it
 	// Unix ns after which the leader refuses the command (0: no bound): the forwarding
 	// node's lease, for a command made for one of its clients, so that a request the
 	// network delayed (a partition that healed) is not applied after that node fenced
@@ -530,7 +530,7 @@ func (x *RouteAck) GetVersion() uint64 {
 }
 
 // ForwardBatch is a batch of PUBLISHes crossing to the node that has matching
-// subscribers. The messages are frames of their own (internal/cluster/frame.go), which
+// subscribers. The messages are frames of their own (internal/cluster/forward_frame.go), which
 // the callee reads in place: one allocation per batch, not several per message.
 type ForwardBatch struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`

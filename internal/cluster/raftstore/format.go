@@ -18,7 +18,7 @@ import (
 const (
 	prefixMeta   = 0x00 // the format-version record
 	prefixLog    = 0x01 // log entries, by index
-	prefixStable = 0x02 // stable-store values, by key, in format 1 (now in the stable file)
+	prefixStable = 0x02 // stable-store values, by key, in format 1 (format 2 keeps them in the stable file)
 )
 
 // recordVersion is the first byte of every log and stable value. A build reads every

@@ -61,7 +61,7 @@ func checkStable(t *testing.T, s *Store, vals map[string][]byte) {
 }
 
 // TestStableMigrate: a node whose term and vote are in its Pebble log (format 1) starts
-// with them, moved to the stable file: the log no longer holds them, its format record
+// with them, moved to the stable file: the log holds none of them, its format record
 // says 2 (a build of format 1 refuses it from then on, rather than read a stale term),
 // and what raft writes later is read back from the file. An open that stopped after the
 // file was written but before the log said so moves the values again, over the file.

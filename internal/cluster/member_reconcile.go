@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/bifrost-mqtt/bifrost/internal/cluster/fsm"
+
 	"github.com/hashicorp/raft"
 )
 
@@ -96,7 +98,7 @@ func (c *Cluster) ensureIdentity(ctx context.Context) {
 	if c.fsm.ClusterID() != "" {
 		return
 	}
-	id, err := c.Apply(ctx, identity{id: newClusterID()})
+	id, err := c.Apply(ctx, fsm.Identity{ID: newClusterID()})
 	if err != nil {
 		c.log.Warn("cluster: write the cluster identity", "err", err)
 		return

@@ -1,4 +1,4 @@
-package cluster
+package fsm
 
 import (
 	"encoding/binary"
@@ -6,10 +6,10 @@ import (
 	"fmt"
 )
 
-// The compact encoding of what the cluster writes itself (Raft commands, snapshots, node
-// metadata): unsigned varints, and strings and byte strings prefixed with their length.
-// A hand-written encoding rather than protobuf because a command is written once per
-// client CONNECT in later phases: it should cost a few dozen bytes and no reflection.
+// The compact encoding of the Raft commands and snapshots: unsigned varints, and strings
+// and byte strings prefixed with their length (internal/cluster's node metadata has the
+// same layout, member_meta.go). A hand-written encoding rather than protobuf because a claim is
+// written for every client CONNECT: it should cost a few dozen bytes and no reflection.
 
 // errShort is a value cut off before its end.
 var errShort = errors.New("cluster: truncated encoding")

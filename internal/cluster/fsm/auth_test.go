@@ -1,4 +1,4 @@
-package cluster
+package fsm
 
 import (
 	"bytes"
@@ -20,9 +20,9 @@ var (
 
 // authResult applies an auth entry at index and returns the index of the files in force
 // it answers.
-func authResult(t *testing.T, f *FSM, index uint64, c authFiles) uint64 {
+func authResult(t *testing.T, f *FSM, index uint64, c AuthFiles) uint64 {
 	t.Helper()
-	r := applyEntry(f, index, encodeCommand(c))
+	r := applyEntry(f, index, Encode(c))
 	if r.err != nil {
 		t.Fatalf("apply at %d: %v", index, r.err)
 	}
@@ -34,23 +34,23 @@ func authResult(t *testing.T, f *FSM, index uint64, c authFiles) uint64 {
 }
 
 func TestAuthEncoding(t *testing.T) {
-	for _, c := range []authFiles{
+	for _, c := range []AuthFiles{
 		{},
-		{seed: true, files: []auth.File{pwA, aclA, aclL}},
-		{files: []auth.File{pwB}},
+		{Seed: true, Files: []auth.File{pwA, aclA, aclL}},
+		{Files: []auth.File{pwB}},
 	} {
-		got, err := decodeCommand(encodeCommand(c))
+		got, err := decodeCommand(Encode(c))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.files == nil {
-			c.files = []auth.File{}
+		if c.Files == nil {
+			c.Files = []auth.File{}
 		}
 		if !reflect.DeepEqual(got, c) {
 			t.Errorf("decoded %+v; want %+v", got, c)
 		}
 	}
-	bad := encodeCommand(authFiles{files: []auth.File{pwA}})
+	bad := Encode(AuthFiles{Files: []auth.File{pwA}})
 	bad[2] = 0x80 // a flag this build does not know
 	if _, err := decodeCommand(bad); err == nil || !strings.Contains(err.Error(), "auth flags") {
 		t.Errorf("unknown flag: %v", err)
@@ -66,11 +66,11 @@ func TestAuthApply(t *testing.T) {
 		t.Fatalf("a new FSM holds %d auth files at %d", len(files), index)
 	}
 	// The first node's seed becomes the cluster's.
-	if got := authResult(t, &f, 3, authFiles{seed: true, files: []auth.File{pwA, aclA}}); got != 3 {
+	if got := authResult(t, &f, 3, AuthFiles{Seed: true, Files: []auth.File{pwA, aclA}}); got != 3 {
 		t.Fatalf("first seed: files in force at %d; want 3", got)
 	}
 	// A later node's seed changes only what is missing: its listener's ACL.
-	if got := authResult(t, &f, 4, authFiles{seed: true, files: []auth.File{pwB, aclL}}); got != 4 {
+	if got := authResult(t, &f, 4, AuthFiles{Seed: true, Files: []auth.File{pwB, aclL}}); got != 4 {
 		t.Fatalf("second seed: files in force at %d; want 4", got)
 	}
 	files, index := f.AuthFiles()
@@ -78,14 +78,14 @@ func TestAuthApply(t *testing.T) {
 		t.Fatalf("after the seeds: %q at %d; want %q at 4", files, index, want)
 	}
 	// A seed with nothing new, and a set of the contents in force, change nothing.
-	if got := authResult(t, &f, 5, authFiles{seed: true, files: []auth.File{pwB}}); got != 4 {
+	if got := authResult(t, &f, 5, AuthFiles{Seed: true, Files: []auth.File{pwB}}); got != 4 {
 		t.Fatalf("seed of a key held: files in force at %d; want 4", got)
 	}
-	if got := authResult(t, &f, 6, authFiles{files: []auth.File{aclA}}); got != 4 {
+	if got := authResult(t, &f, 6, AuthFiles{Files: []auth.File{aclA}}); got != 4 {
 		t.Fatalf("set of the contents held: files in force at %d; want 4", got)
 	}
 	// A reload's set replaces.
-	if got := authResult(t, &f, 7, authFiles{files: []auth.File{pwB}}); got != 7 {
+	if got := authResult(t, &f, 7, AuthFiles{Files: []auth.File{pwB}}); got != 7 {
 		t.Fatalf("set: files in force at %d; want 7", got)
 	}
 	if files, _ := f.AuthFiles(); !bytes.Equal(files[0].Data, pwB.Data) {
@@ -96,8 +96,8 @@ func TestAuthApply(t *testing.T) {
 // TestAuthRefused: an entry the cluster does not replicate is refused as a whole, the
 // same way on every node, and leaves the state alone.
 func TestAuthRefused(t *testing.T) {
-	big := auth.File{Block: "", Kind: auth.KindACL, Data: make([]byte, maxAuthFile+1)}
-	half := make([]byte, maxAuthFile/2+maxAuthFile/4)
+	big := auth.File{Block: "", Kind: auth.KindACL, Data: make([]byte, MaxAuthFile+1)}
+	half := make([]byte, MaxAuthFile/2+MaxAuthFile/4)
 	for _, tc := range []struct {
 		name  string
 		files []auth.File
@@ -113,8 +113,8 @@ func TestAuthRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var f FSM
-			authResult(t, &f, 1, authFiles{files: []auth.File{pwA}})
-			r := applyEntry(&f, 2, encodeCommand(authFiles{files: tc.files}))
+			authResult(t, &f, 1, AuthFiles{Files: []auth.File{pwA}})
+			r := applyEntry(&f, 2, Encode(AuthFiles{Files: tc.files}))
 			if r.err == nil || !strings.Contains(r.err.Error(), tc.want) {
 				t.Fatalf("err = %v; want %q", r.err, tc.want)
 			}
@@ -130,15 +130,15 @@ func TestAuthRefused(t *testing.T) {
 // with none.
 func TestAuthSnapshot(t *testing.T) {
 	var f FSM
-	applyEntry(&f, 1, encodeCommand(identity{id: idA}))
-	authResult(t, &f, 2, authFiles{seed: true, files: []auth.File{pwA, aclA, aclL}})
-	authResult(t, &f, 3, authFiles{files: []auth.File{pwB}})
+	applyEntry(&f, 1, Encode(Identity{ID: idA}))
+	authResult(t, &f, 2, AuthFiles{Seed: true, Files: []auth.File{pwA, aclA, aclL}})
+	authResult(t, &f, 3, AuthFiles{Files: []auth.File{pwB}})
 	snap, err := f.Snapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Persist writes the state as Snapshot saw it.
-	authResult(t, &f, 4, authFiles{files: []auth.File{pwA}})
+	authResult(t, &f, 4, AuthFiles{Files: []auth.File{pwA}})
 	data := persist(t, snap)
 
 	var g FSM

@@ -8,59 +8,20 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/bifrost-mqtt/bifrost/internal/cluster/fsm"
 )
 
-// The cluster's identity: a random id chosen once, by the first identity entry the first
-// leader writes after the bootstrap. Every member advertises it in its metadata, and a
-// node advertising another is refused (membership.go), so that two clusters never merge.
-// A later identity entry (a second leader that raced the first) changes nothing.
-
-// identity sets the cluster id if none is set yet.
-type identity struct {
-	id string
-}
-
-func (identity) kind() kind { return kindIdentity }
-
-func (c identity) appendBody(b []byte) []byte { return appendString(b, c.id) }
-
-func decodeIdentity(r *reader) command { return identity{id: r.string()} }
-
-// apply returns the id in force afterwards: c's, or the one chosen before.
-func (c identity) apply(s *state, _ uint64) ([]byte, error) {
-	if !validClusterID(c.id) {
-		return nil, fmt.Errorf("cluster: identity %q is not a cluster id", c.id)
-	}
-	if s.clusterID == "" {
-		s.clusterID = c.id
-	}
-	return []byte(s.clusterID), nil
-}
-
-func captureIdentity(s *state) func([]byte) []byte {
-	id := s.clusterID
-	return func(b []byte) []byte { return appendString(b, id) }
-}
-
-func restoreIdentity(s *state, r *reader) { s.clusterID = r.string() }
-
-// ClusterID returns the cluster's id as the applied log says; "" until it is chosen.
-func (f *FSM) ClusterID() string {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.s.clusterID
-}
+// The cluster's identity: a random id, drawn by the first leader after the bootstrap
+// and chosen once by the state machine (fsm.Identity). Every member advertises it in its
+// metadata, and a node advertising another is refused (member.go), so that two
+// clusters never merge.
 
 // newClusterID returns a random cluster id: 16 bytes in hex.
 func newClusterID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 	return hex.EncodeToString(b[:])
-}
-
-func validClusterID(id string) bool {
-	b, err := hex.DecodeString(id)
-	return err == nil && len(b) == 16
 }
 
 // idFile is where a node keeps its cluster's id beside the Raft state, so that it knows
@@ -78,7 +39,7 @@ func readClusterID(dir string) (string, error) {
 		return "", fmt.Errorf("cluster: %w", err)
 	}
 	id := strings.TrimSpace(string(data))
-	if !validClusterID(id) {
+	if !fsm.ValidClusterID(id) {
 		return "", fmt.Errorf("cluster: %s holds %q, not a cluster id", filepath.Join(dir, idFile), id)
 	}
 	return id, nil

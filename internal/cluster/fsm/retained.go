@@ -1,4 +1,4 @@
-package cluster
+package fsm
 
 import (
 	"fmt"
@@ -10,10 +10,10 @@ import (
 )
 
 // Retained messages in the replicated state: topic → message, the same set on every node.
-// A retained PUBLISH on any node becomes one op of a retains command (retained.go batches
-// the ops that arrive together into one entry); each node applying it changes its set and
-// hands the change to the broker's retained store (RetainedStore), which serves new
-// subscribers from it. The message the state holds is the one the broker's index holds:
+// A retained PUBLISH on any node becomes one op of a Retains command (internal/cluster's
+// retained.go batches the ops that arrive together into one entry); each node applying it
+// changes its set and hands the change to the broker's retained store (RetainedStore),
+// which serves new subscribers from it. The message the state holds is the one the broker's index holds:
 // an owned session.Message, one buffer for topic, payload and properties, so the set
 // costs its bytes once per node, plus the map entry.
 //
@@ -30,7 +30,7 @@ import (
 // The snapshot section is the number of topics then each topic as an op (flags, topic,
 // payload, props, expiry).
 
-const kindRetain kind = 4 // retains: retained messages set, cleared or expired
+const kindRetain kind = 4 // Retains: retained messages set, cleared or expired
 
 // Flags of a retain op (append-only).
 const (
@@ -53,81 +53,82 @@ type RetainedStore interface {
 	ReplaceRetained(each func(yield func(topic []byte, m *session.Message) bool))
 }
 
-// retainOp is one retained change.
-type retainOp struct {
-	topic, payload, props []byte
-	expiry                int64 // Unix nanoseconds; 0: none
-	qos                   uint8
-	expire                bool // clear topic only if its message expires at expiry
+// A RetainOp is one retained change.
+type RetainOp struct {
+	Topic, Payload, Props []byte // an empty Payload clears Topic
+	Expiry                int64  // Unix nanoseconds; 0: none
+	QoS                   uint8
+	Expire                bool // clear Topic only if its message expires at Expiry
 }
 
-// retains is a batch of retained changes, applied in order.
-type retains struct {
-	ops []retainOp
+// Retains is a batch of retained changes, applied in order; an op whose topic is not a
+// valid topic name refuses the whole entry.
+type Retains struct {
+	Ops []RetainOp
 }
 
-func (retains) kind() kind { return kindRetain }
+func (Retains) kind() kind { return kindRetain }
 
-func (c retains) appendBody(b []byte) []byte {
+func (c Retains) appendBody(b []byte) []byte {
 	n := 10
-	for i := range c.ops {
-		n += c.ops[i].size()
+	for i := range c.Ops {
+		n += c.Ops[i].Size()
 	}
 	b = slices.Grow(b, n)
-	b = appendUvarint(b, uint64(len(c.ops)))
-	for i := range c.ops {
-		b = c.ops[i].append(b)
+	b = appendUvarint(b, uint64(len(c.Ops)))
+	for i := range c.Ops {
+		b = c.Ops[i].append(b)
 	}
 	return b
 }
 
-func (o *retainOp) append(b []byte) []byte {
-	flags := o.qos & retainQoS
-	if o.expiry != 0 {
+func (o *RetainOp) append(b []byte) []byte {
+	flags := o.QoS & retainQoS
+	if o.Expiry != 0 {
 		flags |= flagExpiry
 	}
-	if o.expire {
+	if o.Expire {
 		flags |= flagExpire
 	}
 	b = append(b, flags)
-	b = appendBytes(b, o.topic)
-	b = appendBytes(b, o.payload)
-	b = appendBytes(b, o.props)
-	if o.expiry != 0 {
-		b = appendUvarint(b, uint64(o.expiry))
+	b = appendBytes(b, o.Topic)
+	b = appendBytes(b, o.Payload)
+	b = appendBytes(b, o.Props)
+	if o.Expiry != 0 {
+		b = appendUvarint(b, uint64(o.Expiry))
 	}
 	return b
 }
 
-// size is the op's encoded size, at most.
-func (o *retainOp) size() int {
-	return 1 + 3*5 + len(o.topic) + len(o.payload) + len(o.props) + 10
+// Size is the op's encoded size, at most: what a batch of ops is bounded by.
+func (o *RetainOp) Size() int {
+	return 1 + 3*5 + len(o.Topic) + len(o.Payload) + len(o.Props) + 10
 }
 
-func decodeRetains(r *reader) command {
+func decodeRetains(r *reader) Command {
 	n := r.uvarint()
 	if n > uint64(len(r.b)) { // every op takes at least one byte
 		r.err = errShort
-		return retains{}
+		return Retains{}
 	}
-	c := retains{ops: make([]retainOp, n)}
-	for i := range c.ops {
-		c.ops[i] = readRetainOp(r)
+	c := Retains{Ops: make([]RetainOp, n)}
+	for i := range c.Ops {
+		c.Ops[i] = readRetainOp(r)
 	}
 	return c
 }
 
 // readRetainOp reads an op; its byte strings point into r's buffer.
-func readRetainOp(r *reader) retainOp {
+func readRetainOp(r *reader) RetainOp {
 	flags := r.byte()
-	o := retainOp{qos: flags & retainQoS, expire: flags&flagExpire != 0}
-	o.topic = r.bytes()
-	o.payload = r.bytes()
-	o.props = r.bytes()
+	o := RetainOp{QoS: flags & retainQoS, Expire: flags&flagExpire != 0}
+	o.Topic = r.bytes()
+	o.Payload = r.bytes()
+	o.Props = r.bytes()
 	if flags&flagExpiry != 0 {
-		o.expiry = int64(r.uvarint())
+		o.Expiry = int64(r.uvarint())
 	}
-	if r.err == nil && (flags&^retainFlags != 0 || o.qos > maxRetainQoS || o.expire && o.expiry == 0) {
+	if r.err == nil && (flags&^retainFlags != 0 || o.QoS > maxRetainQoS || o.Expire && o.Expiry == 0) {
 		r.err = fmt.Errorf("cluster: retain op flags %#x", flags)
 	}
 	return o
@@ -135,14 +136,14 @@ func readRetainOp(r *reader) retainOp {
 
 // apply changes the set op by op. An op with a topic that is not a valid topic name is
 // refused as a whole before anything changes, identically on every node.
-func (c retains) apply(s *state, index uint64) ([]byte, error) {
-	for i := range c.ops {
-		if err := packet.ValidTopicName(c.ops[i].topic); err != nil {
-			return nil, fmt.Errorf("cluster: retained topic %q: %w", c.ops[i].topic, err)
+func (c Retains) apply(s *state, index uint64) ([]byte, error) {
+	for i := range c.Ops {
+		if err := packet.ValidTopicName(c.Ops[i].Topic); err != nil {
+			return nil, fmt.Errorf("cluster: retained topic %q: %w", c.Ops[i].Topic, err)
 		}
 	}
-	for i := range c.ops {
-		s.ret.apply(&c.ops[i])
+	for i := range c.Ops {
+		s.ret.apply(&c.Ops[i])
 	}
 	if s.ret.applied != nil {
 		s.ret.applied(index)
@@ -159,47 +160,47 @@ type retainedSet struct {
 	// store receives every change; nil in tests that look at the set alone. It is the
 	// node's, not replicated: FSM.Restore carries it over to the restored state.
 	store RetainedStore
-	// applied, when set, is told the index of each retains entry applied (retained.go
+	// applied, when set, is told the index of each Retains entry applied (retained.go
 	// opens the acknowledgements that waited for it); the node's too, carried over.
 	applied func(index uint64)
 }
 
 // apply makes one op's change.
-func (t *retainedSet) apply(o *retainOp) {
-	if o.expire {
-		m, ok := t.msgs[string(o.topic)]
-		if !ok || m.Expiry != o.expiry {
+func (t *retainedSet) apply(o *RetainOp) {
+	if o.Expire {
+		m, ok := t.msgs[string(o.Topic)]
+		if !ok || m.Expiry != o.Expiry {
 			return // replaced or cleared since the sweep saw it
 		}
 	}
-	if o.expire || len(o.payload) == 0 {
-		delete(t.msgs, string(o.topic))
-		delete(t.exp, string(o.topic))
+	if o.Expire || len(o.Payload) == 0 {
+		delete(t.msgs, string(o.Topic))
+		delete(t.exp, string(o.Topic))
 		if t.store != nil {
 			// Cleared even when the set did not have it: the broker may hold it from its
 			// own store, written before this node's log was replayed.
-			t.store.ApplyRetained(o.topic, nil)
+			t.store.ApplyRetained(o.Topic, nil)
 		}
 		return
 	}
 	var b session.Message
-	b.BorrowForwarded(o.topic, o.payload, o.props, o.qos, true, o.expiry)
+	b.BorrowForwarded(o.Topic, o.Payload, o.Props, o.QoS, true, o.Expiry)
 	m := b.Own()
 	if t.msgs == nil {
 		t.msgs = make(map[string]*session.Message)
 	}
-	if _, ok := t.msgs[string(o.topic)]; ok {
+	if _, ok := t.msgs[string(o.Topic)]; ok {
 		// The key is the old message's topic bytes (topicKey): it goes with it.
-		delete(t.msgs, string(o.topic))
-		delete(t.exp, string(o.topic))
+		delete(t.msgs, string(o.Topic))
+		delete(t.exp, string(o.Topic))
 	}
 	key := topicKey(m)
 	t.msgs[key] = m
-	if o.expiry != 0 {
+	if o.Expiry != 0 {
 		if t.exp == nil {
 			t.exp = make(map[string]int64)
 		}
-		t.exp[key] = o.expiry
+		t.exp[key] = o.Expiry
 	}
 	if t.store != nil {
 		t.store.ApplyRetained(m.Topic(), m)
@@ -232,13 +233,13 @@ func (t *retainedSet) each(yield func(topic []byte, m *session.Message) bool) {
 }
 
 // expired returns the expire ops for the messages whose deadline is at or before now.
-func (t *retainedSet) expired(now int64, max int) []retainOp {
-	var ops []retainOp
+func (t *retainedSet) expired(now int64, max int) []RetainOp {
+	var ops []RetainOp
 	for topic, exp := range t.exp {
 		if exp > now {
 			continue
 		}
-		ops = append(ops, retainOp{topic: []byte(topic), expiry: exp, expire: true})
+		ops = append(ops, RetainOp{Topic: []byte(topic), Expiry: exp, Expire: true})
 		if len(ops) == max {
 			break
 		}
@@ -255,7 +256,7 @@ func captureRetained(s *state) func([]byte) []byte {
 	return func(b []byte) []byte {
 		b = appendUvarint(b, uint64(len(msgs)))
 		for _, m := range msgs {
-			o := retainOp{topic: m.Topic(), payload: m.Payload(), props: m.Props(), qos: m.QoS, expiry: m.Expiry}
+			o := RetainOp{Topic: m.Topic(), Payload: m.Payload(), Props: m.Props(), QoS: m.QoS, Expiry: m.Expiry}
 			b = o.append(b)
 		}
 		return b
@@ -266,8 +267,8 @@ func restoreRetained(s *state, r *reader) {
 	n := r.uvarint()
 	for i := uint64(0); i < n && r.err == nil; i++ {
 		o := readRetainOp(r)
-		if r.err == nil && (o.expire || len(o.payload) == 0) {
-			r.err = fmt.Errorf("cluster: snapshot holds a retained topic %q without a message", o.topic)
+		if r.err == nil && (o.Expire || len(o.Payload) == 0) {
+			r.err = fmt.Errorf("cluster: snapshot holds a retained topic %q without a message", o.Topic)
 		}
 		if r.err == nil {
 			s.ret.apply(&o)
@@ -275,8 +276,9 @@ func restoreRetained(s *state, r *reader) {
 	}
 }
 
-// Retained returns the replicated retained message of topic, if any (expired or not).
-func (f *FSM) Retained(topic string) (*session.Message, bool) {
+// retained returns the replicated retained message of topic, if any (expired or not);
+// for tests.
+func (f *FSM) retained(topic string) (*session.Message, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	m, ok := f.s.ret.msgs[topic]
@@ -290,16 +292,18 @@ func (f *FSM) RetainedLen() int {
 	return len(f.s.ret.msgs)
 }
 
-// setRetainedStore connects the node's retained store and the retainer's applied; before
-// Raft starts.
+// setRetainedStore connects the node's retained store and its applied hook; before Raft
+// starts.
 func (f *FSM) setRetainedStore(st RetainedStore, applied func(index uint64)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.s.ret.store, f.s.ret.applied = st, applied
 }
 
-// expiredRetained returns up to max expire ops for what has expired at now.
-func (f *FSM) expiredRetained(now int64, max int) []retainOp {
+// ExpiredRetained returns up to max expire ops for what has expired at now: the leader's
+// sweep applies them as a Retains entry, which clears each topic only if its message
+// still has the deadline.
+func (f *FSM) ExpiredRetained(now int64, max int) []RetainOp {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.s.ret.expired(now, max)

@@ -20,7 +20,7 @@ import (
 // (Meta), through memberlist's gossip on cluster.bind. A node advertising another cluster
 // id than ours is refused: memberlist's alive delegate keeps it out of the member list,
 // and its merge delegate cancels a join with it, on both sides. A node without our secret
-// cannot even be read (refusal.go).
+// cannot even be read (member_refusal.go).
 //
 // memberlist tells a member's departure (NotifyLeave) without saying whether it failed or
 // left (its Node.State is not kept up to date), so a node that closes first says so in
@@ -63,7 +63,7 @@ type Member struct {
 	Name string `json:"name"`
 	Addr string `json:"gossip"` // its gossip address
 	// State is alive, suspect (alive to gossip, but silent to this node's last probe:
-	// suspicion.go), dead (failed) or left (gone while leaving).
+	// member_suspicion.go), dead (failed) or left (gone while leaving).
 	State string `json:"state"`
 	Meta  Meta   `json:"-"`
 	// MetaErr is why its metadata could not be read; such a node is refused.
@@ -97,7 +97,7 @@ type membership struct {
 	// tune, set by tests only, changes memberlist's configuration before it starts (a
 	// transport that cuts links, shorter timeouts).
 	tune func(*memberlist.Config)
-	// answers tells whether a failed member's gossip address answers (rejoin.go); tests
+	// answers tells whether a failed member's gossip address answers (member_rejoin.go); tests
 	// on memberlist's mock network replace it.
 	answers func(ctx context.Context, addr string) bool
 
@@ -108,7 +108,7 @@ type membership struct {
 	live    map[string]Member // alive (or suspect) members, this node included
 	suspect map[string]bool   // live members this node's probe found silent
 	gone    map[string]Member // failed or left members, until they come back
-	refused refusals          // refusal.go
+	refused refusals          // member_refusal.go
 }
 
 func newMembership(self string, log *slog.Logger, local func() Meta, ours func() string, onGone func(string)) *membership {
@@ -146,8 +146,8 @@ func (m *membership) memberlistConfig(k *conf.Cluster) (*memberlist.Config, erro
 	return c, nil
 }
 
-// noteLog reads each line memberlist logs: failed probes make suspects (suspicion.go),
-// gossip it could not decrypt is a stranger refused (refusal.go). quiet: the line is one
+// noteLog reads each line memberlist logs: failed probes make suspects (member_suspicion.go),
+// gossip it could not decrypt is a stranger refused (member_refusal.go). quiet: the line is one
 // of the latter, which the refusal's own warning says.
 func (m *membership) noteLog(line string) (quiet bool) {
 	if m.noteUndecrypted(line) {

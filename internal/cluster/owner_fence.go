@@ -14,7 +14,7 @@ import (
 // cannot know, so it closes every client connection and refuses CONNECTs until it is in
 // contact again and has applied the log up to the leader's commit index. A node that
 // takes over a client id from a node it cannot reach waits the lease before it serves the
-// id (handover.go): by then the other has fenced itself.
+// id (owner_handover.go): by then the other has fenced itself.
 //
 // A node starts fenced: it serves no client before it has joined the cluster and caught up.
 

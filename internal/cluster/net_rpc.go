@@ -19,7 +19,7 @@ import (
 )
 
 // Node-to-node calls over gRPC (clusterpb/cluster.proto), on the gRPC path of the rpc port
-// (mux.go). The server answers Status and, on the leader, Apply. Clients to peers are kept
+// (net_mux.go). The server answers Status and, on the leader, Apply. Clients to peers are kept
 // per peer and closed when the peer fails or leaves, or its address changes.
 //
 // gRPC is told nothing of TLS: with a secret, the mux does the server's handshake and the

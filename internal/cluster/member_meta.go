@@ -1,13 +1,15 @@
 package cluster
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 )
 
 // protocolVersion is what this build speaks to other nodes: its gRPC service, its Raft
 // commands. A command or call that needs a newer one is used only once every member
-// advertises it. 2: auth files (fsm_auth.go); 3: claims with identities (owner_fsm.go).
+// advertises it. 2: auth files (fsm/auth.go); 3: claims with identities (fsm/owners.go).
 const protocolVersion = 3
 
 // metaVersion is the first byte of the metadata encoding. Fields are appended, never
@@ -39,7 +41,8 @@ const (
 )
 
 // appendMeta encodes m: [version][protocol][flags][rpc][mqtt][cluster id][load×10000]
-// [auth digest].
+// [auth digest], the load an unsigned varint and the strings prefixed with their length
+// (a varint): the layout of the state machine's encoding (fsm/wire.go), a few dozen bytes.
 func appendMeta(b []byte, m Meta) []byte {
 	var flags byte
 	if m.HasState {
@@ -49,17 +52,22 @@ func appendMeta(b []byte, m Meta) []byte {
 		flags |= flagLeaving
 	}
 	b = append(b, metaVersion, m.Protocol, flags)
-	b = appendString(b, m.RPC)
-	b = appendString(b, m.MQTT)
-	b = appendString(b, m.ClusterID)
-	b = appendUvarint(b, uint64(math.Round(min(max(m.Load, 0), 1)*10000)))
-	return appendString(b, m.AuthDigest)
+	b = appendMetaString(b, m.RPC)
+	b = appendMetaString(b, m.MQTT)
+	b = appendMetaString(b, m.ClusterID)
+	b = binary.AppendUvarint(b, uint64(math.Round(min(max(m.Load, 0), 1)*10000)))
+	return appendMetaString(b, m.AuthDigest)
+}
+
+func appendMetaString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
 }
 
 // decodeMeta reads another node's metadata, ignoring fields appended by newer versions.
 func decodeMeta(data []byte) (Meta, error) {
-	r := &reader{b: data}
-	if v := r.byte(); r.err == nil && v != metaVersion {
+	r := &metaReader{b: data, ok: true}
+	if v := r.byte(); r.ok && v != metaVersion {
 		return Meta{}, fmt.Errorf("cluster: node metadata version %d; this build reads %d", v, metaVersion)
 	}
 	var m Meta
@@ -73,8 +81,47 @@ func decodeMeta(data []byte) (Meta, error) {
 	if len(r.b) > 0 { // appended by protocol 2
 		m.AuthDigest = r.string()
 	}
-	if r.err != nil {
-		return Meta{}, fmt.Errorf("cluster: node metadata: %w", r.err)
+	if !r.ok {
+		return Meta{}, errMetaShort
 	}
 	return m, nil
+}
+
+var errMetaShort = errors.New("cluster: node metadata: truncated encoding")
+
+// A metaReader decodes what appendMeta wrote. The first problem sticks: later reads
+// return zero values and ok stays false, so decodeMeta checks once at its end.
+type metaReader struct {
+	b  []byte
+	ok bool
+}
+
+func (r *metaReader) byte() byte {
+	if !r.ok || len(r.b) == 0 {
+		r.ok = false
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+func (r *metaReader) uvarint() uint64 {
+	if !r.ok {
+		return 0
+	}
+	v, rest, ok := uvarint(r.b) // forward_frame.go
+	r.b, r.ok = rest, ok
+	return v
+}
+
+func (r *metaReader) string() string {
+	n := r.uvarint()
+	if !r.ok || n > uint64(len(r.b)) {
+		r.ok = false
+		return ""
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s
 }

@@ -1,4 +1,4 @@
-package cluster
+package fsm
 
 import (
 	"bytes"
@@ -36,14 +36,14 @@ func (s *mapStore) ReplaceRetained(each func(func([]byte, *session.Message) bool
 	})
 }
 
-func set(topic, payload string, qos uint8, expiry int64) retainOp {
-	return retainOp{topic: []byte(topic), payload: []byte(payload), props: []byte{0x03, 0, 2, 't', 'x'}, qos: qos, expiry: expiry}
+func set(topic, payload string, qos uint8, expiry int64) RetainOp {
+	return RetainOp{Topic: []byte(topic), Payload: []byte(payload), Props: []byte{0x03, 0, 2, 't', 'x'}, QoS: qos, Expiry: expiry}
 }
 
-func clearOp(topic string) retainOp { return retainOp{topic: []byte(topic)} }
+func clearOp(topic string) RetainOp { return RetainOp{Topic: []byte(topic)} }
 
-func expireOp(topic string, at int64) retainOp {
-	return retainOp{topic: []byte(topic), expiry: at, expire: true}
+func expireOp(topic string, at int64) RetainOp {
+	return RetainOp{Topic: []byte(topic), Expiry: at, Expire: true}
 }
 
 // wantSet checks that the store holds exactly want: topic → payload.
@@ -69,26 +69,26 @@ func slicesKeys(m map[string]*session.Message) []string {
 }
 
 func TestRetainsEncoding(t *testing.T) {
-	in := retains{ops: []retainOp{set("a/b", "x", 1, 1_700_000_000_123_456_789), clearOp("a/c"),
+	in := Retains{Ops: []RetainOp{set("a/b", "x", 1, 1_700_000_000_123_456_789), clearOp("a/c"),
 		expireOp("a/d", 42), set("e", "", 2, 0)}}
-	data := encodeCommand(in)
+	data := Encode(in)
 	c, err := decodeCommand(data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := c.(retains)
-	if len(out.ops) != len(in.ops) {
-		t.Fatalf("%d ops; want %d", len(out.ops), len(in.ops))
+	out := c.(Retains)
+	if len(out.Ops) != len(in.Ops) {
+		t.Fatalf("%d ops; want %d", len(out.Ops), len(in.Ops))
 	}
-	for i := range in.ops {
-		a, b := in.ops[i], out.ops[i]
-		if !bytes.Equal(a.topic, b.topic) || !bytes.Equal(a.payload, b.payload) || !bytes.Equal(a.props, b.props) ||
-			a.qos != b.qos || a.expiry != b.expiry || a.expire != b.expire {
+	for i := range in.Ops {
+		a, b := in.Ops[i], out.Ops[i]
+		if !bytes.Equal(a.Topic, b.Topic) || !bytes.Equal(a.Payload, b.Payload) || !bytes.Equal(a.Props, b.Props) ||
+			a.QoS != b.QoS || a.Expiry != b.Expiry || a.Expire != b.Expire {
 			t.Fatalf("op %d: %+v; want %+v", i, b, a)
 		}
 	}
 	// One op of a short topic and payload costs a few bytes beyond them.
-	one := encodeCommand(retains{ops: []retainOp{{topic: []byte("s/1"), payload: []byte("on"), qos: 1}}})
+	one := Encode(Retains{Ops: []RetainOp{{Topic: []byte("s/1"), Payload: []byte("on"), QoS: 1}}})
 	if len(one) != 2+1+1+1+3+1+2+1 {
 		t.Errorf("a retain entry of topic s/1, payload on is %d bytes; want 12", len(one))
 	}
@@ -113,18 +113,18 @@ func TestRetainedApply(t *testing.T) {
 	st := &mapStore{m: map[string]*session.Message{"stale": nil}}
 	st.m["stale"] = &session.Message{}
 	f.setRetainedStore(st, nil)
-	apply := func(i uint64, ops ...retainOp) {
+	apply := func(i uint64, ops ...RetainOp) {
 		t.Helper()
-		if r := applyEntry(&f, i, encodeCommand(retains{ops: ops})); r.err != nil {
+		if r := applyEntry(&f, i, Encode(Retains{Ops: ops})); r.err != nil {
 			t.Fatal(r.err)
 		}
 	}
 	apply(1, set("a/1", "one", 1, 0), set("a/2", "two", 0, 100), set("a/3", "three", 2, 200), clearOp("stale"))
 	wantSet(t, st.m, map[string]string{"a/1": "one", "a/2": "two", "a/3": "three"})
-	if m, _ := f.Retained("a/3"); m.QoS != 2 || m.Expiry != 200 || string(m.Props()) != "\x03\x00\x02tx" {
+	if m, _ := f.retained("a/3"); m.QoS != 2 || m.Expiry != 200 || string(m.Props()) != "\x03\x00\x02tx" {
 		t.Fatalf("a/3 is %+v", m)
 	}
-	if ops := f.expiredRetained(150, 10); len(ops) != 1 || string(ops[0].topic) != "a/2" || ops[0].expiry != 100 {
+	if ops := f.ExpiredRetained(150, 10); len(ops) != 1 || string(ops[0].Topic) != "a/2" || ops[0].Expiry != 100 {
 		t.Fatalf("expired at 150: %+v; want a/2 at 100", ops)
 	}
 	// a/3 was replaced after the sweep saw its deadline 200: the old deadline clears nothing.
@@ -134,7 +134,7 @@ func TestRetainedApply(t *testing.T) {
 	if f.RetainedLen() != 1 {
 		t.Fatalf("the set holds %d topics; want 1", f.RetainedLen())
 	}
-	if ops := f.expiredRetained(250, 10); len(ops) != 0 {
+	if ops := f.ExpiredRetained(250, 10); len(ops) != 0 {
 		t.Fatalf("expired at 250: %+v; want none (a/3 expires at 300)", ops)
 	}
 	apply(4, expireOp("a/3", 300))
@@ -147,7 +147,7 @@ func TestRetainedApply(t *testing.T) {
 // TestRetainedRefused: an op with an invalid topic name refuses the entry whole.
 func TestRetainedRefused(t *testing.T) {
 	var f FSM
-	r := applyEntry(&f, 1, encodeCommand(retains{ops: []retainOp{set("ok", "x", 0, 0), set("a/+", "x", 0, 0)}}))
+	r := applyEntry(&f, 1, Encode(Retains{Ops: []RetainOp{set("ok", "x", 0, 0), set("a/+", "x", 0, 0)}}))
 	if r.err == nil || !strings.Contains(r.err.Error(), `retained topic "a/+"`) {
 		t.Fatalf("err = %v", r.err)
 	}
@@ -161,18 +161,18 @@ func TestRetainedRefused(t *testing.T) {
 // replaced by it: a topic it held that the snapshot lacks is gone.
 func TestRetainedSnapshot(t *testing.T) {
 	var f FSM
-	var ops []retainOp
+	var ops []RetainOp
 	for i := range 100 {
 		ops = append(ops, set("s/"+string(rune('a'+i%26))+"/"+string(rune('0'+i/26)), strings.Repeat("p", i), uint8(i%3), int64(i*7)))
 	}
-	applyEntry(&f, 1, encodeCommand(retains{ops: ops}))
-	applyEntry(&f, 2, encodeCommand(retains{ops: []retainOp{clearOp("s/a/0")}}))
+	applyEntry(&f, 1, Encode(Retains{Ops: ops}))
+	applyEntry(&f, 2, Encode(Retains{Ops: []RetainOp{clearOp("s/a/0")}}))
 	snap, err := f.Snapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Applied after the snapshot was taken: not in it.
-	applyEntry(&f, 3, encodeCommand(retains{ops: []retainOp{set("late", "x", 0, 0)}}))
+	applyEntry(&f, 3, Encode(Retains{Ops: []RetainOp{set("late", "x", 0, 0)}}))
 	data := persist(t, snap)
 
 	var g FSM
@@ -197,7 +197,7 @@ func TestRetainedSnapshot(t *testing.T) {
 		t.Fatal("a topic the snapshot lacks stayed in the store")
 	}
 	// The store stays connected after the restore.
-	applyEntry(&g, 4, encodeCommand(retains{ops: []retainOp{set("after", "y", 0, 0)}}))
+	applyEntry(&g, 4, Encode(Retains{Ops: []RetainOp{set("after", "y", 0, 0)}}))
 	if _, ok := st.m["after"]; !ok {
 		t.Fatal("an entry applied after the restore did not reach the store")
 	}
@@ -211,7 +211,7 @@ func TestRetainedSnapshot(t *testing.T) {
 func TestRetainedConverge(t *testing.T) {
 	var log [][]byte
 	for i := range 50 {
-		var ops []retainOp
+		var ops []RetainOp
 		for j := range 5 {
 			topic := "c/" + string(rune('a'+(i*j)%7))
 			if (i+j)%4 == 0 {
@@ -220,7 +220,7 @@ func TestRetainedConverge(t *testing.T) {
 				ops = append(ops, set(topic, strings.Repeat("v", i+j), uint8(j%3), 0))
 			}
 		}
-		log = append(log, encodeCommand(retains{ops: ops}))
+		log = append(log, Encode(Retains{Ops: ops}))
 	}
 	var a, b FSM
 	for i, e := range log[:20] {
@@ -254,8 +254,8 @@ func sameRetained(a, b *session.Message) bool {
 // without panicking, leave the set consistent with the store, and encode back to what
 // decodes to the same ops; any snapshot section either fails or restores.
 func FuzzRetains(f *testing.F) {
-	f.Add(encodeCommand(retains{ops: []retainOp{set("a/b", "x", 1, 1_700_000_000_000_000_000), clearOp("a/c"), expireOp("a/b", 5)}})[2:])
-	f.Add(encodeCommand(retains{})[2:])
+	f.Add(Encode(Retains{Ops: []RetainOp{set("a/b", "x", 1, 1_700_000_000_000_000_000), clearOp("a/c"), expireOp("a/b", 5)}})[2:])
+	f.Add(Encode(Retains{})[2:])
 	f.Add([]byte{1, 0x04, 1, 'a', 1, 'b', 0, 0x80})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		data := append([]byte{entryVersion, byte(kindRetain)}, body...)
@@ -268,17 +268,17 @@ func FuzzRetains(f *testing.F) {
 			if r.err == nil && len(st.m) != fsm.RetainedLen() {
 				t.Fatalf("store %d topics, set %d", len(st.m), fsm.RetainedLen())
 			}
-			again, err := decodeCommand(encodeCommand(c))
+			again, err := decodeCommand(Encode(c))
 			if err != nil {
 				t.Fatalf("re-encoded entry: %v", err)
 			}
-			a, b := c.(retains).ops, again.(retains).ops
+			a, b := c.(Retains).Ops, again.(Retains).Ops
 			if len(a) != len(b) {
 				t.Fatalf("%d ops, %d after a round trip", len(a), len(b))
 			}
 			for i := range a {
-				if !bytes.Equal(a[i].topic, b[i].topic) || !bytes.Equal(a[i].payload, b[i].payload) ||
-					!bytes.Equal(a[i].props, b[i].props) || a[i].qos != b[i].qos || a[i].expiry != b[i].expiry || a[i].expire != b[i].expire {
+				if !bytes.Equal(a[i].Topic, b[i].Topic) || !bytes.Equal(a[i].Payload, b[i].Payload) ||
+					!bytes.Equal(a[i].Props, b[i].Props) || a[i].QoS != b[i].QoS || a[i].Expiry != b[i].Expiry || a[i].Expire != b[i].Expire {
 					t.Fatalf("op %d: %+v, %+v after a round trip", i, a[i], b[i])
 				}
 			}

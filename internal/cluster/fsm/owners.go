@@ -1,4 +1,4 @@
-package cluster
+package fsm
 
 import (
 	"crypto/sha256"
@@ -7,10 +7,11 @@ import (
 )
 
 // Client-id ownership in the replicated state: client id → (owner node, epoch, owner
-// identity). A CONNECT on node B claims its client id for B (claims); the entry's previous
-// owner, returned to B, is the node B asks for the session (handover.go), and every node
+// identity). A CONNECT on node B claims its client id for B (Claims); the entry's previous
+// owner, returned to B, is the node B asks for the session (owner_handover.go; the files named
+// here without a package are internal/cluster's), and every node
 // applying the claim closes its own connection of that id if it is not the owner (the
-// fence, owner.go). When a session ends its node releases the entry (releases), so the
+// fence, owner.go). When a session ends its node releases the entry (Releases), so the
 // table holds the live and persistent sessions, not every client id ever seen.
 //
 // The epoch of a claim is the Raft index of the entry that made it: strictly greater than
@@ -21,13 +22,13 @@ import (
 // The identity is whose session the entry's node holds (internal/broker, identity.go), as
 // a 24-bit digest, or whoUnknown. A claim under foreign_session: refuse that finds the id
 // owned by another identity takes nothing: no fence, no hand-over, and its CONNECT is
-// refused (claimAs.settle). A claim records its CONNECT's identity only where the session
+// refused (ClaimAs.settle). A claim records its CONNECT's identity only where the session
 // cannot stay another's if the CONNECT fails after the claim, and whoUnknown otherwise,
 // which never refuses anyone: then the hand-over brings the session and the broker
-// compares the identities, as before the table kept them. Two identities share a digest
+// compares the identities from the session itself. Two identities share a digest
 // with odds of 2^-24, and then a CONNECT of one closes the other's connection before it is
 // refused, the same way. A CONNECT that attaches under a claim that left its entry unknown
-// names its identity afterwards (attaches, batched and lazy as releases are): so an entry
+// names its identity afterwards (Attaches, batched and lazy as releases are): so an entry
 // of an older log or snapshot, or of a session taken over whole, is known from its
 // owner's next CONNECT on.
 //
@@ -43,10 +44,10 @@ import (
 // BenchmarkOwnerTableBytes.
 
 const (
-	kindClaim   kind = 2 // claims: client ids for a node
-	kindRelease kind = 3 // releases: client ids whose sessions ended
-	kindClaimAs kind = 6 // claims with their CONNECTs' identities (identityProtocol)
-	kindAttach  kind = 7 // attaches: the identities of sessions whose claims left them unknown
+	kindClaim   kind = 2 // Claims: client ids for a node
+	kindRelease kind = 3 // Releases: client ids whose sessions ended
+	kindClaimAs kind = 6 // Claims with their CONNECTs' identities (protocol 3)
+	kindAttach  kind = 7 // Attaches: the identities of sessions whose claims left them unknown
 )
 
 // Packing of an ownership entry's node and epoch into one word.
@@ -63,10 +64,10 @@ const whoUnknown = 0
 // whoBits is the width of an identity's digest.
 const whoBits = 24
 
-// whoOf is the digest of identity, the broker's name of one (broker.Claimant.Identity):
+// WhoOf is the digest of identity, the broker's name of one (broker.Claimant.Identity):
 // the first 24 bits of its SHA-256, the same on every node and in every build, never
 // whoUnknown.
-func whoOf(identity string) uint32 {
+func WhoOf(identity string) uint32 {
 	h := sha256.Sum256([]byte(identity))
 	if w := uint32(h[0])<<16 | uint32(h[1])<<8 | uint32(h[2]); w != whoUnknown {
 		return w
@@ -137,39 +138,39 @@ func (o *owners) get(k ownerKey) (node string, epoch uint64) {
 	return o.nodes[v.node()], v.epoch()
 }
 
-// claims gives client ids to a node. Its result is the epoch (the entry's index), then
+// Claims gives client ids to a node. Its result is the epoch (the entry's index), then
 // for each id, in order, the previous owner ("" for none) and its epoch, and, with
-// identities, the outcome's flags (claimFlags). One entry holds the claims of many
-// CONNECTs (owner.go batches them).
-type claims struct {
-	node string
-	ids  []string
-	// as are the ids' claimants, one each (kindClaimAs); nil in an entry of an older
+// identities, the outcome's flags (claimForeign, claimNamed); DecodeClaimed reads it. One
+// entry holds the claims of many CONNECTs (internal/cluster's owner.go batches them).
+type Claims struct {
+	Node string   // the claiming node
+	IDs  []string // the client ids, at most MaxBatchIDs
+	// As are the ids' claimants, one each (kindClaimAs); nil in an entry of an older
 	// build (kindClaim), whose claims leave their entries' identities unknown.
-	as []claimAs
+	As []ClaimAs
 }
 
-// A claimAs is one CONNECT's part of a claim: its identity and what it may take.
-type claimAs struct {
-	who  uint32 // whoOf its identity; never whoUnknown
-	mode claimMode
+// A ClaimAs is one CONNECT's part of a claim: its identity and what it may take.
+type ClaimAs struct {
+	Who  uint32 // WhoOf its identity; never 0 (whoUnknown)
+	Mode ClaimMode
 }
 
-// A claimMode is what a claim does with an entry of another identity, as the CONNECT's
+// A ClaimMode is what a claim does with an entry of another identity, as the CONNECT's
 // foreign_session and clean start decide.
-type claimMode uint8
+type ClaimMode uint8
 
 const (
-	// takeDropped takes it, and the previous owner node drops the session without
+	// TakeDropped takes it, and the previous owner node drops the session without
 	// sending it (a clean start under discard): none of the old identity is left there.
-	takeDropped claimMode = iota
-	// takeMoved takes it, and the session comes whole; the CONNECT discards it if it is
+	TakeDropped ClaimMode = iota
+	// TakeMoved takes it, and the session comes whole; the CONNECT discards it if it is
 	// another identity's (discard).
-	takeMoved
-	// takeUnlessForeign takes it unless the entry names another identity (refuse): the
+	TakeMoved
+	// TakeUnlessForeign takes it unless the entry names another identity (refuse): the
 	// claim is then refused and the entry left as it is.
-	takeUnlessForeign
-	maxClaimMode = takeUnlessForeign
+	TakeUnlessForeign
+	maxClaimMode = TakeUnlessForeign
 )
 
 // The flags of one id's outcome in the result of a claims entry with identities.
@@ -184,89 +185,89 @@ const (
 // another identity's even if the CONNECT fails after the claim (the broker then releases
 // an entry it named without cause: cluster_owner.go, unsettledLocked); elsewhere it is
 // left unknown.
-func (a claimAs) settle(old ownerVal, had, same bool) (who uint32, foreign bool) {
+func (a ClaimAs) settle(old ownerVal, had, same bool) (who uint32, foreign bool) {
 	switch {
-	case !had || old.who() == a.who:
-		return a.who, false
-	case a.mode == takeUnlessForeign && old.who() != whoUnknown:
+	case !had || old.who() == a.Who:
+		return a.Who, false
+	case a.Mode == TakeUnlessForeign && old.who() != whoUnknown:
 		return 0, true
-	case a.mode == takeDropped && !same:
+	case a.Mode == TakeDropped && !same:
 		// The previous owner drops its session; one on the claimant's node stays until
 		// the CONNECT attaches.
-		return a.who, false
+		return a.Who, false
 	}
 	return whoUnknown, false
 }
 
-func (c claims) kind() kind {
-	if c.as != nil {
+func (c Claims) kind() kind {
+	if c.As != nil {
 		return kindClaimAs
 	}
 	return kindClaim
 }
 
-func (c claims) appendBody(b []byte) []byte {
-	b = appendString(b, c.node)
-	b = appendUvarint(b, uint64(len(c.ids)))
-	for i, id := range c.ids {
+func (c Claims) appendBody(b []byte) []byte {
+	b = appendString(b, c.Node)
+	b = appendUvarint(b, uint64(len(c.IDs)))
+	for i, id := range c.IDs {
 		b = appendString(b, id)
-		if c.as != nil {
-			b = appendUvarint(b, uint64(c.as[i].who)<<2|uint64(c.as[i].mode))
+		if c.As != nil {
+			b = appendUvarint(b, uint64(c.As[i].Who)<<2|uint64(c.As[i].Mode))
 		}
 	}
 	return b
 }
 
-// maxBatchIDs bounds the client ids of one claims or releases entry: a decoder allocates
-// no more than this many up front.
-const maxBatchIDs = 1 << 16
+// MaxBatchIDs bounds the client ids of one Claims, Releases or Attaches entry: a decoder
+// allocates no more than this many up front, and refuses an entry with more.
+const MaxBatchIDs = 1 << 16
 
-func decodeClaims(r *reader) command { return decodeClaimsWith(r, false) }
+func decodeClaims(r *reader) Command { return decodeClaimsWith(r, false) }
 
-func decodeClaimsAs(r *reader) command { return decodeClaimsWith(r, true) }
+func decodeClaimsAs(r *reader) Command { return decodeClaimsWith(r, true) }
 
-func decodeClaimsWith(r *reader, as bool) command {
-	c := claims{node: r.string()}
+func decodeClaimsWith(r *reader, as bool) Command {
+	c := Claims{Node: r.string()}
 	n := r.uvarint()
-	if n > maxBatchIDs {
+	if n > MaxBatchIDs {
 		r.err = fmt.Errorf("cluster: %d client ids in one entry", n)
 		return c
 	}
-	c.ids = make([]string, 0, n)
+	c.IDs = make([]string, 0, n)
 	if as {
-		c.as = make([]claimAs, 0, n)
+		c.As = make([]ClaimAs, 0, n)
 	}
 	for range n {
-		c.ids = append(c.ids, r.string())
+		c.IDs = append(c.IDs, r.string())
 		if !as {
 			continue
 		}
 		v := r.uvarint()
-		a := claimAs{who: uint32(v >> 2), mode: claimMode(v & 3)}
-		if v>>2 >= 1<<whoBits || a.who == whoUnknown || a.mode > maxClaimMode {
+		a := ClaimAs{Who: uint32(v >> 2), Mode: ClaimMode(v & 3)}
+		if v>>2 >= 1<<whoBits || a.Who == whoUnknown || a.Mode > maxClaimMode {
 			if r.err == nil {
-				r.err = fmt.Errorf("cluster: claim %q: identity %#x", c.ids[len(c.ids)-1], v)
+				r.err = fmt.Errorf("cluster: claim %q: identity %#x", c.IDs[len(c.IDs)-1], v)
 			}
 			return c
 		}
-		c.as = append(c.as, a)
+		c.As = append(c.As, a)
 	}
 	return c
 }
 
-func (c claims) apply(s *state, index uint64) ([]byte, error) {
-	if c.node == "" {
+func (c Claims) apply(s *state, index uint64) ([]byte, error) {
+	if c.Node == "" {
 		return nil, fmt.Errorf("cluster: a claim without a node")
 	}
 	if index > epochMask {
 		return nil, fmt.Errorf("cluster: log index %d beyond the epoch's range", index)
 	}
-	n, err := s.owners.nodeNum(c.node)
+	n, err := s.owners.nodeNum(c.Node)
 	if err != nil {
 		return nil, err
 	}
-	out := appendUvarint(make([]byte, 0, 8+len(c.ids)*5), index)
-	for i, id := range c.ids {
+	out := appendUvarint(make([]byte, 0, 8+len(c.IDs)*5), index)
+	for i, id := range c.IDs {
 		k := keyOf(id)
 		old, had := s.owners.m[k]
 		prev, epoch := "", uint64(0)
@@ -274,20 +275,20 @@ func (c claims) apply(s *state, index uint64) ([]byte, error) {
 			prev, epoch = s.owners.nodes[old.node()], old.epoch()
 		}
 		who, foreign := uint32(whoUnknown), false
-		if c.as != nil {
-			who, foreign = c.as[i].settle(old, had, had && old.node() == uint64(n))
+		if c.As != nil {
+			who, foreign = c.As[i].settle(old, had, had && old.node() == uint64(n))
 		}
 		if foreign {
 			prev, epoch = "", 0
 		}
 		out = appendString(out, prev)
 		out = appendUvarint(out, epoch)
-		if c.as != nil {
+		if c.As != nil {
 			var f byte
 			switch {
 			case foreign:
 				f = claimForeign
-			case who == c.as[i].who:
+			case who == c.As[i].Who:
 				f = claimNamed
 			}
 			out = append(out, f)
@@ -299,25 +300,26 @@ func (c claims) apply(s *state, index uint64) ([]byte, error) {
 	return out, nil
 }
 
-// A claimed is one client id's outcome of a claims entry.
-type claimed struct {
-	prev      string // the previous owner; "" for none, and for a claim refused
-	prevEpoch uint64
-	foreign   bool // refused: another identity owns the id (claimForeign)
-	named     bool // the entry names the claimant's identity (claimNamed)
+// A Claimed is one client id's outcome of a Claims entry (DecodeClaimed).
+type Claimed struct {
+	Prev      string // the previous owner; "" for none, and for a claim refused
+	PrevEpoch uint64 // the epoch of Prev's claim
+	Foreign   bool   // refused: another identity owns the id (claimForeign)
+	Named     bool   // the entry names the claimant's identity (claimNamed)
 }
 
-// decodeClaimed reads a claims result for n ids; as: the entry had identities.
-func decodeClaimed(data []byte, n int, as bool) (epoch uint64, out []claimed, err error) {
+// DecodeClaimed reads the result of a Claims entry of n ids; as: the entry had
+// identities (Claims.As set).
+func DecodeClaimed(data []byte, n int, as bool) (epoch uint64, out []Claimed, err error) {
 	r := &reader{b: data}
 	epoch = r.uvarint()
-	out = make([]claimed, n)
+	out = make([]Claimed, n)
 	for i := range out {
-		out[i].prev = r.string()
-		out[i].prevEpoch = r.uvarint()
+		out[i].Prev = r.string()
+		out[i].PrevEpoch = r.uvarint()
 		if as {
 			f := r.byte()
-			out[i].foreign, out[i].named = f&claimForeign != 0, f&claimNamed != 0
+			out[i].Foreign, out[i].Named = f&claimForeign != 0, f&claimNamed != 0
 		}
 	}
 	if err := r.end(); err != nil {
@@ -326,16 +328,17 @@ func decodeClaimed(data []byte, n int, as bool) (epoch uint64, out []claimed, er
 	return epoch, out, nil
 }
 
-// taken returns the ids of c its result says were taken: all of them but those refused.
-// It allocates only when one was refused: every node asks it of every claims entry.
-func (c claims) taken(result []byte) []string {
-	if c.as == nil {
-		return c.ids
+// Taken returns the ids of c its result says were taken: all of them but those refused.
+// It allocates only when one was refused: every node asks it of every Claims entry
+// (internal/cluster fences the connections of the ids another node took).
+func (c Claims) Taken(result []byte) []string {
+	if c.As == nil {
+		return c.IDs
 	}
 	r := &reader{b: result}
 	r.uvarint() // the epoch
 	var out []string
-	for i := range c.ids {
+	for i := range c.IDs {
 		if n := r.uvarint(); n <= uint64(len(r.b)) {
 			r.b = r.b[n:] // the previous owner, unread
 		} else {
@@ -344,65 +347,65 @@ func (c claims) taken(result []byte) []string {
 		r.uvarint()
 		switch foreign := r.byte()&claimForeign != 0; {
 		case foreign && out == nil:
-			out = append(make([]string, 0, len(c.ids)-1), c.ids[:i]...)
+			out = append(make([]string, 0, len(c.IDs)-1), c.IDs[:i]...)
 		case !foreign && out != nil:
-			out = append(out, c.ids[i])
+			out = append(out, c.IDs[i])
 		}
 	}
 	if r.end() != nil || out == nil {
-		return c.ids
+		return c.IDs
 	}
 	return out
 }
 
-// A release ends one claim: the client id, and the epoch it was claimed at.
-type release struct {
-	id    string
-	epoch uint64
+// A Release ends one claim: the client id, and the epoch it was claimed at.
+type Release struct {
+	ID    string
+	Epoch uint64
 }
 
-// releases removes the entries of sessions that ended on node, each only if it is still
+// Releases removes the entries of sessions that ended on node, each only if it is still
 // the claim named (same owner, same epoch). The result is how many were removed.
-type releases struct {
-	node string
-	ids  []release
+type Releases struct {
+	Node string
+	IDs  []Release // at most MaxBatchIDs
 }
 
-func (releases) kind() kind { return kindRelease }
+func (Releases) kind() kind { return kindRelease }
 
-func (c releases) appendBody(b []byte) []byte {
-	b = appendString(b, c.node)
-	b = appendUvarint(b, uint64(len(c.ids)))
-	for _, r := range c.ids {
-		b = appendString(b, r.id)
-		b = appendUvarint(b, r.epoch)
+func (c Releases) appendBody(b []byte) []byte {
+	b = appendString(b, c.Node)
+	b = appendUvarint(b, uint64(len(c.IDs)))
+	for _, r := range c.IDs {
+		b = appendString(b, r.ID)
+		b = appendUvarint(b, r.Epoch)
 	}
 	return b
 }
 
-func decodeReleases(r *reader) command {
-	c := releases{node: r.string()}
+func decodeReleases(r *reader) Command {
+	c := Releases{Node: r.string()}
 	n := r.uvarint()
-	if n > maxBatchIDs {
+	if n > MaxBatchIDs {
 		r.err = fmt.Errorf("cluster: %d client ids in one entry", n)
 		return c
 	}
-	c.ids = make([]release, 0, n)
+	c.IDs = make([]Release, 0, n)
 	for range n {
-		c.ids = append(c.ids, release{id: r.string(), epoch: r.uvarint()})
+		c.IDs = append(c.IDs, Release{ID: r.string(), Epoch: r.uvarint()})
 	}
 	return c
 }
 
-func (c releases) apply(s *state, _ uint64) ([]byte, error) {
-	n, ok := s.owners.nodeIdx[c.node]
+func (c Releases) apply(s *state, _ uint64) ([]byte, error) {
+	n, ok := s.owners.nodeIdx[c.Node]
 	removed := 0
 	if !ok {
 		return appendUvarint(nil, 0), nil
 	}
-	for _, r := range c.ids {
-		k := keyOf(r.id)
-		if v, ok := s.owners.m[k]; ok && v.claimOf(uint64(n), r.epoch) {
+	for _, r := range c.IDs {
+		k := keyOf(r.ID)
+		if v, ok := s.owners.m[k]; ok && v.claimOf(uint64(n), r.Epoch) {
 			delete(s.owners.m, k)
 			removed++
 		}
@@ -507,67 +510,67 @@ func restoreOwnersWith(s *state, r *reader, key func(r *reader) ownerKey, who fu
 	s.owners = o
 }
 
-// An attach names the identity of the session a CONNECT attached to under the claim of
+// An Attach names the identity of the session a CONNECT attached to under the claim of
 // its client id at epoch.
-type attach struct {
-	id    string
-	epoch uint64
-	who   uint32
+type Attach struct {
+	ID    string
+	Epoch uint64
+	Who   uint32 // WhoOf the session's identity; never 0 (whoUnknown)
 }
 
-// attaches sets the identities of entries of node's claims, each only if it is still the
+// Attaches sets the identities of entries of node's claims, each only if it is still the
 // claim named: a later claim's entry has its own. The result is how many changed.
-type attaches struct {
-	node string
-	ids  []attach
+type Attaches struct {
+	Node string
+	IDs  []Attach // at most MaxBatchIDs
 }
 
-func (attaches) kind() kind { return kindAttach }
+func (Attaches) kind() kind { return kindAttach }
 
-func (c attaches) appendBody(b []byte) []byte {
-	b = appendString(b, c.node)
-	b = appendUvarint(b, uint64(len(c.ids)))
-	for _, a := range c.ids {
-		b = appendString(b, a.id)
-		b = appendUvarint(b, a.epoch)
-		b = appendUvarint(b, uint64(a.who))
+func (c Attaches) appendBody(b []byte) []byte {
+	b = appendString(b, c.Node)
+	b = appendUvarint(b, uint64(len(c.IDs)))
+	for _, a := range c.IDs {
+		b = appendString(b, a.ID)
+		b = appendUvarint(b, a.Epoch)
+		b = appendUvarint(b, uint64(a.Who))
 	}
 	return b
 }
 
-func decodeAttaches(r *reader) command {
-	c := attaches{node: r.string()}
+func decodeAttaches(r *reader) Command {
+	c := Attaches{Node: r.string()}
 	n := r.uvarint()
-	if n > maxBatchIDs {
+	if n > MaxBatchIDs {
 		r.err = fmt.Errorf("cluster: %d client ids in one entry", n)
 		return c
 	}
-	c.ids = make([]attach, 0, n)
+	c.IDs = make([]Attach, 0, n)
 	for range n {
-		a := attach{id: r.string(), epoch: r.uvarint()}
+		a := Attach{ID: r.string(), Epoch: r.uvarint()}
 		who := r.uvarint()
 		if who >= 1<<whoBits || who == whoUnknown {
 			if r.err == nil {
-				r.err = fmt.Errorf("cluster: attach of %q: identity %#x", a.id, who)
+				r.err = fmt.Errorf("cluster: attach of %q: identity %#x", a.ID, who)
 			}
 			return c
 		}
-		a.who = uint32(who)
-		c.ids = append(c.ids, a)
+		a.Who = uint32(who)
+		c.IDs = append(c.IDs, a)
 	}
 	return c
 }
 
-func (c attaches) apply(s *state, _ uint64) ([]byte, error) {
-	n, ok := s.owners.nodeIdx[c.node]
+func (c Attaches) apply(s *state, _ uint64) ([]byte, error) {
+	n, ok := s.owners.nodeIdx[c.Node]
 	changed := 0
 	if !ok {
 		return appendUvarint(nil, 0), nil
 	}
-	for _, a := range c.ids {
-		k := keyOf(a.id)
-		if v, ok := s.owners.m[k]; ok && v.claimOf(uint64(n), a.epoch) && v.who() != a.who {
-			s.owners.m[k] = packOwner(uint64(n), a.epoch, a.who)
+	for _, a := range c.IDs {
+		k := keyOf(a.ID)
+		if v, ok := s.owners.m[k]; ok && v.claimOf(uint64(n), a.Epoch) && v.who() != a.Who {
+			s.owners.m[k] = packOwner(uint64(n), a.Epoch, a.Who)
 			changed++
 		}
 	}
@@ -577,9 +580,9 @@ func (c attaches) apply(s *state, _ uint64) ([]byte, error) {
 // An ownerCommand changes the ownership table: FSM.Apply holds omu for it.
 type ownerCommand interface{ ownerCommand() }
 
-func (claims) ownerCommand()   {}
-func (releases) ownerCommand() {}
-func (attaches) ownerCommand() {}
+func (Claims) ownerCommand()   {}
+func (Releases) ownerCommand() {}
+func (Attaches) ownerCommand() {}
 
 // Owner returns the owner of client id cid and its epoch as the applied log says; "" when
 // it has none. It takes omu, not the FSM's lock: the broker asks it under its own lock,

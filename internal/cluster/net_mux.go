@@ -14,10 +14,10 @@ import (
 
 // The rpc port carries gRPC and Raft: one TCP port per node for all node-to-node traffic,
 // as the operator opens one port in a firewall. The mux accepts every connection and
-// reads its first byte: prefixRaft, which only our Raft dialer writes (transport.go),
+// reads its first byte: prefixRaft, which only our Raft dialer writes (net_transport.go),
 // sends it to Raft; anything else (gRPC's HTTP/2 preface "PRI * HTTP/2.0", or a TLS
 // ClientHello) to the gRPC server. With a secret, both paths then speak TLS with the
-// authority derived from it (secret.go), and a peer without it is refused here.
+// authority derived from it (net_secret.go), and a peer without it is refused here.
 
 // prefixRaft is the first byte of a Raft connection.
 const prefixRaft = 'R'
@@ -33,7 +33,7 @@ type mux struct {
 	log  *slog.Logger
 	goFn func(name string, f func(context.Context)) bool
 
-	raft *connQueue // Raft's listener (transport.go)
+	raft *connQueue // Raft's listener (net_transport.go)
 	grpc *connQueue // the gRPC server's listener
 
 	refused atomic.Uint64 // connections refused at the handshake

@@ -20,7 +20,7 @@ import (
 //     stream); a node without it cannot read or write gossip;
 //   - rpc: an Ed25519 certificate authority. Every node presents the one certificate
 //     this key signs and requires the peer's to verify against it, in TLS 1.3 both ways,
-//     on the gRPC and the Raft paths of the rpc port (mux.go, transport.go).
+//     on the gRPC and the Raft paths of the rpc port (net_mux.go, net_transport.go).
 //
 // Why TLS and not a home-made HMAC handshake: an HMAC of a nonce proves the peer knows
 // the secret when the connection opens, but leaves what follows (client ids, sessions,

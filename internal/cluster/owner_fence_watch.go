@@ -7,7 +7,7 @@ import (
 )
 
 // What waits for the log while this node serves clients stops when the node fences
-// itself (fence.go): a claim or a retained change made before the fence, applied once a
+// itself (owner_fence.go): a claim or a retained change made before the fence, applied once a
 // leader is back (a partition healed), would act for a client the fence sent away, after
 // what that client did since on a node that served it.
 

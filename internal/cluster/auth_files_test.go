@@ -8,13 +8,26 @@ import (
 	"testing"
 
 	"github.com/bifrost-mqtt/bifrost/internal/auth"
+	"github.com/bifrost-mqtt/bifrost/internal/cluster/fsm"
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
+
+var (
+	pwA  = auth.File{Block: "", Kind: auth.KindPassword, Data: []byte("alice:$2a$04$x\n")}
+	aclA = auth.File{Block: "", Kind: auth.KindACL, Data: []byte("user alice\ntopic read a/#\n")}
+	pwB  = auth.File{Block: "", Kind: auth.KindPassword, Data: []byte("bob:$2a$04$y\n")}
+)
+
+// fileKey is what a file is known by in the cluster: its block and kind.
+type fileKey struct {
+	block string
+	kind  auth.FileKind
+}
 
 // fakeAuth is an AuthHost that keeps what it is given.
 type fakeAuth struct {
 	mu    sync.Mutex
-	files map[authKey][]byte
+	files map[fileKey][]byte
 	calls int
 }
 
@@ -22,9 +35,9 @@ func (h *fakeAuth) UseAuthFiles(files []auth.File, _ uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.calls++
-	h.files = map[authKey][]byte{}
+	h.files = map[fileKey][]byte{}
 	for _, f := range files {
-		h.files[authKey{f.Block, f.Kind}] = f.Data
+		h.files[fileKey{f.Block, f.Kind}] = f.Data
 	}
 }
 
@@ -41,7 +54,7 @@ func (h *fakeAuth) AuthDigest() string {
 func (h *fakeAuth) get(block string, kind auth.FileKind) []byte {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.files[authKey{block, kind}]
+	return h.files[fileKey{block, kind}]
 }
 
 // TestProposeAuth: three nodes in one process. The first seed becomes the cluster's and a
@@ -79,7 +92,7 @@ func TestProposeAuth(t *testing.T) {
 			follower, fh = n, hosts[i]
 		}
 	}
-	big := auth.File{Block: "", Kind: auth.KindACL, Data: bytes.Repeat([]byte("# comment\n"), maxAuthFile/10)}
+	big := auth.File{Block: "", Kind: auth.KindACL, Data: bytes.Repeat([]byte("# comment\n"), fsm.MaxAuthFile/10)}
 	n, err := follower.ProposeAuth(ctx, []auth.File{pwB, big})
 	if err != nil || n != 2 {
 		t.Fatalf("%s: ProposeAuth = %d, %v; want 2 proposed", follower.name, n, err)
@@ -99,7 +112,7 @@ func TestProposeAuth(t *testing.T) {
 		t.Errorf("the cluster's own files proposed again: %d, %v; want 0", n, err)
 	}
 	last, _ := n1.fsm.AuthFiles()
-	over := auth.File{Block: "", Kind: auth.KindACL, Data: make([]byte, maxAuthFile+1)}
+	over := auth.File{Block: "", Kind: auth.KindACL, Data: make([]byte, fsm.MaxAuthFile+1)}
 	if _, err := n1.ProposeAuth(ctx, []auth.File{pwA, over}); err == nil || !strings.Contains(err.Error(), "at most 3145728") {
 		t.Errorf("a file over the bound: %v", err)
 	}

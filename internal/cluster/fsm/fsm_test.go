@@ -1,4 +1,4 @@
-package cluster
+package fsm
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ func applyEntry(f *FSM, index uint64, data []byte) applied {
 }
 
 func TestCommandEncoding(t *testing.T) {
-	data := encodeCommand(identity{id: idA})
+	data := Encode(Identity{ID: idA})
 	if data[0] != entryVersion || kind(data[1]) != kindIdentity {
 		t.Fatalf("entry starts % x; want version %d, kind %d", data[:2], entryVersion, kindIdentity)
 	}
@@ -29,7 +29,7 @@ func TestCommandEncoding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c != (identity{id: idA}) {
+	if c != (Identity{ID: idA}) {
 		t.Fatalf("decoded %#v", c)
 	}
 	if len(data) != 2+1+32 {
@@ -46,10 +46,10 @@ func TestIdentityOnce(t *testing.T) {
 	if f.ClusterID() != "" {
 		t.Fatal("a new FSM has an id")
 	}
-	if r := applyEntry(&f, 2, encodeCommand(identity{id: idA})); r.err != nil || string(r.data) != idA {
+	if r := applyEntry(&f, 2, Encode(Identity{ID: idA})); r.err != nil || string(r.data) != idA {
 		t.Fatalf("first identity: %q, %v", r.data, r.err)
 	}
-	if r := applyEntry(&f, 3, encodeCommand(identity{id: idB})); r.err != nil || string(r.data) != idA {
+	if r := applyEntry(&f, 3, Encode(Identity{ID: idB})); r.err != nil || string(r.data) != idA {
 		t.Fatalf("second identity: %q, %v; want the first id", r.data, r.err)
 	}
 	if f.ClusterID() != idA {
@@ -63,7 +63,7 @@ func TestIdentityOnce(t *testing.T) {
 // TestBadEntries: an entry this build cannot read is refused with a reason, identically
 // on every node, and leaves the state alone.
 func TestBadEntries(t *testing.T) {
-	good := encodeCommand(identity{id: idA})
+	good := Encode(Identity{ID: idA})
 	for _, tc := range []struct {
 		name string
 		data []byte
@@ -74,7 +74,7 @@ func TestBadEntries(t *testing.T) {
 		{"unknown kind", []byte{entryVersion, 200, 0}, "unknown command kind 200"},
 		{"truncated", good[:len(good)-1], "truncated"},
 		{"trailing bytes", append(bytes.Clone(good), 0), "1 bytes after the end"},
-		{"not an id", encodeCommand(identity{id: "n1"}), `identity "n1" is not a cluster id`},
+		{"not an id", Encode(Identity{ID: "n1"}), `identity "n1" is not a cluster id`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var f FSM
@@ -120,7 +120,7 @@ func TestSnapshotRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	applyEntry(&f, 2, encodeCommand(identity{id: idA}))
+	applyEntry(&f, 2, Encode(Identity{ID: idA}))
 	after, err := f.Snapshot()
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +159,7 @@ func TestRestoreRefuses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var f FSM
-			applyEntry(&f, 1, encodeCommand(identity{id: idA}))
+			applyEntry(&f, 1, Encode(Identity{ID: idA}))
 			err := f.Restore(io.NopCloser(bytes.NewReader(tc.data)))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v; want %q", err, tc.want)
@@ -184,19 +184,3 @@ func TestPersistError(t *testing.T) {
 type failSink struct{ sink }
 
 func (s *failSink) Write([]byte) (int, error) { return 0, errors.New("disk full") }
-
-func TestClusterIDFile(t *testing.T) {
-	dir := t.TempDir()
-	if id, err := readClusterID(dir); err != nil || id != "" {
-		t.Fatalf("empty dir: %q, %v", id, err)
-	}
-	if err := writeClusterID(dir, idA); err != nil {
-		t.Fatal(err)
-	}
-	if id, err := readClusterID(dir); err != nil || id != idA {
-		t.Fatalf("read back %q, %v", id, err)
-	}
-	if a, b := newClusterID(), newClusterID(); !validClusterID(a) || a == b {
-		t.Fatal("newClusterID does not make valid, distinct ids")
-	}
-}

@@ -1,4 +1,4 @@
-package cluster
+package fsm
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 // The auth files in the replicated state: the contents of each password and ACL file the
 // cluster enforces, keyed by what is the same on every node (the auth block: "" for the
 // top-level one, else the listener's name; and the kind), never by a node's path. A
-// reload on any node proposes the files that differ from the cluster's (authfiles.go);
+// reload on any node proposes the files that differ from the cluster's (internal/cluster, auth_files.go);
 // every node applying the entry puts the new contents in force. A node's start proposes
 // its files as a seed, which sets only what the cluster has none of, so the first node's
 // files become the cluster's and a later or restarted node adopts the cluster's.
@@ -24,7 +24,7 @@ import (
 // The snapshot section: [index][n] then the files as in an entry, index being the log
 // index of the last entry that changed a file.
 
-const kindAuth kind = 5 // authFiles: auth file contents set
+const kindAuth kind = 5 // AuthFiles: auth file contents set
 
 // authSeed marks a seed: a file is set only where the cluster has none for its key.
 const authSeed = 0x01
@@ -34,8 +34,8 @@ const authSeed = 0x01
 // node in memory and in each snapshot: big user bases belong in an external store, not
 // in a replicated file.
 const (
-	// maxAuthFile is the largest auth file replicated.
-	maxAuthFile = 3 << 20
+	// MaxAuthFile is the largest auth file replicated.
+	MaxAuthFile = 3 << 20
 	// maxAuthEntry is the most file bytes one entry carries.
 	maxAuthEntry = 3<<20 + 512<<10
 )
@@ -46,21 +46,22 @@ type authKey struct {
 	kind  auth.FileKind
 }
 
-// authFiles sets auth file contents.
-type authFiles struct {
-	seed  bool
-	files []auth.File
+// AuthFiles sets auth file contents. Its result is the index of the files in force
+// afterwards, as a uvarint: the entry's own index if it changed something.
+type AuthFiles struct {
+	Seed  bool        // set only the files the cluster has none of for their key
+	Files []auth.File // as CheckAuthFiles accepts them
 }
 
-func (authFiles) kind() kind { return kindAuth }
+func (AuthFiles) kind() kind { return kindAuth }
 
-func (c authFiles) appendBody(b []byte) []byte {
+func (c AuthFiles) appendBody(b []byte) []byte {
 	var flags byte
-	if c.seed {
+	if c.Seed {
 		flags |= authSeed
 	}
 	b = append(b, flags)
-	return appendAuthFiles(b, c.files)
+	return appendAuthFiles(b, c.Files)
 }
 
 func appendAuthFiles(b []byte, files []auth.File) []byte {
@@ -73,12 +74,12 @@ func appendAuthFiles(b []byte, files []auth.File) []byte {
 	return b
 }
 
-func decodeAuthFiles(r *reader) command {
+func decodeAuthFiles(r *reader) Command {
 	flags := r.byte()
 	if r.err == nil && flags&^authSeed != 0 {
 		r.err = fmt.Errorf("cluster: auth flags %#x", flags)
 	}
-	return authFiles{seed: flags&authSeed != 0, files: readAuthFiles(r)}
+	return AuthFiles{Seed: flags&authSeed != 0, Files: readAuthFiles(r)}
 }
 
 // readAuthFiles reads what appendAuthFiles wrote; the data is copied out of r's buffer,
@@ -101,9 +102,11 @@ func readAuthFiles(r *reader) []auth.File {
 	return files
 }
 
-// checkAuthFiles refuses files the cluster does not replicate: too big, a kind this build
-// does not know, a block name that cannot be a listener's, the same key twice.
-func checkAuthFiles(files []auth.File) error {
+// CheckAuthFiles refuses files the cluster does not replicate: too big, a kind this build
+// does not know, a block name that cannot be a listener's, the same key twice. A node
+// checks its files before it proposes them; apply checks again, so that an entry refused
+// changes nothing on any node.
+func CheckAuthFiles(files []auth.File) error {
 	total := 0
 	seen := map[authKey]bool{}
 	for _, f := range files {
@@ -113,9 +116,9 @@ func checkAuthFiles(files []auth.File) error {
 			return fmt.Errorf("cluster: auth file kind %d unknown (written by a newer node?)", f.Kind)
 		case !utf8.ValidString(f.Block) || strings.ContainsRune(f.Block, 0):
 			return fmt.Errorf("cluster: auth block %q is not a listener name", f.Block)
-		case len(f.Data) > maxAuthFile:
+		case len(f.Data) > MaxAuthFile:
 			return fmt.Errorf("cluster: the %s of %s is %d bytes; at most %d (%d MiB) are replicated",
-				f.Kind, auth.BlockName(f.Block), len(f.Data), maxAuthFile, maxAuthFile>>20)
+				f.Kind, auth.BlockName(f.Block), len(f.Data), MaxAuthFile, MaxAuthFile>>20)
 		case seen[k]:
 			return fmt.Errorf("cluster: the %s of %s is twice in one entry", f.Kind, auth.BlockName(f.Block))
 		}
@@ -132,14 +135,14 @@ func checkAuthFiles(files []auth.File) error {
 // apply sets each file (a seed: each file the state has none of for its key). The
 // result is the index of the files in force afterwards, as a uvarint: the entry's own
 // index if it changed something.
-func (c authFiles) apply(s *state, index uint64) ([]byte, error) {
-	if err := checkAuthFiles(c.files); err != nil {
+func (c AuthFiles) apply(s *state, index uint64) ([]byte, error) {
+	if err := CheckAuthFiles(c.Files); err != nil {
 		return nil, err
 	}
-	for _, f := range c.files {
+	for _, f := range c.Files {
 		k := authKey{f.Block, f.Kind}
 		old, ok := s.auth.files[k]
-		if ok && (c.seed || bytes.Equal(old, f.Data)) {
+		if ok && (c.Seed || bytes.Equal(old, f.Data)) {
 			continue
 		}
 		if s.auth.files == nil {
@@ -200,9 +203,9 @@ func (f *FSM) AuthFiles() ([]auth.File, uint64) {
 	return f.s.auth.list(), f.s.auth.index
 }
 
-// authIndex returns the index of the entry that last changed an auth file: a cheap check
+// AuthIndex returns the index of the entry that last changed an auth file: a cheap check
 // after each applied entry, most of which are not auth entries.
-func (f *FSM) authIndex() uint64 {
+func (f *FSM) AuthIndex() uint64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.s.auth.index

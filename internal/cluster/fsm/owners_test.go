@@ -1,4 +1,4 @@
-package cluster
+package fsm
 
 import (
 	"bytes"
@@ -12,13 +12,13 @@ import (
 )
 
 // claim applies a claims entry at index and decodes its result.
-func claim(t testing.TB, f *FSM, index uint64, node string, ids ...string) (uint64, []claimed) {
+func claim(t testing.TB, f *FSM, index uint64, node string, ids ...string) (uint64, []Claimed) {
 	t.Helper()
-	r := applyEntry(f, index, encodeCommand(claims{node: node, ids: ids}))
+	r := applyEntry(f, index, Encode(Claims{Node: node, IDs: ids}))
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	epoch, out, err := decodeClaimed(r.data, len(ids), false)
+	epoch, out, err := DecodeClaimed(r.data, len(ids), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,19 +27,19 @@ func claim(t testing.TB, f *FSM, index uint64, node string, ids ...string) (uint
 
 // claimAsOf applies a claims entry with identities at index: each id claimed by identity
 // who with mode, one each.
-func claimAsOf(t testing.TB, f *FSM, index uint64, node string, mode claimMode, ids ...string) (uint64, []claimed) {
+func claimAsOf(t testing.TB, f *FSM, index uint64, node string, mode ClaimMode, ids ...string) (uint64, []Claimed) {
 	t.Helper()
-	c := claims{node: node}
+	c := Claims{Node: node}
 	for _, id := range ids {
 		id, who, _ := strings.Cut(id, "/")
-		c.ids = append(c.ids, id)
-		c.as = append(c.as, claimAs{who: whoOf(who), mode: mode})
+		c.IDs = append(c.IDs, id)
+		c.As = append(c.As, ClaimAs{Who: WhoOf(who), Mode: mode})
 	}
-	r := applyEntry(f, index, encodeCommand(c))
+	r := applyEntry(f, index, Encode(c))
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	epoch, out, err := decodeClaimed(r.data, len(ids), true)
+	epoch, out, err := DecodeClaimed(r.data, len(ids), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,9 +53,9 @@ func (f *FSM) whoOwns(cid string) uint32 {
 	return f.s.owners.m[keyOf(cid)].who()
 }
 
-func releaseAll(t testing.TB, f *FSM, index uint64, node string, rs ...release) int {
+func releaseAll(t testing.TB, f *FSM, index uint64, node string, rs ...Release) int {
 	t.Helper()
-	r := applyEntry(f, index, encodeCommand(releases{node: node, ids: rs}))
+	r := applyEntry(f, index, Encode(Releases{Node: node, IDs: rs}))
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -72,15 +72,15 @@ func releaseAll(t testing.TB, f *FSM, index uint64, node string, rs ...release) 
 func TestClaimChain(t *testing.T) {
 	var f FSM
 	epoch, out := claim(t, &f, 5, "n1", "x")
-	if epoch != 5 || out[0] != (claimed{}) {
+	if epoch != 5 || out[0] != (Claimed{}) {
 		t.Fatalf("first claim: epoch %d, %+v; want 5 and no previous owner", epoch, out)
 	}
 	epoch, out = claim(t, &f, 7, "n2", "x", "y")
-	if epoch != 7 || out[0] != (claimed{prev: "n1", prevEpoch: 5}) || out[1] != (claimed{}) {
+	if epoch != 7 || out[0] != (Claimed{Prev: "n1", PrevEpoch: 5}) || out[1] != (Claimed{}) {
 		t.Fatalf("second claim: epoch %d, %+v", epoch, out)
 	}
 	_, out = claim(t, &f, 8, "n3", "x")
-	if out[0] != (claimed{prev: "n2", prevEpoch: 7}) {
+	if out[0] != (Claimed{Prev: "n2", PrevEpoch: 7}) {
 		t.Fatalf("third claim: %+v", out)
 	}
 	if n, e := f.Owner("x"); n != "n3" || e != 8 {
@@ -101,7 +101,7 @@ func TestRelease(t *testing.T) {
 	claim(t, &f, 1, "n1", "a", "b", "c")
 	claim(t, &f, 2, "n1", "b") // b claimed again by n1: epoch 2
 	claim(t, &f, 3, "n2", "c") // c moved to n2
-	n := releaseAll(t, &f, 4, "n1", release{"a", 1}, release{"b", 1}, release{"c", 1}, release{"zz", 1}, release{"zz", 0})
+	n := releaseAll(t, &f, 4, "n1", Release{"a", 1}, Release{"b", 1}, Release{"c", 1}, Release{"zz", 1}, Release{"zz", 0})
 	if n != 1 {
 		t.Fatalf("removed %d; want 1 (a)", n)
 	}
@@ -114,10 +114,10 @@ func TestRelease(t *testing.T) {
 	if node, _ := f.Owner("c"); node != "n2" {
 		t.Fatalf("c: %s; n1's release removed n2's claim", node)
 	}
-	if releaseAll(t, &f, 5, "n9", release{"c", 3}) != 0 {
+	if releaseAll(t, &f, 5, "n9", Release{"c", 3}) != 0 {
 		t.Fatal("a node that owns nothing released an entry")
 	}
-	if releaseAll(t, &f, 6, "n2", release{"c", 3}) != 1 || f.Owners() != 1 {
+	if releaseAll(t, &f, 6, "n2", Release{"c", 3}) != 1 || f.Owners() != 1 {
 		t.Fatalf("owners %d after releasing c; want 1 (b)", f.Owners())
 	}
 }
@@ -126,7 +126,7 @@ func TestRelease(t *testing.T) {
 // the table at Snapshot, not at Persist.
 func TestOwnersSnapshot(t *testing.T) {
 	var f FSM
-	applyEntry(&f, 1, encodeCommand(identity{id: idA}))
+	applyEntry(&f, 1, Encode(Identity{ID: idA}))
 	claim(t, &f, 2, "n1", "a", "b")
 	claim(t, &f, 3, "n2", "b", "c")
 	snap, err := f.Snapshot()
@@ -210,7 +210,7 @@ func TestOwnersSnapshotV1(t *testing.T) {
 	if f.Owners() != 2 {
 		t.Errorf("%d owners; want 2", f.Owners())
 	}
-	if releaseAll(t, &f, 5, "n2", release{"b", 1 << 40}) != 1 {
+	if releaseAll(t, &f, 5, "n2", Release{"b", 1 << 40}) != 1 {
 		t.Error("the release of a restored claim removed nothing")
 	}
 }
@@ -240,8 +240,8 @@ func TestOwnerVal(t *testing.T) {
 // TestClaimEncoding: a claim of one client id costs the node's name and the id, a few
 // bytes more; commands decode to what was encoded.
 func TestClaimEncoding(t *testing.T) {
-	c := claims{node: "n1", ids: []string{"client-0001"}}
-	data := encodeCommand(c)
+	c := Claims{Node: "n1", IDs: []string{"client-0001"}}
+	data := Encode(c)
 	if want := 2 + 3 + 1 + 12; len(data) != want {
 		t.Errorf("claim entry is %d bytes; want %d", len(data), want)
 	}
@@ -249,15 +249,15 @@ func TestClaimEncoding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g := got.(claims); g.node != c.node || !slices.Equal(g.ids, c.ids) {
+	if g := got.(Claims); g.Node != c.Node || !slices.Equal(g.IDs, c.IDs) {
 		t.Fatalf("decoded %+v", g)
 	}
-	rel := releases{node: "n2", ids: []release{{"a", 1 << 40}, {"b", 3}}}
-	got, err = decodeCommand(encodeCommand(rel))
+	rel := Releases{Node: "n2", IDs: []Release{{"a", 1 << 40}, {"b", 3}}}
+	got, err = decodeCommand(Encode(rel))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g := got.(releases); g.node != rel.node || !slices.Equal(g.ids, rel.ids) {
+	if g := got.(Releases); g.Node != rel.Node || !slices.Equal(g.IDs, rel.IDs) {
 		t.Fatalf("decoded %+v", g)
 	}
 	if _, err := decodeCommand([]byte{entryVersion, byte(kindClaim), 2, 'n', '1', 0xff, 0xff, 0x7f}); err == nil {
@@ -271,20 +271,20 @@ func TestClaimEncoding(t *testing.T) {
 // takes it. The result says which ids were refused.
 func TestClaimForeign(t *testing.T) {
 	var f FSM
-	if _, out := claimAsOf(t, &f, 1, "n1", takeUnlessForeign, "dev/alice"); out[0] != (claimed{named: true}) {
+	if _, out := claimAsOf(t, &f, 1, "n1", TakeUnlessForeign, "dev/alice"); out[0] != (Claimed{Named: true}) {
 		t.Fatalf("alice's first claim: %+v; want named, no previous owner", out[0])
 	}
 	for i, node := range []string{"n2", "n1"} {
-		epoch, out := claimAsOf(t, &f, uint64(2+i), node, takeUnlessForeign, "dev/bob", "free"+node+"/bob")
-		if epoch != uint64(2+i) || out[0] != (claimed{foreign: true}) || out[1] != (claimed{named: true}) {
+		epoch, out := claimAsOf(t, &f, uint64(2+i), node, TakeUnlessForeign, "dev/bob", "free"+node+"/bob")
+		if epoch != uint64(2+i) || out[0] != (Claimed{Foreign: true}) || out[1] != (Claimed{Named: true}) {
 			t.Fatalf("bob's claim on %s: epoch %d, %+v; want dev refused, free taken", node, epoch, out)
 		}
-		if n, e := f.Owner("dev"); n != "n1" || e != 1 || f.whoOwns("dev") != whoOf("alice") {
+		if n, e := f.Owner("dev"); n != "n1" || e != 1 || f.whoOwns("dev") != WhoOf("alice") {
 			t.Fatalf("dev after bob's refused claim on %s: %s@%d, %#x; want alice's n1@1", node, n, e, f.whoOwns("dev"))
 		}
 	}
-	_, out := claimAsOf(t, &f, 4, "n2", takeUnlessForeign, "dev/alice")
-	if out[0] != (claimed{prev: "n1", prevEpoch: 1, named: true}) {
+	_, out := claimAsOf(t, &f, 4, "n2", TakeUnlessForeign, "dev/alice")
+	if out[0] != (Claimed{Prev: "n1", PrevEpoch: 1, Named: true}) {
 		t.Fatalf("alice's claim on n2: %+v; want n1@1 before, named", out[0])
 	}
 	if n, e := f.Owner("dev"); n != "n2" || e != 4 {
@@ -299,31 +299,31 @@ func TestClaimForeign(t *testing.T) {
 // older build (no identities) leave it unknown too.
 func TestClaimIdentityKept(t *testing.T) {
 	var f FSM
-	claimAsOf(t, &f, 1, "n1", takeMoved, "a/alice", "b/alice", "c/alice", "d/alice")
+	claimAsOf(t, &f, 1, "n1", TakeMoved, "a/alice", "b/alice", "c/alice", "d/alice")
 	cases := []struct {
 		index uint64
 		node  string
-		mode  claimMode
+		mode  ClaimMode
 		id    string
 		named bool   // the claimant's identity recorded
 		who   string // the entry's identity after; "" unknown
 	}{
-		{2, "n2", takeMoved, "a/bob", false, ""},           // the session moves whole
-		{3, "n2", takeDropped, "b/bob", true, "bob"},       // n1 drops alice's session
-		{4, "n1", takeDropped, "c/bob", false, ""},         // alice's stays on n1 until bob attaches
-		{5, "n3", takeUnlessForeign, "a/carol", false, ""}, // unknown: taken, still unknown
-		{6, "n3", takeUnlessForeign, "c/carol", false, ""},
-		{7, "n1", takeMoved, "d/alice", true, "alice"},       // the same identity again
-		{8, "n1", takeUnlessForeign, "e/dave", true, "dave"}, // no entry before
+		{2, "n2", TakeMoved, "a/bob", false, ""},           // the session moves whole
+		{3, "n2", TakeDropped, "b/bob", true, "bob"},       // n1 drops alice's session
+		{4, "n1", TakeDropped, "c/bob", false, ""},         // alice's stays on n1 until bob attaches
+		{5, "n3", TakeUnlessForeign, "a/carol", false, ""}, // unknown: taken, still unknown
+		{6, "n3", TakeUnlessForeign, "c/carol", false, ""},
+		{7, "n1", TakeMoved, "d/alice", true, "alice"},       // the same identity again
+		{8, "n1", TakeUnlessForeign, "e/dave", true, "dave"}, // no entry before
 	}
 	for _, c := range cases {
 		_, out := claimAsOf(t, &f, c.index, c.node, c.mode, c.id)
 		id, _, _ := strings.Cut(c.id, "/")
 		want := uint32(whoUnknown)
 		if c.who != "" {
-			want = whoOf(c.who)
+			want = WhoOf(c.who)
 		}
-		if out[0].foreign || out[0].named != c.named || f.whoOwns(id) != want {
+		if out[0].Foreign || out[0].Named != c.named || f.whoOwns(id) != want {
 			t.Errorf("%s on %s, mode %d: %+v, entry %#x; want taken, named %v, entry %#x", c.id, c.node, c.mode, out[0], f.whoOwns(id), c.named, want)
 		}
 		if n, e := f.Owner(id); n != c.node || e != c.index {
@@ -332,14 +332,14 @@ func TestClaimIdentityKept(t *testing.T) {
 	}
 	// An older build's claim: the entry's owner is unknown, and refuses no one.
 	claim(t, &f, 9, "n1", "d")
-	if _, out := claimAsOf(t, &f, 10, "n2", takeUnlessForeign, "d/erin"); out[0].foreign || f.whoOwns("d") != whoUnknown {
+	if _, out := claimAsOf(t, &f, 10, "n2", TakeUnlessForeign, "d/erin"); out[0].Foreign || f.whoOwns("d") != whoUnknown {
 		t.Fatalf("a refuse claim of an entry of an older build: %+v, entry %#x; want taken, unknown", out[0], f.whoOwns("d"))
 	}
 	// A release ends the claim it names, whatever its identity.
-	if releaseAll(t, &f, 11, "n1", release{"e", 8}) != 1 {
+	if releaseAll(t, &f, 11, "n1", Release{"e", 8}) != 1 {
 		t.Fatal("dave's claim not released")
 	}
-	if _, out := claimAsOf(t, &f, 12, "n2", takeUnlessForeign, "e/erin"); out[0] != (claimed{named: true}) {
+	if _, out := claimAsOf(t, &f, 12, "n2", TakeUnlessForeign, "e/erin"); out[0] != (Claimed{Named: true}) {
 		t.Fatalf("a refuse claim of a released id: %+v; want taken, named", out[0])
 	}
 }
@@ -350,9 +350,9 @@ func TestClaimIdentityKept(t *testing.T) {
 func TestAttachNames(t *testing.T) {
 	var f FSM
 	claim(t, &f, 1, "n1", "a", "b") // an older build's: unknown owners
-	apply := func(index uint64, node string, as ...attach) int {
+	apply := func(index uint64, node string, as ...Attach) int {
 		t.Helper()
-		r := applyEntry(&f, index, encodeCommand(attaches{node: node, ids: as}))
+		r := applyEntry(&f, index, Encode(Attaches{Node: node, IDs: as}))
 		if r.err != nil {
 			t.Fatal(r.err)
 		}
@@ -363,11 +363,11 @@ func TestAttachNames(t *testing.T) {
 		}
 		return int(n)
 	}
-	alice := whoOf("alice")
-	if n := apply(2, "n1", attach{"a", 1, alice}, attach{"b", 7, alice}, attach{"zz", 1, alice}); n != 1 {
+	alice := WhoOf("alice")
+	if n := apply(2, "n1", Attach{"a", 1, alice}, Attach{"b", 7, alice}, Attach{"zz", 1, alice}); n != 1 {
 		t.Fatalf("named %d; want 1 (a; b's epoch is not 7, zz has no entry)", n)
 	}
-	if n := apply(3, "n2", attach{"b", 1, alice}); n != 0 {
+	if n := apply(3, "n2", Attach{"b", 1, alice}); n != 0 {
 		t.Fatal("n2 named n1's entry")
 	}
 	if f.whoOwns("a") != alice || f.whoOwns("b") != whoUnknown {
@@ -376,51 +376,24 @@ func TestAttachNames(t *testing.T) {
 	if n, e := f.Owner("a"); n != "n1" || e != 1 {
 		t.Fatalf("a: %s@%d; an attach changed the claim", n, e)
 	}
-	_, out := claimAsOf(t, &f, 4, "n2", takeUnlessForeign, "a/bob", "b/bob")
-	if !out[0].foreign || out[1].foreign {
+	_, out := claimAsOf(t, &f, 4, "n2", TakeUnlessForeign, "a/bob", "b/bob")
+	if !out[0].Foreign || out[1].Foreign {
 		t.Fatalf("bob's claims after the attach: %+v; want a refused, b taken", out)
 	}
-	got, err := decodeCommand(encodeCommand(attaches{node: "n1", ids: []attach{{"a", 1 << 40, alice}}}))
-	if err != nil || !slices.Equal(got.(attaches).ids, []attach{{"a", 1 << 40, alice}}) {
+	got, err := decodeCommand(Encode(Attaches{Node: "n1", IDs: []Attach{{"a", 1 << 40, alice}}}))
+	if err != nil || !slices.Equal(got.(Attaches).IDs, []Attach{{"a", 1 << 40, alice}}) {
 		t.Fatalf("decoded %+v, %v", got, err)
 	}
-	if _, err := decodeCommand(encodeCommand(attaches{node: "n1", ids: []attach{{"a", 1, whoUnknown}}})); err == nil {
+	if _, err := decodeCommand(Encode(Attaches{Node: "n1", IDs: []Attach{{"a", 1, whoUnknown}}})); err == nil {
 		t.Fatal("an attach of an unknown identity decoded")
-	}
-}
-
-// TestClaimForeignNotFenced: a node applying another node's claims fences its
-// connections of the ids taken, not of those refused; the result tells them apart
-// without allocating when none was refused.
-func TestClaimForeignNotFenced(t *testing.T) {
-	c := &Cluster{fsm: &FSM{}}
-	c.cfg.NodeName = "n1"
-	c.fsm.applied = c.applied
-	h := &fakeHost{name: "n1"}
-	c.SetHost(h)
-	claimAsOf(t, c.fsm, 1, "n1", takeUnlessForeign, "x/alice", "z/alice")
-	claimAsOf(t, c.fsm, 2, "n2", takeUnlessForeign, "x/bob", "y/bob", "z/bob", "w/bob")
-	if fenced, _, _ := h.snapshot(); !slices.Equal(fenced, []string{"y@2", "w@2"}) {
-		t.Fatalf("fenced %v; want y@2 w@2 (x and z are alice's)", fenced)
-	}
-	if got := c.own.counts.fenced.Load(); got != 2 {
-		t.Fatalf("fenced count %d; want 2", got)
-	}
-	cl := claims{node: "n2", ids: []string{"a", "b"}, as: []claimAs{{who: 1}, {who: 1}}}
-	r := applyEntry(c.fsm, 3, encodeCommand(cl))
-	if allocs := testing.AllocsPerRun(100, func() { _ = cl.taken(r.data) }); allocs != 0 {
-		t.Fatalf("taken allocates %v times with none refused", allocs)
-	}
-	if got := cl.taken(r.data); !slices.Equal(got, cl.ids) {
-		t.Fatalf("taken %v", got)
 	}
 }
 
 // TestClaimAsEncoding: a claim with an identity costs 4 bytes more per id; a claim
 // without one, or with a mode beyond the known ones, does not decode.
 func TestClaimAsEncoding(t *testing.T) {
-	c := claims{node: "n1", ids: []string{"client-0001"}, as: []claimAs{{who: whoOf("alice"), mode: takeUnlessForeign}}}
-	data := encodeCommand(c)
+	c := Claims{Node: "n1", IDs: []string{"client-0001"}, As: []ClaimAs{{Who: WhoOf("alice"), Mode: TakeUnlessForeign}}}
+	data := Encode(c)
 	if want := 2 + 3 + 1 + 12 + 4; len(data) != want || kind(data[1]) != kindClaimAs {
 		t.Errorf("claim entry is %d bytes, kind %d; want %d, %d", len(data), data[1], want, kindClaimAs)
 	}
@@ -428,19 +401,19 @@ func TestClaimAsEncoding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g := got.(claims); g.node != c.node || !slices.Equal(g.ids, c.ids) || !slices.Equal(g.as, c.as) {
+	if g := got.(Claims); g.Node != c.Node || !slices.Equal(g.IDs, c.IDs) || !slices.Equal(g.As, c.As) {
 		t.Fatalf("decoded %+v", g)
 	}
-	for _, bad := range []claimAs{{who: whoUnknown}, {who: 5, mode: maxClaimMode + 1}, {who: 1 << whoBits}} {
-		c.as[0] = bad
-		if _, err := decodeCommand(encodeCommand(c)); err == nil {
+	for _, bad := range []ClaimAs{{Who: whoUnknown}, {Who: 5, Mode: maxClaimMode + 1}, {Who: 1 << whoBits}} {
+		c.As[0] = bad
+		if _, err := decodeCommand(Encode(c)); err == nil {
 			t.Errorf("claim %+v decoded", bad)
 		}
 	}
-	if whoOf("") == whoUnknown || whoOf("0:alice") == whoOf("0:bob") {
+	if WhoOf("") == whoUnknown || WhoOf("0:alice") == WhoOf("0:bob") {
 		t.Fatal("identity digests")
 	}
-	if got, want := fmt.Sprintf("%06x", whoOf("0:alice")), "5be0c0"; got != want {
+	if got, want := fmt.Sprintf("%06x", WhoOf("0:alice")), "5be0c0"; got != want {
 		t.Fatalf("digest of 0:alice: %s; want %s (the same in every build)", got, want)
 	}
 }
@@ -449,7 +422,7 @@ func TestClaimAsEncoding(t *testing.T) {
 // snapshot (before identities) restores its entries as unknown owners, who refuse no one.
 func TestOwnersSnapshotIdentities(t *testing.T) {
 	var f FSM
-	claimAsOf(t, &f, 1, "n1", takeUnlessForeign, "a/alice")
+	claimAsOf(t, &f, 1, "n1", TakeUnlessForeign, "a/alice")
 	claim(t, &f, 2, "n1", "b")
 	snap, err := f.Snapshot()
 	if err != nil {
@@ -460,10 +433,10 @@ func TestOwnersSnapshotIdentities(t *testing.T) {
 	if err := g.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
 		t.Fatal(err)
 	}
-	if g.whoOwns("a") != whoOf("alice") || g.whoOwns("b") != whoUnknown {
+	if g.whoOwns("a") != WhoOf("alice") || g.whoOwns("b") != whoUnknown {
 		t.Fatalf("restored identities %#x %#x", g.whoOwns("a"), g.whoOwns("b"))
 	}
-	if _, out := claimAsOf(t, &g, 3, "n2", takeUnlessForeign, "a/bob"); !out[0].foreign {
+	if _, out := claimAsOf(t, &g, 3, "n2", TakeUnlessForeign, "a/bob"); !out[0].Foreign {
 		t.Fatalf("bob's claim after the restore: %+v; want refused", out[0])
 	}
 
@@ -484,7 +457,7 @@ func TestOwnersSnapshotIdentities(t *testing.T) {
 	if n, e := h.Owner("a"); n != "n1" || e != 1 || h.whoOwns("a") != whoUnknown {
 		t.Fatalf("a from a version-2 snapshot: %s@%d, %#x; want n1@1, unknown", n, e, h.whoOwns("a"))
 	}
-	if _, out := claimAsOf(t, &h, 2, "n2", takeUnlessForeign, "a/bob"); out[0].foreign || out[0].prev != "n1" {
+	if _, out := claimAsOf(t, &h, 2, "n2", TakeUnlessForeign, "a/bob"); out[0].Foreign || out[0].Prev != "n1" {
 		t.Fatalf("bob's claim of an entry from a version-2 snapshot: %+v; want taken from n1", out[0])
 	}
 }

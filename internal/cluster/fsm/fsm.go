@@ -1,4 +1,4 @@
-package cluster
+package fsm
 
 import (
 	"bytes"
@@ -10,15 +10,11 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// What every node applies from the Raft log, in the same order: the cluster's consistent
-// state. The state machine is pure (no network, no clock, no randomness: a command carries
-// whatever it needs, such as the new cluster id), so fsm_test.go tests it alone.
-//
 // A log entry is [entryVersion][kind][body]. Adding a command is a local change: a kind
-// below (never reusing a value), a type implementing command in a file of its own, and
+// below (never reusing a value), a type implementing Command in a file of its own, and
 // its decoder in commands. A leader may only write a command every member can apply:
-// nodes tell their protocolVersion in their metadata, and a command that needs a newer
-// one waits until every member has it.
+// nodes tell their protocol version in their metadata (internal/cluster, member_meta.go), and a
+// command that needs a newer one waits until every member has it.
 
 // entryVersion is the first byte of every command this build writes.
 const entryVersion = 1
@@ -28,14 +24,16 @@ type kind byte
 
 const (
 	kindIdentity kind = 1 // identity.go: the cluster id, chosen once
-	// 2, 3: owner_fsm.go
-	// 4: fsm_retained.go
-	// 5: fsm_auth.go
-	// 6, 7: owner_fsm.go
+	// 2, 3: owners.go
+	// 4: retained.go
+	// 5: auth.go
+	// 6, 7: owners.go
 )
 
-// A command is one change of the replicated state.
-type command interface {
+// A Command is one change of the replicated state: Identity, Claims, Releases, Attaches,
+// Retains, AuthFiles. The set is closed (its methods are unexported): only this package's
+// types are written to the log, so every node can decode every entry it applies.
+type Command interface {
 	kind() kind
 	// appendBody appends the command's encoding, without version and kind.
 	appendBody(b []byte) []byte
@@ -47,7 +45,7 @@ type command interface {
 }
 
 // commands decodes each kind's body; the reader's error reports a malformed one.
-var commands = map[kind]func(r *reader) command{
+var commands = map[kind]func(r *reader) Command{
 	kindIdentity: decodeIdentity,
 	kindClaim:    decodeClaims,
 	kindClaimAs:  decodeClaimsAs,
@@ -60,9 +58,9 @@ var commands = map[kind]func(r *reader) command{
 // state is the replicated state: every field is changed by commands only.
 type state struct {
 	clusterID string      // identity.go; "" until the first identity entry
-	owners    owners      // owner_fsm.go: client-id ownership
-	ret       retainedSet // fsm_retained.go: retained messages
-	auth      authSet     // fsm_auth.go: auth file contents
+	owners    owners      // owners.go: client-id ownership
+	ret       retainedSet // retained.go: retained messages
+	auth      authSet     // auth.go: auth file contents
 }
 
 // A part is one piece of state with its own section in a snapshot. Adding state for a new
@@ -93,13 +91,14 @@ var parts = []part{
 // and stays behind until it is upgraded.
 const snapshotVersion = 3
 
-// encodeCommand returns c's log entry.
-func encodeCommand(c command) []byte {
+// Encode returns c's log entry, the bytes the node hands to raft.Apply (or forwards to
+// the leader, which does).
+func Encode(c Command) []byte {
 	return c.appendBody([]byte{entryVersion, byte(c.kind())})
 }
 
 // decodeCommand reads a log entry.
-func decodeCommand(data []byte) (command, error) {
+func decodeCommand(data []byte) (Command, error) {
 	if len(data) < 2 {
 		return nil, fmt.Errorf("cluster: a log entry of %d bytes", len(data))
 	}
@@ -124,29 +123,69 @@ type applied struct {
 	err  error
 }
 
+// Response reads what FSM.Apply returned for an entry, as raft's ApplyFuture.Response
+// gives it on the leader: the command's result, or the error with which the state
+// machine refused it (every node refused it the same way, and the state is unchanged).
+func Response(resp any) ([]byte, error) {
+	r, ok := resp.(applied)
+	if !ok {
+		return nil, fmt.Errorf("cluster: %T is not a state machine's response", resp)
+	}
+	return r.data, r.err
+}
+
 // FSM is the Raft state machine (raft.FSM). Raft calls Apply, Snapshot and Restore from
-// one goroutine, never concurrently with each other; FSMSnapshot.Persist runs
-// concurrently with later Applies. Other goroutines read the state through FSM's methods,
-// under its lock.
+// one goroutine, Raft's FSM goroutine, never concurrently with each other;
+// FSMSnapshot.Persist runs concurrently with later Applies. Other goroutines read the
+// state through FSM's methods, under its lock. The zero FSM is an empty state without
+// hooks; New makes a node's.
 type FSM struct {
 	mu sync.RWMutex // guards s
 	s  state
 	// omu guards s.owners too: Apply and Restore hold it beside mu while they change
-	// the table, so that Owner reads it under omu alone (owner_fsm.go).
+	// the table, so that Owner reads it under omu alone (owners.go).
 	omu sync.RWMutex
 	// changed, when set, runs after each applied command and after a Restore, on Raft's
 	// FSM goroutine without the lock: it must return quickly.
 	changed func()
 	// applied, when set, is told each command applied without error, with its index and
 	// result (which it may keep: nothing reuses it), on Raft's FSM goroutine after the
-	// state changed and without the lock (owner.go fences the connections of client ids
-	// claimed elsewhere): it must not block.
-	applied func(c command, index uint64, result []byte)
+	// state changed and without the lock (internal/cluster's owner.go fences the
+	// connections of client ids claimed elsewhere): it must not block.
+	applied func(c Command, index uint64, result []byte)
+}
+
+// Hooks are what the node running an FSM is told of. Each runs on Raft's FSM goroutine,
+// so a slow hook holds up every later entry.
+type Hooks struct {
+	// Changed runs after each applied entry and after a Restore, without the FSM's lock:
+	// it must return quickly.
+	Changed func()
+	// Applied is told each command applied without error, with its index and result
+	// (which it may keep: nothing reuses it), after the state changed and without the
+	// lock: it must not block.
+	Applied func(c Command, index uint64, result []byte)
+	// Retained receives every change of the retained set (see RetainedStore); nil: none.
+	Retained RetainedStore
+	// RetainedApplied is told the index of each Retains entry applied, under the FSM's
+	// lock: it must not block nor call back into the FSM.
+	RetainedApplied func(index uint64)
+}
+
+// New returns an empty FSM that tells h; the node passes it to raft.NewRaft, which
+// restores its snapshot and replays its log into it.
+func New(h Hooks) *FSM {
+	f := &FSM{changed: h.Changed, applied: h.Applied}
+	f.setRetainedStore(h.Retained, h.RetainedApplied)
+	return f
 }
 
 var _ raft.FSM = (*FSM)(nil)
 
-// Apply applies one committed log entry of type LogCommand.
+// Apply applies one committed log entry of type LogCommand; Raft calls it on its FSM
+// goroutine, in log order, on every node. An entry that does not decode, or that its
+// command refuses, changes nothing, the same way on every node; the leader's caller reads
+// the outcome with Response.
 func (f *FSM) Apply(l *raft.Log) any {
 	c, err := decodeCommand(l.Data)
 	if err != nil {
@@ -173,7 +212,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 	return applied{data: data, err: err}
 }
 
-// Snapshot captures the state for Persist.
+// Snapshot captures the state for Persist; Raft calls it on its FSM goroutine.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
@@ -184,7 +223,8 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	return &snapshot{writers: writers}, nil
 }
 
-// Restore replaces the state with a snapshot's.
+// Restore replaces the state with a snapshot's; Raft calls it on its FSM goroutine. The
+// node's retained store is handed the restored set (RetainedStore.ReplaceRetained).
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	data, err := io.ReadAll(rc)
 	if cerr := rc.Close(); err == nil {

@@ -13,10 +13,10 @@ import (
 // logged at most every refusalLogEvery per stranger, since a stranger retries its join:
 //
 //   - a node of another cluster, or whose metadata cannot be read: memberlist's alive and
-//     merge delegates refuse it by name (membership.go, check);
+//     merge delegates refuse it by name (member.go, check);
 //   - a node without our secret, or with another: memberlist cannot decrypt what it sends
 //     and drops it, telling no delegate, only its log. Its lines are read here (as
-//     suspicion.go reads those of failed probes), by the remote address they name.
+//     member_suspicion.go reads those of failed probes), by the remote address they name.
 //
 // memberlist's lines for such a stranger are logged at debug level only: the warning
 // below, rate-limited, says it once.

@@ -9,10 +9,11 @@ import (
 	"sync"
 
 	"github.com/bifrost-mqtt/bifrost/internal/auth"
+	"github.com/bifrost-mqtt/bifrost/internal/cluster/fsm"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// The auth files every node enforces (fsm_auth.go holds them in the replicated state).
+// The auth files every node enforces (fsm/auth.go holds them in the replicated state).
 // The server hands the cluster its auth state as an AuthHost: each change the log applies
 // is put in force through it, on every node, in log order. Proposals come from the node's
 // reload (ProposeAuth: the files that differ from the cluster's) and its start (SeedAuth:
@@ -56,7 +57,7 @@ func (c *Cluster) SetAuthHost(h AuthHost) { c.authf.host = h }
 func (c *Cluster) authChanged() {
 	a := &c.authf
 	a.mu.Lock()
-	same := c.fsm.authIndex() == a.inForce
+	same := c.fsm.AuthIndex() == a.inForce
 	a.mu.Unlock()
 	if same {
 		return
@@ -109,7 +110,7 @@ func (c *Cluster) ProposeAuth(ctx context.Context, files []auth.File) (int, erro
 	if c.fsm == nil {
 		return 0, errClosed
 	}
-	if err := checkAuthFiles(files); err != nil {
+	if err := fsm.CheckAuthFiles(files); err != nil {
 		return 0, err
 	}
 	have, _ := c.fsm.AuthFiles()
@@ -128,7 +129,7 @@ func (c *Cluster) ProposeAuth(ctx context.Context, files []auth.File) (int, erro
 	if len(diff) == 0 {
 		return 0, nil
 	}
-	if err := c.applyAuth(ctx, authFiles{files: diff}); err != nil {
+	if err := c.applyAuth(ctx, fsm.AuthFiles{Files: diff}); err != nil {
 		return 0, err
 	}
 	return len(diff), nil
@@ -146,11 +147,11 @@ func (c *Cluster) SeedAuth(ctx context.Context, files []auth.File) error {
 	sent := false
 	for _, f := range files {
 		one := []auth.File{f}
-		if err := checkAuthFiles(one); err != nil {
+		if err := fsm.CheckAuthFiles(one); err != nil {
 			c.log.Error("cluster: auth file not offered to the cluster; this node alone enforces it", "err", err)
 			continue
 		}
-		if err := c.applyAuth(ctx, authFiles{seed: true, files: one}); err != nil {
+		if err := c.applyAuth(ctx, fsm.AuthFiles{Seed: true, Files: one}); err != nil {
 			return err
 		}
 		sent = true
@@ -159,12 +160,12 @@ func (c *Cluster) SeedAuth(ctx context.Context, files []auth.File) error {
 		return nil
 	}
 	// Nothing to offer: an empty seed still tells which files the cluster holds.
-	return c.applyAuth(ctx, authFiles{seed: true})
+	return c.applyAuth(ctx, fsm.AuthFiles{Seed: true})
 }
 
 // applyAuth appends cmd to the log and waits until this node enforces the result, up to
 // ctx's deadline (applyTimeout without one).
-func (c *Cluster) applyAuth(ctx context.Context, cmd authFiles) error {
+func (c *Cluster) applyAuth(ctx context.Context, cmd fsm.AuthFiles) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, applyTimeout)

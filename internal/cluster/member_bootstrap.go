@@ -25,7 +25,7 @@ import (
 //     cluster id.
 //
 // A node that does not bootstrap loses nothing: Raft replicates the configuration to
-// every member of it, and the leader adds members it lacks (reconcile.go). With
+// every member of it, and the leader adds members it lacks (member_reconcile.go). With
 // bootstrap_expect 1 and other seeds, the node first tries its seeds once, so that it
 // joins a cluster that is there instead of founding its own.
 

@@ -15,7 +15,7 @@ import (
 // and returns it; the broker here restores it and answers session present 1.
 //
 // A previous owner that is not a live member cannot be asked: this node waits the lease
-// (by then that node, if it still runs, has fenced itself: fence.go) and the session that
+// (by then that node, if it still runs, has fenced itself: owner_fence.go) and the session that
 // lived there is lost. So is one whose owner does not answer within the lease (paused,
 // cut off, overloaded): it is treated as a dead one, since by then it has stopped writing
 // to its clients whatever it is doing. Either applied the claim, and closed its
