@@ -53,6 +53,9 @@ type (
 	ConfigErrors = conf.Errors
 	// ConfigError is one problem of a configuration.
 	ConfigError = conf.Error
+	// ConfigChange is one field a reconfiguration changed, or left for a restart: its YAML
+	// path, old and new value (secrets masked), and why it waits for a restart if it does.
+	ConfigChange = conf.Change
 )
 
 // The values of the configuration's enumerated fields.

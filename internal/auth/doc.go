@@ -11,7 +11,8 @@
 //
 // Files: auth.go the API and the Auth; hash.go password records; passwd.go the password
 // file; cache.go the login cache; acl.go the ACL file; aclmatch.go access checks;
-// scram.go SCRAM-SHA-256; set.go per-listener Auths; errors.go file errors.
+// scram.go SCRAM-SHA-256; set.go per-listener Auths; gate.go the Gate that holds a
+// cluster node's CONNECTs; errors.go file errors.
 //
 // # Who a client is
 //

@@ -3,7 +3,7 @@ package broker
 import "github.com/bifrost-mqtt/bifrost/internal/packet"
 
 // Cluster is what the broker asks of the cluster this node is part of. Package cluster
-// implements it and the server (package bifrost) connects the two, so that this package
+// implements it and the server (internal/server) connects the two, so that this package
 // imports nothing of the cluster's: a single node (Options.Cluster nil) costs one nil
 // test on each path that asks, and links no cluster code into the broker's.
 //

@@ -1,8 +1,9 @@
-// Package clusterlink connects package bifrost to a cluster without linking one: the
-// cluster's code (memberlist, Raft, gRPC and what they bring) is linked only into
-// programs that import github.com/bifrost-mqtt/bifrost/cluster, which registers itself
-// here. cmd/bifrost imports it; an embedder that runs a single node does not pay for it
-// (docs/lab/edge.md: 12 MB of binary, about 2.5 MiB of resident memory under the edge load).
+// Package clusterlink connects the server (internal/server) to a cluster without linking
+// one: the cluster's code (memberlist, Raft, gRPC and what they bring) is linked only
+// into programs that import github.com/bifrost-mqtt/bifrost/cluster, which registers
+// itself here. cmd/bifrost imports it; an embedder that runs a single node does not pay
+// for it (docs/lab/edge.md: 12 MB of binary, about 2.5 MiB of resident memory under the
+// edge load).
 package clusterlink
 
 import (

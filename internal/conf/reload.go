@@ -31,7 +31,7 @@ var liveFields = []string{
 	"memory.limit",        // debug.SetMemoryLimit may be called at any time
 	"memory.return_to_os", // the memory policy's ticker is reset
 	"sys_interval",        // the $SYS ticker is restarted
-	"http.admin.",         // the admin API's users and tokens are swapped whole (bifrost's reconfigure_admin.go)
+	"http.admin.",         // the admin API's users and tokens are swapped whole (internal/server's reconfigure_admin.go)
 }
 
 // Why a change waits for a restart, as the reload report says.

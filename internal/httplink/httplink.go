@@ -1,9 +1,9 @@
-// Package httplink connects package bifrost to the operator's HTTP endpoint without
-// linking it: the endpoint's code (internal/endpoint: the Prometheus client and its
-// runtime and process collectors, net/http, pprof, the admin API and dashboard) is linked
-// only into programs that import github.com/bifrost-mqtt/bifrost/endpoint, which
-// registers itself here. cmd/bifrost imports it; an embedder that serves no HTTP does
-// not pay for it (docs/edge.md, "Embedding").
+// Package httplink connects the server (internal/server) to the operator's HTTP endpoint
+// without linking it: the endpoint's code (internal/endpoint: the Prometheus client and
+// its runtime and process collectors, net/http, pprof, the admin API and dashboard) is
+// linked only into programs that import github.com/bifrost-mqtt/bifrost/endpoint, which
+// registers itself here. cmd/bifrost imports it; an embedder that serves no HTTP does not
+// pay for it (docs/edge.md, "Embedding").
 package httplink
 
 import (

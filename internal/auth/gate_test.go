@@ -1,4 +1,4 @@
-package bifrost
+package auth
 
 import (
 	"errors"
@@ -6,25 +6,24 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 )
 
-// TestAuthGate: until a cluster node enforces the cluster's auth files, a CONNECT is not
-// decided on the event loop, waits for them on the auth pool, and after authGateWait is
+// TestGate: until a cluster node enforces the cluster's auth files, a CONNECT is not
+// decided on the event loop, waits for them on the auth pool, and after gateWait is
 // refused with Server unavailable; once the gate is open, CONNECTs are decided as usual.
-func TestAuthGate(t *testing.T) {
+func TestGate(t *testing.T) {
 	c := conf.Default()
 	allow := true
 	c.Auth.AllowAnonymous = &allow
-	set, err := auth.NewSet(c, nil)
+	set, err := NewSet(c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	anon := &auth.Request{ClientID: "c"}
+	anon := &Request{ClientID: "c"}
 	synctest.Test(t, func(t *testing.T) {
-		g := newAuthGate(set)
+		g := NewGate(set)
 		if _, _, ok := g.TryAuthenticate(anon); ok {
 			t.Fatal("a closed gate decided a CONNECT on the event loop")
 		}
@@ -32,8 +31,8 @@ func TestAuthGate(t *testing.T) {
 		if _, err := g.Authenticate(anon); !errors.Is(err, packet.ServerUnavailable) {
 			t.Fatalf("closed gate: %v; want Server unavailable", err)
 		}
-		if waited := time.Since(start); waited != authGateWait {
-			t.Errorf("refused after %v; want %v", waited, authGateWait)
+		if waited := time.Since(start); waited != gateWait {
+			t.Errorf("refused after %v; want %v", waited, gateWait)
 		}
 
 		done := make(chan error, 1)
@@ -47,8 +46,8 @@ func TestAuthGate(t *testing.T) {
 			t.Fatalf("Authenticate returned %v before the gate opened", err)
 		default:
 		}
-		time.Sleep(authGateWait / 2)
-		g.open()
+		time.Sleep(gateWait / 2)
+		g.Open()
 		if err := <-done; err != nil {
 			t.Fatalf("after the gate opened: %v", err)
 		}

@@ -1,52 +1,27 @@
-package bifrost
+package server
 
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/logging"
 )
 
-// ConfigChange is one field a reconfiguration changed, or left for a restart: its YAML
-// path, old and new value (secrets masked), and why it waits for a restart if it does.
-type ConfigChange = conf.Change
-
 // A Report says what Reconfigure did: the changes applied, and those that need a
-// restart and were not applied.
+// restart and were not applied (package bifrost's Report, field for field).
 type Report struct {
-	Applied []ConfigChange `json:"applied"`
-	Restart []ConfigChange `json:"restart"`
+	Applied []conf.Change `json:"applied"`
+	Restart []conf.Change `json:"restart"`
 }
 
-// WithConfigFile names the file the configuration came from, for Reload (SIGHUP and the
-// admin API's POST /api/v1/reload) to read again.
-func WithConfigFile(path string) Option {
-	return func(b *Broker) { b.file = path }
-}
-
-// WithLogLevel gives the level of the logger passed with WithLogger, for Reconfigure to
-// change when log.level does; without it, a logger of the embedder keeps its level.
-func WithLogLevel(level *slog.LevelVar) Option {
-	return func(b *Broker) { b.level = level }
-}
-
-// Reconfigure puts next in force on the running broker, as far as that can be done
-// without a restart, and reports what changed. next is checked first, as New checks its
-// config: an invalid one (or one that would expose anonymous clients to the network)
-// changes nothing and comes back as the error. Otherwise every live change is applied
-// and every change that needs a restart (store, cluster, http.address, memory.profile...)
-// is reported and left as it is: the broker runs with next's live fields over the
-// configuration it had, and a later Reconfigure reports the pending ones again until a
-// restart. Mosquitto does the same on SIGHUP (applies what it can, logs the rest); the
-// alternative, refusing the whole file, would make an operator who fixes a limit and
-// also touches store.dir restart for both. The fields and how each takes effect:
-// docs/admin.md, Live reconfiguration. The admin API's token file is read again at
-// every call (reconfigure_admin.go). Calls are serialized. It needs a started
-// broker (ErrNotStarted before Start, ErrClosed after Close).
-func (b *Broker) Reconfigure(next *Config) (Report, error) {
+// Reconfigure puts next's live fields in force on the running server and leaves the
+// rest for a restart, reporting both: package bifrost's Broker.Reconfigure documents it
+// (the fields and how each takes effect: docs/admin.md, Live reconfiguration). The admin
+// API's token file is read again at every call (reconfigure_admin.go). Calls are
+// serialized.
+func (b *Server) Reconfigure(next *conf.Config) (Report, error) {
 	next = next.Clone()
 	next.EnsureDefaults()
 	if err := next.Validate(); err != nil {
@@ -65,7 +40,7 @@ func (b *Broker) Reconfigure(next *Config) (Report, error) {
 	}
 	cur := b.running.Load()
 	acc := b.admin.Load()
-	rep := Report{Applied: []ConfigChange{}, Restart: []ConfigChange{}} // JSON [], not null
+	rep := Report{Applied: []conf.Change{}, Restart: []conf.Change{}} // JSON [], not null
 	for _, ch := range cur.Changes(next) {
 		if acc == nil && strings.HasPrefix(ch.Field, "http.admin.") {
 			ch.Restart = restartAdminOff
@@ -112,7 +87,7 @@ func (b *Broker) Reconfigure(next *Config) (Report, error) {
 
 // applyAuth puts target's auth blocks in force when changes touch them, before anything
 // else: a file that does not load stops the reconfiguration with nothing changed.
-func (b *Broker) applyAuth(target *conf.Config, changes []ConfigChange) error {
+func (b *Server) applyAuth(target *conf.Config, changes []conf.Change) error {
 	touched := false
 	for _, ch := range changes {
 		if strings.HasPrefix(ch.Field, "auth.") || strings.HasPrefix(ch.Field, "listeners[") && strings.Contains(ch.Field, "].auth.") {
@@ -132,7 +107,7 @@ func (b *Broker) applyAuth(target *conf.Config, changes []ConfigChange) error {
 // apply puts target's live fields other than auth in force, cur being the configuration
 // in force. What fails (a listener that cannot bind its address) is reported; the rest
 // takes effect.
-func (b *Broker) apply(cur, target *conf.Config) error {
+func (b *Server) apply(cur, target *conf.Config) error {
 	if b.level != nil && cur.Log.Level != target.Log.Level {
 		if l, err := logging.ParseLevel(target.Log.Level); err == nil {
 			b.level.Set(l)
@@ -160,18 +135,15 @@ func sameDuration(a, b *conf.Duration) bool {
 	return a == nil && b == nil || a != nil && b != nil && *a == *b
 }
 
-// Reload reads the configuration file again (WithConfigFile) and Reconfigures the broker
-// with it (which re-reads the admin token file), then re-reads the password, ACL and
-// certificate files (ReloadFiles). Without a file it Reconfigures with the configuration
-// in force, for the token file, then does the latter. cmd/bifrost calls it on SIGHUP,
-// the admin API on POST /api/v1/reload. A file with an error changes nothing: the error
-// names each problem as check-config does (file:line: field: message).
-func (b *Broker) Reload() (Report, error) {
+// Reload Reconfigures with the configuration file read again (Options.File; without one,
+// with the configuration in force), then calls ReloadFiles: package bifrost's
+// Broker.Reload. cmd/bifrost calls it on SIGHUP, the admin API on POST /api/v1/reload.
+func (b *Server) Reload() (Report, error) {
 	next := b.running.Load()
 	if b.file != "" {
 		var err error
 		if next, err = conf.Load(b.file); err != nil {
-			return Report{Applied: []ConfigChange{}, Restart: []ConfigChange{}}, err // conf.Errors: every problem, file:line: field: message
+			return Report{Applied: []conf.Change{}, Restart: []conf.Change{}}, err // conf.Errors: every problem, file:line: field: message
 		}
 	}
 	rep, err := b.Reconfigure(next)

@@ -1,4 +1,4 @@
-package bifrost
+package server
 
 import (
 	"fmt"
@@ -19,7 +19,7 @@ const restartAdminOff = "the admin API is off (no credentials off loopback, or i
 
 // readAdmin reads target's token file for applyAdmin, and refuses a target that would
 // leave the running API without credentials off loopback.
-func (b *Broker) readAdmin(target *conf.Config) (auth.Tokens, error) {
+func (b *Server) readAdmin(target *conf.Config) (auth.Tokens, error) {
 	if b.admin.Load() == nil {
 		return auth.Tokens{}, nil
 	}
@@ -36,7 +36,7 @@ func (b *Broker) readAdmin(target *conf.Config) (auth.Tokens, error) {
 
 // applyAdmin puts target's admin users and tokens in force, logs what changed and
 // returns the change of the tokens for the report (the users' is conf's own change).
-func (b *Broker) applyAdmin(target *conf.Config, t auth.Tokens) []ConfigChange {
+func (b *Server) applyAdmin(target *conf.Config, t auth.Tokens) []conf.Change {
 	acc := b.admin.Load()
 	if acc == nil {
 		return nil
@@ -50,7 +50,7 @@ func (b *Broker) applyAdmin(target *conf.Config, t auth.Tokens) []ConfigChange {
 	if len(d.TokensAdded)+len(d.TokensRemoved)+len(d.TokensChanged) == 0 {
 		return nil
 	}
-	return []ConfigChange{{Field: "http.admin.tokens", Old: tokenNames(d.OldTokens, nil), New: tokenNames(d.NewTokens, d.TokensChanged)}}
+	return []conf.Change{{Field: "http.admin.tokens", Old: tokenNames(d.OldTokens, nil), New: tokenNames(d.NewTokens, d.TokensChanged)}}
 }
 
 // tokenNames is one side of the tokens' change: their names, each whose token was

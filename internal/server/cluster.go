@@ -1,4 +1,4 @@
-package bifrost
+package server
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 // newCluster returns the cluster node for cfg, not started; nil without a cluster block.
 // It refuses gossip or rpc reachable from the network without a secret, and a cluster
 // block in a program that links no cluster.
-func (b *Broker) newCluster(cfg *conf.Config) (clusterlink.Node, error) {
+func (b *Server) newCluster(cfg *conf.Config) (clusterlink.Node, error) {
 	if cfg.Cluster == nil {
 		return nil, nil
 	}
@@ -36,7 +36,7 @@ func (b *Broker) newCluster(cfg *conf.Config) (clusterlink.Node, error) {
 }
 
 // startCluster starts the cluster node, if any: membership, the rpc port, Raft.
-func (b *Broker) startCluster(ctx context.Context) error {
+func (b *Server) startCluster(ctx context.Context) error {
 	if b.cluster == nil {
 		return nil
 	}
@@ -55,7 +55,7 @@ func (b *Broker) startCluster(ctx context.Context) error {
 
 // advertiseMQTT tells the other nodes the MQTT address clients redirected here use: the
 // first tcp listener's, unless cluster.mqtt_advertise says otherwise.
-func (b *Broker) advertiseMQTT() {
+func (b *Server) advertiseMQTT() {
 	if b.cluster == nil {
 		return
 	}

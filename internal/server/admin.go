@@ -1,4 +1,4 @@
-package bifrost
+package server
 
 import (
 	"go.yaml.in/yaml/v3"
@@ -9,7 +9,7 @@ import (
 // What the admin API (internal/admin, mounted by the HTTP endpoint) asks of the server.
 
 // checkAdmin verifies an admin's password against the top-level password file.
-func (b *Broker) checkAdmin(user string, password []byte) bool {
+func (b *Server) checkAdmin(user string, password []byte) bool {
 	if b.auth == nil {
 		return false
 	}
@@ -19,7 +19,7 @@ func (b *Broker) checkAdmin(user string, password []byte) bool {
 
 // maskedConfig is the configuration in force as the file's keys, with every secret
 // replaced by "***".
-func (b *Broker) maskedConfig() any {
+func (b *Server) maskedConfig() any {
 	out, err := yaml.Marshal(b.running.Load())
 	if err != nil {
 		return map[string]string{"error": err.Error()}

@@ -1,4 +1,4 @@
-package bifrost
+package server
 
 import (
 	"encoding/json"
@@ -13,7 +13,7 @@ import (
 func TestMaskedConfig(t *testing.T) {
 	cfg := conf.Default()
 	cfg.Cluster = &conf.Cluster{NodeName: "n1", Secret: "a-very-secret-cluster-key"}
-	b := &Broker{cfg: cfg}
+	b := &Server{cfg: cfg}
 	b.running.Store(cfg)
 	out, err := json.Marshal(b.maskedConfig())
 	if err != nil {
@@ -30,7 +30,7 @@ func TestMaskedConfigBridges(t *testing.T) {
 	cfg := conf.Default()
 	cfg.Bridges = []conf.Bridge{{Name: "up", Address: "127.0.0.1:1884", Username: "site",
 		Password: "a-very-secret-password", Topics: []conf.BridgeTopic{{Pattern: "a/#"}}}}
-	b := &Broker{cfg: cfg}
+	b := &Server{cfg: cfg}
 	b.running.Store(cfg)
 	out, err := json.Marshal(b.maskedConfig())
 	if err != nil {

@@ -1,15 +1,13 @@
-package bifrost
+package server
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/clusterlink"
-	"github.com/bifrost-mqtt/bifrost/internal/packet"
 )
 
 // The auth files on a cluster node: every node enforces the files the Raft log holds
@@ -23,7 +21,7 @@ import (
 // no node rolls the cluster back to its own stale files.
 //
 // Until the seed is done, the node does not know the cluster's files: CONNECTs wait for
-// it (authGate), and after authGateWait are refused with Server unavailable rather than
+// it (auth.Gate), and after a few seconds are refused with Server unavailable rather than
 // judged by files the cluster may have replaced. While a member runs a build that cannot
 // apply auth entries (a rolling upgrade), the seed cannot be written: the node then opens
 // the gate on its own files, as every node did before, and keeps trying.
@@ -34,14 +32,11 @@ const (
 	authProposeTimeout = 10 * time.Second
 	// authSeedRetry is the pause before a seed that failed (no leader yet) is retried.
 	authSeedRetry = time.Second
-	// authGateWait bounds how long a CONNECT waits for the seed: less than the default
-	// connect_timeout, so that the client is told why.
-	authGateWait = 5 * time.Second
 )
 
 // clusterAuth is the node's auth.Set as the cluster's AuthHost.
 type clusterAuth struct {
-	b      *Broker
+	b      *Server
 	warned map[[2]string]bool // blocks and kinds the configuration names not, logged once
 }
 
@@ -72,7 +67,7 @@ func (h *clusterAuth) AuthDigest() string { return auth.Digest(h.b.auth.Sums()) 
 
 // seedAuth runs once the cluster part started: it waits for the cluster, seeds it with
 // this node's files, opens the gate, and warns of each local file the cluster's replaces.
-func (b *Broker) seedAuth(ctx context.Context) {
+func (b *Server) seedAuth(ctx context.Context) {
 	if err := b.cluster.Wait(ctx); err != nil {
 		return
 	}
@@ -89,10 +84,10 @@ func (b *Broker) seedAuth(ctx context.Context) {
 		if err == nil {
 			break
 		}
-		if errors.Is(err, clusterlink.ErrOldMembers) && !b.gate.isOpen() {
+		if errors.Is(err, clusterlink.ErrOldMembers) && !b.gate.IsOpen() {
 			// A rolling upgrade: the older members enforce their own files, and so does
 			// this node until every member can apply the cluster's.
-			b.gate.open()
+			b.gate.Open()
 			b.log.Warn("cluster: enforcing this node's own auth files until every member can apply the cluster's", "err", err)
 		}
 		b.log.Warn("cluster: auth files not synchronised with the cluster yet; retrying", "err", err)
@@ -114,14 +109,14 @@ func (b *Broker) seedAuth(ctx context.Context) {
 				"block", auth.BlockName(f.Block), "kind", f.Kind.String(), "local_digest", mine.Short(), "cluster_digest", cl.Short())
 		}
 	}
-	b.gate.open()
+	b.gate.Open()
 	b.log.Info("cluster: auth files synchronised with the cluster", "digest", auth.Digest(b.auth.Sums()))
 }
 
 // reloadClusterAuth checks this node's auth files and proposes those that differ from
 // the cluster's; every node puts them in force as the log applies them. On error nothing
 // changed, here or elsewhere.
-func (b *Broker) reloadClusterAuth() error {
+func (b *Server) reloadClusterAuth() error {
 	files, err := b.auth.Read()
 	if err != nil {
 		return err
@@ -139,124 +134,3 @@ func (b *Broker) reloadClusterAuth() error {
 	b.log.Info("cluster: auth files replicated and in force", "files", n, "digest", auth.Digest(b.auth.Sums()))
 	return nil
 }
-
-// authGate holds the CONNECTs of a cluster node until it enforces the cluster's auth
-// files (seedAuth opens it). Open, it costs a receive from a closed channel per CONNECT.
-type authGate struct {
-	set    *auth.Set
-	opened chan struct{} // closed by open
-	once   sync.Once
-}
-
-func newAuthGate(set *auth.Set) *authGate {
-	return &authGate{set: set, opened: make(chan struct{})}
-}
-
-// open opens the gate; a nil gate (an embedder's Authenticator decides) is always open.
-func (g *authGate) open() {
-	if g != nil {
-		g.once.Do(func() { close(g.opened) })
-	}
-}
-
-func (g *authGate) isOpen() bool {
-	if g == nil {
-		return true
-	}
-	select {
-	case <-g.opened:
-		return true
-	default:
-		return false
-	}
-}
-
-// wait returns nil once the gate is open, or Server unavailable after authGateWait.
-func (g *authGate) wait() error {
-	if g.isOpen() {
-		return nil
-	}
-	t := time.NewTimer(authGateWait)
-	defer t.Stop()
-	select {
-	case <-g.opened:
-		return nil
-	case <-t.C:
-		return packet.ServerUnavailable
-	}
-}
-
-// Authenticate decides a CONNECT once the gate is open.
-func (g *authGate) Authenticate(r *auth.Request) (auth.Result, error) {
-	if err := g.wait(); err != nil {
-		return auth.Result{}, err
-	}
-	return g.set.Authenticate(r)
-}
-
-// TryAuthenticate defers to Authenticate while the gate is closed.
-func (g *authGate) TryAuthenticate(r *auth.Request) (res auth.Result, err error, ok bool) {
-	if !g.isOpen() {
-		return auth.Result{}, nil, false
-	}
-	return g.set.TryAuthenticate(r)
-}
-
-// methods wraps the set's enhanced authentication methods: an exchange starts once the
-// gate is open, on the state then in force.
-func (g *authGate) methods(ms []auth.Method) []auth.Method {
-	if ms == nil {
-		return nil
-	}
-	out := make([]auth.Method, len(ms))
-	for i, m := range ms {
-		out[i] = gateMethod{g: g, m: m}
-	}
-	return out
-}
-
-type gateMethod struct {
-	g *authGate
-	m auth.Method
-}
-
-func (m gateMethod) Name() string { return m.m.Name() }
-
-func (m gateMethod) Start(r *auth.Request) auth.Exchange {
-	if m.g.isOpen() {
-		return m.m.Start(r)
-	}
-	x := &gateExchange{m: m}
-	if r != nil {
-		x.r, x.hasReq = *r, true
-		x.r.Password = nil // lent by the broker; the methods do not read it
-	}
-	return x
-}
-
-// gateExchange starts the method's exchange at its first step, on the auth pool.
-type gateExchange struct {
-	m      gateMethod
-	r      auth.Request
-	hasReq bool
-	x      auth.Exchange
-}
-
-func (x *gateExchange) Step(in []byte) (out []byte, done bool, res auth.Result, err error) {
-	if x.x == nil {
-		if err := x.m.g.wait(); err != nil {
-			return nil, false, auth.Result{}, err
-		}
-		var r *auth.Request
-		if x.hasReq {
-			r = &x.r
-		}
-		x.x = x.m.m.Start(r)
-	}
-	return x.x.Step(in)
-}
-
-var (
-	_ auth.Authenticator = (*authGate)(nil)
-	_ auth.Quick         = (*authGate)(nil)
-)

@@ -1,4 +1,4 @@
-package bifrost
+package server
 
 import (
 	"errors"
@@ -9,48 +9,12 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 )
 
-// The authentication hook for embedders: a Go program that hosts the broker may decide
-// CONNECTs itself (WithAuthenticator) instead of, or before adding, a password file.
-type (
-	// Authenticator decides a CONNECT; Authenticate may block (it runs on a small pool
-	// of goroutines, never on an event loop) and returns ErrBadCredentials or
-	// ErrNotAuthorized to refuse.
-	Authenticator = auth.Authenticator
-	// AuthRequest is what a client presents at CONNECT.
-	AuthRequest = auth.Request
-	// AuthResult is who the client is: Username is its identity for the ACL, and the
-	// owner of the sessions it makes (docs/admin.md, "Who owns a session").
-	AuthResult = auth.Result
-	// AuthMethod is an MQTT 5 enhanced authentication method.
-	AuthMethod = auth.Method
-	// AuthExchange is one enhanced authentication conversation of an AuthMethod.
-	AuthExchange = auth.Exchange
-)
-
-// The errors an Authenticator refuses with.
-var (
-	ErrBadCredentials = auth.ErrBadCredentials // CONNACK 0x86 (3.1.1: 4)
-	ErrNotAuthorized  = auth.ErrNotAuthorized  // CONNACK 0x87 (3.1.1: 5)
-)
-
-// WithAuthenticator makes a decide every CONNECT in place of the configuration's password
-// files (the ACL file still applies), and offers methods for MQTT 5 enhanced
-// authentication.
-func WithAuthenticator(a Authenticator, methods ...AuthMethod) Option {
-	return func(b *Broker) { b.hook, b.hookMethods = a, methods }
-}
-
-// HashPassword returns the record of password for an Auth.PasswordFile, whose lines read
-// user:record: a bcrypt hash at the default cost, as `bifrost passwd` writes it. password
-// is 1 to 72 bytes.
-func HashPassword(password string) (string, error) { return auth.HashPassword([]byte(password), 0) }
-
 // security builds what the broker asks who may connect and what they may touch: the
 // auth blocks of the configuration (auth.Set: password files, ACL files, SCRAM), or the
-// embedder's Authenticator. It refuses a configuration that would let anonymous clients
-// in from the network without the operator saying so (conf.Config.CheckExposure), and
-// logs the exposure the operator chose.
-func (b *Broker) security() (broker.Security, map[string]broker.Security, error) {
+// embedder's Options.Authenticator. It refuses a configuration that would let anonymous
+// clients in from the network without the operator saying so (conf.Config.CheckExposure),
+// and logs the exposure the operator chose.
+func (b *Server) security() (broker.Security, map[string]broker.Security, error) {
 	cfg := b.cfg
 	if b.hook == nil {
 		if err := cfg.CheckExposure(); err != nil {
@@ -70,8 +34,8 @@ func (b *Broker) security() (broker.Security, map[string]broker.Security, error)
 	b.auth = set
 	top := broker.Security{Authenticator: set, Methods: set.Methods(), Authorizer: set.For("")}
 	if cfg.Cluster != nil && b.hook == nil { // cluster_auth.go
-		b.gate = newAuthGate(set)
-		top.Authenticator, top.Methods = b.gate, b.gate.methods(top.Methods)
+		b.gate = auth.NewGate(set)
+		top.Authenticator, top.Methods = b.gate, b.gate.Methods(top.Methods)
 	}
 	if b.hook != nil {
 		top.Authenticator, top.Methods, top.Remote = b.hook, b.hookMethods, true
@@ -93,7 +57,7 @@ func (b *Broker) security() (broker.Security, map[string]broker.Security, error)
 // connected keep their session; subscriptions judged under the old ACL have their
 // deliveries checked under the new one.
 // What fails to load keeps its previous state; the errors come back together.
-func (b *Broker) ReloadFiles() error {
+func (b *Server) ReloadFiles() error {
 	var errs []error
 	switch {
 	case b.auth != nil && b.cluster != nil:
