@@ -577,12 +577,12 @@ func TestClusterOwnerNamed(t *testing.T) {
 func TestClusterUnattachedReleased(t *testing.T) {
 	fc := newFakeCluster()
 	a, _, _ := clusterBrokerWith(t, fc, "a", store.NewMemory(), refuseForeign)
-	var x *tclient
+	opened := make(chan *tclient, 1) // the claim may run before openT returns
 	fc.between = func(string) {
 		fc.between = nil
-		x.drop() // gone between its claim and its CONNACK
+		(<-opened).drop() // gone between its claim and its CONNACK
 	}
-	x = openT(t, a, packet.V5, "dev", as("alice", false))
+	opened <- openT(t, a, packet.V5, "dev", as("alice", false))
 	testenv.WaitFor(t, "the unattached claim released", func() bool {
 		fc.mu.Lock()
 		defer fc.mu.Unlock()
