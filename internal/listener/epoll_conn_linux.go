@@ -10,8 +10,8 @@ import (
 )
 
 // What a conn does with its socket on the epoll engine (every transport, served by
-// loop_linux.go): its writes, its queue of bytes the socket has not taken, its close, its
-// addresses. All of it runs under c.wmu, the lock the poller takes to close the
+// epoll_loop_linux.go): its writes, its queue of bytes the socket has not taken, its
+// close, its addresses. All of it runs under c.wmu, the lock the poller takes to close the
 // descriptor, so none of it can touch a number that has been closed and given to another
 // connection.
 
@@ -202,7 +202,7 @@ func (c *conn) dropQueue() {
 
 // closeOwnLocked asks for the connection to be closed, with err as OnClose's reason: it
 // records the reason and shuts the socket down; the poller reads EOF next and closes the
-// descriptor (see loop_linux.go for why only the poller does). c.wmu is held.
+// descriptor (see epoll_loop_linux.go for why only the poller does). c.wmu is held.
 func (c *conn) closeOwnLocked(err error) error {
 	st := c.state.Load()
 	if st&(stFdClosed|stCloseReq) != 0 {

@@ -16,9 +16,9 @@ import (
 
 // The epoll engine, the event loop of every connection on Linux: epoll, one goroutine per
 // poller, a table of connections indexed by descriptor, one read buffer per poller. tcp
-// bytes go to OnData, ws bytes to the upgrade and frame decoder (wsown_linux.go), tls and
-// wss bytes to the TLS pump (tlsown_linux.go, tls.go). (The portable engine,
-// engine_portable.go, serves the same contract elsewhere; build with -tags
+// bytes go to OnData, ws bytes to the upgrade and frame decoder (epoll_ws_linux.go), tls
+// and wss bytes to the TLS pump (epoll_tls_linux.go, tls.go). (The portable engine,
+// portable_engine.go, serves the same contract elsewhere; build with -tags
 // bifrost_portable to use it on Linux.)
 //
 // Why our own loop rather than an event-loop library (such as nbio): a library's record
@@ -37,14 +37,15 @@ import (
 // address lookup can run on a number that another connection may get next. Every other
 // goroutine that wants a connection closed (Close, a timeout, a failed write) records why
 // and shuts the socket down (shutdown(2) keeps the number); the poller then reads EOF and
-// closes it (sock_linux.go closeOwnLocked). So the number a poller reads or writes is
-// always the connection it looked up.
+// closes it (epoll_conn_linux.go closeOwnLocked). So the number a poller reads or writes
+// is always the connection it looked up.
 //
 // Events are level-triggered: a poller reads a socket until it would block, or at most
 // maxReads buffers per event so that one flooding client yields to the others (epoll
 // reports the rest next round); a hang-up is acted on only when a read returns EOF, so
 // bytes that came with it are delivered first. A write the socket does not take whole is
-// queued (sock_linux.go) and the socket watched for writability until the queue drains.
+// queued (epoll_conn_linux.go) and the socket watched for writability until the queue
+// drains.
 type loop struct {
 	s       *Server
 	pollers []*poller
@@ -71,8 +72,8 @@ type poller struct {
 	wake  [2]int              // a pipe: a byte written to wake[1] stops the poller
 	buf   []byte              // read buffer, shared by the poller's connections
 	n     int                 // pollers in the loop: descriptor fd is this poller's slot fd/n
-	ws    map[*conn]*wsStream // ws connections cut inside a frame (wsown_linux.go)
-	tls   *pumpBufs           // TLS pump buffers, made by the first TLS bytes (tlsown_linux.go)
+	ws    map[*conn]*wsStream // ws connections cut inside a frame (epoll_ws_linux.go)
+	tls   *pumpBufs           // TLS pump buffers, made by the first TLS bytes (epoll_tls_linux.go)
 	mu    sync.Mutex
 	conns []*conn // by slot; guarded by mu
 }
