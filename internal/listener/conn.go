@@ -21,6 +21,11 @@ import (
 // that reads it). On tls and wss it is the first field of a tlsConn, which holds the TLS
 // state (tls.go).
 //
+// Both engines give conn the same methods on its socket, which the shared code calls:
+// writeSocket, closeSocketLocked, shutdownWrite, readsChanged, RemoteAddr and LocalAddr.
+// The epoll engine's flush, address lookup and admission are named for it: epollFlush,
+// epollAddr, Server.epollAdmit.
+//
 // Fields are ordered for size: on 64-bit platforms 88 bytes on the epoll engine and 96 on
 // the portable one, both the 96-byte size class.
 type conn struct {
@@ -303,17 +308,17 @@ func (c *conn) writeLocked(head []byte, bufs [][]byte) error {
 	if c.l.kind&kindSecure != 0 {
 		return c.tls().seal(head, bufs)
 	}
-	return c.writeOwn(head, bufs)
+	return c.writeSocket(head, bufs)
 }
 
-// closeWith closes the connection; OnClose will get err (see closeOwnLocked).
+// closeWith closes the connection; OnClose will get err (see closeSocketLocked).
 func (c *conn) closeWith(err error) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	return c.closeOwnLocked(err)
+	return c.closeSocketLocked(err)
 }
 
-// closeReason returns the error OnClose is to get, recorded by closeOwnLocked or by the
+// closeReason returns the error OnClose is to get, recorded by closeSocketLocked or by the
 // engine's close (nil: none).
 func (c *conn) closeReason() error {
 	if e, ok := c.l.srv.reasons.LoadAndDelete(c); ok {

@@ -20,7 +20,8 @@ import (
 // crypto/tls wants a blocking net.Conn underneath. It gets tlsWire, which reads the
 // ciphertext that the engine's reader received (the reader: a poller, epoll_tls_linux.go,
 // or the connection's goroutine on the portable engine, portable_read.go) and writes
-// through our write path, which never blocks (conn.writeOwn), and is driven in two ways:
+// through our write path, which never blocks (conn.writeSocket), and is driven in two
+// ways:
 //
 //   - The handshake runs in a goroutine: tls.Conn.Handshake, whose reads wait on the wire
 //     until the reader brings bytes. It is active work, and bounded: the connect timeout,
@@ -49,7 +50,7 @@ import (
 // those bytes before OnClose, as a TCP connection would.
 //
 // Writes go tls.Conn.Write → tlsWire.Write → the socket, and what it does not take is
-// queued (conn.writeOwn). Several buffers of one Writev are gathered into full records
+// queued (conn.writeSocket). Several buffers of one Writev are gathered into full records
 // first (seal), so that a PUBLISH is one record, not one per buffer. A Writev holds smu,
 // not wmu: crypto/tls may write on its own (the handshake's flights, an alert, an answer
 // to a KeyUpdate) from the goroutine that reads, so the wire takes wmu for each record it
@@ -485,12 +486,12 @@ func (w *tlsWire) Read(p []byte) (int, error) {
 
 // Write sends what crypto/tls wrote (a record, or the handshake's flight), under the
 // tls.Conn's write lock, taking c.wmu as every write to the socket does. b is crypto/tls's
-// pooled buffer: writeOwn copies what it keeps.
+// pooled buffer: writeSocket copies what it keeps.
 func (w *tlsWire) Write(b []byte) (int, error) {
 	c := &w.conn
 	bufs := [1][]byte{b}
 	c.wmu.Lock()
-	err := c.writeOwn(nil, bufs[:])
+	err := c.writeSocket(nil, bufs[:])
 	c.wmu.Unlock()
 	if err != nil {
 		return 0, err

@@ -157,7 +157,7 @@ func (c *conn) closeHeld(err error) {
 		_ = c.closeWith(err)
 		return
 	}
-	_ = c.closeOwnLocked(err)
+	_ = c.closeSocketLocked(err)
 }
 
 // tlsWeb is a wss connection's WebSocket state: the decoder's, only while the last
