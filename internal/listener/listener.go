@@ -75,7 +75,7 @@
 // The contract, on both engines:
 //
 //	listener.go                 Conn, Handler, Drainer, Batcher; Listener, its accept loop
-//	server.go                   Options, the Server, Listen and Close
+//	server.go                   Options, the Server: Listen, Close, its goroutines
 //	conn.go                     the connection record, its event state machine, its writes
 //	wheel.go                    the timing wheel
 //	drain.go                    the drain notices (Conn.NotifyDrained)
@@ -104,7 +104,7 @@
 //	tls_certs.go                certificates and their reload
 //	tls_input.go                crypto/tls's input buffers, lent while reading
 //	tls_input_lend.go           the lending (go1.26 && !go1.27 && !bifrost_nolend)
-//	tls_input_nolend.go         none (!go1.26 || go1.27 || bifrost_nolend)
+//	tls_input_nolend.go         no lending (!go1.26 || go1.27 || bifrost_nolend)
 //
 // WebSocket, for ws and wss:
 //
@@ -112,9 +112,10 @@
 //	ws_upgrade.go               the opening handshake, parsed in place
 //	ws_frame.go                 the frame decoder
 //
-// A test file is named for its subject, with the same prefix and build constraint:
-// epoll_loop_linux_test.go and portable_engine_test.go say what the tests expect of each
-// engine where they differ; the other *_linux_test.go run on either engine on Linux.
+// A test file is named for its subject, and one named epoll_ or portable_ runs on that
+// engine only: epoll_loop_linux_test.go and portable_engine_test.go say what the tests
+// expect of each engine where they differ. drain_linux_test.go, fork_linux_test.go and
+// memory_linux_test.go run on either engine, on Linux.
 package listener
 
 import (
