@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
@@ -37,9 +36,10 @@ type Env struct {
 // net/http here would link it into every embedder.
 type Node interface {
 	broker.Cluster
-	// Attach connects the node to the broker on its node, before Start; sys is the
-	// $SYS interval (0: off).
-	Attach(mqtt *broker.Broker, sys time.Duration)
+	// Attach connects the node to the broker on its node, which the cluster calls as its
+	// broker.ClusterHost, before Start. The cluster's $SYS totals follow sys_interval
+	// (Env.Config).
+	Attach(host broker.ClusterHost)
 	Start(ctx context.Context) error
 	// Advertise sets the MQTT address other nodes send redirected clients to.
 	Advertise(mqttAddr string)
