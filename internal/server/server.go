@@ -56,6 +56,7 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/logging"
 	"github.com/bifrost-mqtt/bifrost/internal/memory"
 	"github.com/bifrost-mqtt/bifrost/internal/metrics"
+	"github.com/bifrost-mqtt/bifrost/internal/session"
 	"github.com/bifrost-mqtt/bifrost/internal/store"
 )
 
@@ -351,11 +352,24 @@ func (b *Server) Publish(topic string, payload []byte, qos byte, retain bool) er
 	return b.mqtt.Publish(topic, payload, qos, retain)
 }
 
-// Subscribe calls fn for every message published to a topic that filter matches. fn runs
-// on the publisher's network goroutine and must return quickly; it must not keep payload.
-// The returned function ends the subscription.
-func (b *Server) Subscribe(filter string, fn func(topic string, payload []byte)) (unsubscribe func(), err error) {
-	return b.mqtt.Subscribe(filter, fn)
+// Subscribe calls fn for every message published to a topic that filter matches, with
+// this delivery's QoS and retain flag: package bifrost's Subscribe, a broker.Tap of one
+// filter (fn's contract is broker.TapFunc's; nothing it sees is stored). The returned
+// function ends the subscription; calling it again does nothing.
+func (b *Server) Subscribe(filter string, fn func(m *session.Message, qos uint8, retain bool)) (unsubscribe func(), err error) {
+	tap, err := b.mqtt.NewTap(func(m *session.Message, qos uint8, retain bool) bool {
+		fn(m, qos, retain)
+		return false
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := tap.Subscribe(filter, 2); err != nil {
+		tap.Close(nil)
+		return nil, err
+	}
+	var once sync.Once
+	return func() { once.Do(func() { tap.Close([]string{filter}) }) }, nil
 }
 
 // pressure is the memory policy's pressure level; none before Start.
