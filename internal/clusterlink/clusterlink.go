@@ -52,8 +52,6 @@ type Node interface {
 	Start(ctx context.Context) error
 	// Advertise sets the MQTT address other nodes send redirected clients to.
 	Advertise(mqttAddr string)
-	// Wait returns once the node is part of a formed cluster, or with ctx's error.
-	Wait(ctx context.Context) error
 	Close() error
 }
 
