@@ -82,7 +82,11 @@ func TestForwardAcrossCut(t *testing.T) {
 		}()
 	}
 	publish("1")
-	<-h.entered
+	select {
+	case <-h.entered:
+	case <-time.After(testenv.Timeout):
+		t.Fatalf("the first message did not reach %s", a.name)
+	}
 	lab.partition([]string{a.name}, []string{b.name})
 	cut := time.Now()
 	publish("2")
