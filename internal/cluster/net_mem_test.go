@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 )
 
-// A memNet is an in-memory network for the package's tests: every node's Network is one
-// of its nodes (node), so that a partition is a test fixture, with no port and no root.
+// A memNet is an in-memory network for the package's tests, node(name) the Network of
+// each node on it, so that a partition is a test fixture, with no port and no root.
 // The rpc port's connections are pairs of gRPC's bufconn pipes (buffered, with deadlines,
 // as TCP is), from a registry of listeners by address; the Raft transport, the mux and
 // gRPC above them are the production ones. Gossip runs on a transport of its own,
