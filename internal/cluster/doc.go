@@ -24,9 +24,11 @@
 //     redirection;
 //   - raft*.go Raft: raft.go its setup, raft_leader.go the leader this node follows,
 //     raft_log.go the engines' log lines;
-//   - net_*.go the rpc port: net_mux.go the accept mux, net_transport.go Raft's transport,
-//     net_rpc.go the gRPC server and clients, net_secret.go the secret's keys and
-//     authority, net_link.go a stream to a peer kept up;
+//   - net_*.go the rpc port: net_network.go the Network it and gossip run on (the host's,
+//     or the tests' in-memory one, net_mem_test.go), net_mux.go the accept mux,
+//     net_transport.go Raft's transport, net_rpc.go the gRPC server and clients,
+//     net_secret.go the secret's keys and authority, net_link.go a stream to a peer kept
+//     up;
 //   - owner*.go client-id ownership: owner.go claims and releases, owner_pending.go claims
 //     known before the log applies them, owner_again.go a claim applied twice,
 //     owner_fence.go and owner_fence_watch.go the lease and the fence,
