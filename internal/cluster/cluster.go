@@ -69,6 +69,9 @@ type Options struct {
 	// SysInterval is how often the node publishes the cluster's totals in $SYS
 	// (sys_interval; admin_sys.go); 0: never. Its peers get its figures either way.
 	SysInterval time.Duration
+	// Network carries the rpc port and gossip (net_network.go); nil: the host's, TCP and
+	// memberlist's own transport. The package's tests give an in-memory one.
+	Network Network
 }
 
 // A Cluster is this node's part in a cluster: membership, Raft, the rpc port. The broker
@@ -80,6 +83,7 @@ type Cluster struct {
 	goFn    func(string, func(context.Context)) bool
 	load    func() float64
 	metrics *metrics.Registry
+	network Network
 
 	ctx    context.Context // cancelled by Close: ends the cluster's goroutines
 	cancel context.CancelFunc
@@ -106,7 +110,7 @@ type Cluster struct {
 
 	ret         retainer      // retained.go: retained changes on their way to the log
 	sysInterval time.Duration // admin_sys.go: $SYS totals every interval; 0: none
-	authf       authSync      // auth_files.go: the auth files in force
+	authf       authSync      // auth_files.go, auth_local.go: the auth files in force
 
 	attachedHost atomic.Pointer[broker.ClusterHost] // host.go: the broker, once attached
 
@@ -133,7 +137,7 @@ func New(o Options) (*Cluster, error) {
 	if o.Config == nil {
 		return nil, errors.New("cluster: no configuration")
 	}
-	c := &Cluster{cfg: *o.Config, log: o.Logger, goFn: o.Go, load: o.Load, metrics: o.Metrics,
+	c := &Cluster{cfg: *o.Config, log: o.Logger, goFn: o.Go, load: o.Load, metrics: o.Metrics, network: o.Network,
 		sysInterval: o.SysInterval, formed: make(chan struct{}), wake: make(chan struct{}, 1)}
 	c.ret.wake = make(chan struct{}, 1)
 	if c.log == nil {
@@ -147,6 +151,9 @@ func New(o Options) (*Cluster, error) {
 	}
 	if c.load == nil {
 		c.load = func() float64 { return 0 }
+	}
+	if c.network == nil {
+		c.network = tcpNetwork{}
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.own.init()
@@ -200,7 +207,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		return fmt.Errorf("cluster: start: %w", err)
 	}
 
-	ln, err := net.Listen("tcp", k.RPC)
+	ln, err := c.network.Listen(k.RPC)
 	if err != nil {
 		return fmt.Errorf("cluster: rpc listen: %w", err)
 	}
@@ -220,15 +227,15 @@ func (c *Cluster) start(ctx context.Context) error {
 		return err
 	}
 	c.mux = newMux(ln, serverTLS, c.log, c.spawn)
-	c.peers = newPeers(clientTLS)
-	c.ms = newMembership(k.NodeName, c.log, c.localMeta, c.ClusterID, func(name string) {
+	c.peers = newPeers(clientTLS, c.network)
+	c.ms = newMembership(k.NodeName, c.log, c.network, c.localMeta, c.ClusterID, func(name string) {
 		c.peers.drop(name)
 		c.routes.gone(name) // its routes leave at once
 	})
 
 	c.fsm = fsm.New(fsm.Hooks{Changed: c.stateChanged, Applied: c.applied,
 		Retained: c.retainedStore(), RetainedApplied: c.ret.appliedHere})
-	c.trans = newTransport(c.ctx, c.mux, c.rpcAddr, clientTLS, c.raftAddress, newHCLogger(c.log, "raft"))
+	c.trans = newTransport(c.ctx, c.mux, c.network, c.rpcAddr, clientTLS, c.raftAddress, newHCLogger(c.log, "raft"))
 	if c.raft, err = raft.NewRaft(raftConfig(k.NodeName, newHCLogger(c.log, "raft")), c.fsm,
 		c.stores.logs, c.stores.stable, c.stores.snaps, c.trans); err != nil {
 		return fmt.Errorf("cluster: raft: %w", err)
@@ -279,6 +286,9 @@ func (c *Cluster) start(ctx context.Context) error {
 	c.spawn("cluster control", c.control)
 	c.startOwnership()
 	c.spawn("cluster routes", func(ctx context.Context) { c.routes.run(ctx.Done()) })
+	if c.authf.local != nil {
+		c.spawn("cluster auth seed", c.seedAuth) // auth_local.go
+	}
 	c.log.Info("cluster: started", "node", k.NodeName, "gossip", c.ms.addr(), "rpc", c.rpcAddr, "dir", k.Dir,
 		"raft_state", c.hadState, "cluster_id", id, "secret", k.Secret != "")
 	return nil

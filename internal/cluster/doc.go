@@ -26,17 +26,22 @@
 //     redirection;
 //   - raft*.go Raft: raft.go its setup, raft_leader.go the leader this node follows,
 //     raft_log.go the engines' log lines;
-//   - net_*.go the rpc port: net_mux.go the accept mux, net_transport.go Raft's transport,
-//     net_rpc.go the gRPC server and clients, net_secret.go the secret's keys and
-//     authority, net_link.go a stream to a peer kept up;
+//   - net_*.go the rpc port: net_network.go the Network it and gossip run on (the host's,
+//     or the tests' in-memory one, net_mem_test.go), net_mux.go the accept mux,
+//     net_transport.go Raft's transport, net_rpc.go the gRPC server and clients,
+//     net_secret.go the secret's keys and authority, net_link.go a stream to a peer kept
+//     up;
 //   - owner*.go client-id ownership: owner.go claims and releases, owner_pending.go claims
 //     known before the log applies them, owner_again.go a claim applied twice,
 //     owner_fence.go and owner_fence_watch.go the lease and the fence,
 //     owner_handover.go a session handed over between nodes, owner_metrics.go;
 //   - routes*.go routes per peer, forward*.go forwarding (forward_frame.go its frames);
-//   - retained*.go retained messages in the log, auth_files.go the auth files in the log;
+//   - retained*.go retained messages in the log; auth_*.go the auth files: auth_files.go
+//     in the log, auth_local.go this node's (the server's auth state put in force, the
+//     seed at start, the proposal on reload);
 //   - admin_*.go what the admin API and $SYS read: admin_sessions.go every node's
-//     sessions, admin_status.go the /cluster view, admin_sys.go the $SYS totals.
+//     sessions, admin_status.go the /cluster view (Status, a clusterlink.Status),
+//     admin_sys.go the $SYS totals.
 //
 // What is consistent (the Raft log, applied by every node in the same order): the cluster
 // id, client-id ownership, retained messages and auth files. What is eventual (gossip and

@@ -17,7 +17,7 @@ import (
 func TestLeaseFromDeath(t *testing.T) {
 	lease := time.Hour // a wait that would hold the test up is one that was not cut short
 	c := &Cluster{cfg: conf.Cluster{NodeName: "n1", Lease: conf.Duration(lease)}, log: slog.New(slog.DiscardHandler)}
-	c.ms = newMembership("n1", c.log, nil, nil, nil)
+	c.ms = newMembership("n1", c.log, nil, nil, nil, nil)
 	c.ms.gone["old"] = Member{Name: "old", State: "dead", GoneAt: time.Now().Add(-2 * lease)}
 	c.ms.gone["recent"] = Member{Name: "recent", State: "dead", GoneAt: time.Now()}
 

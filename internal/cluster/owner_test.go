@@ -74,9 +74,15 @@ func claimWait(t *testing.T, n *testNode, cid string) claimOutcome {
 // threeWithHosts forms three nodes, each with a fake host, and waits until each serves.
 func threeWithHosts(t *testing.T) ([]*testNode, []*fakeHost) {
 	t.Helper()
-	n1 := startNode(t, nodeConfig(t, "n1", 3))
-	n2 := startNode(t, nodeConfig(t, "n2", 3, n1.gossip()))
-	n3 := startNode(t, nodeConfig(t, "n3", 3, n1.gossip()))
+	return threeWithHostsOn(t, nil)
+}
+
+// threeWithHostsOn is threeWithHosts on lab; nil: loopback.
+func threeWithHostsOn(t *testing.T, lab *memNet) ([]*testNode, []*fakeHost) {
+	t.Helper()
+	n1 := startNodeOn(t, lab.node("n1"), nodeConfig(t, "n1", 3))
+	n2 := startNodeOn(t, lab.node("n2"), nodeConfig(t, "n2", 3, n1.gossip()))
+	n3 := startNodeOn(t, lab.node("n3"), nodeConfig(t, "n3", 3, n1.gossip()))
 	nodes := []*testNode{n1, n2, n3}
 	var hosts []*fakeHost
 	for _, n := range nodes {

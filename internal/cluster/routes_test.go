@@ -32,6 +32,13 @@ type brokerNode struct {
 // the others alive.
 func startBrokers(t *testing.T, n int) []*brokerNode {
 	t.Helper()
+	return startBrokersOn(t, nil, n)
+}
+
+// startBrokersOn is startBrokers with the clusters on lab; nil: loopback. The brokers'
+// MQTT listeners are on loopback.
+func startBrokersOn(t *testing.T, lab *memNet, n int) []*brokerNode {
+	t.Helper()
 	var out []*brokerNode
 	var seed string
 	for i := range n {
@@ -39,7 +46,8 @@ func startBrokers(t *testing.T, n int) []*brokerNode {
 		if seed != "" {
 			seeds = []string{seed}
 		}
-		tn := startNode(t, nodeConfig(t, fmt.Sprintf("n%d", i+1), n, seeds...))
+		name := fmt.Sprintf("n%d", i+1)
+		tn := startNodeOn(t, lab.node(name), nodeConfig(t, name, n, seeds...))
 		if seed == "" {
 			seed = tn.gossip()
 		}
