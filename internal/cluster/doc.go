@@ -14,8 +14,10 @@
 //
 // Files, by part (a file's prefix names its part):
 //
-//   - cluster.go the Cluster the broker holds, Start and Close; doc.go this description;
-//     metrics.go the Prometheus series;
+//   - cluster.go the Cluster the broker holds (its broker.Cluster), Start and Close;
+//     host.go the broker as the cluster calls it (broker.ClusterHost, connected by
+//     Attach), the one file that does; doc.go this description; metrics.go the
+//     Prometheus series;
 //   - member*.go membership: member.go the memberlist delegates, member_meta.go node
 //     metadata, member_suspicion.go suspects from failed probes, member_rejoin.go a
 //     failed node coming back, member_bootstrap.go forming a cluster, member_reconcile.go

@@ -112,8 +112,7 @@ func (a *fwdAck) done() {
 
 // forwarder is the node's forwarding: a link per peer, and what it received.
 type forwarder struct {
-	c     *Cluster
-	local atomic.Pointer[Local]
+	c *Cluster
 
 	mu    sync.Mutex
 	links map[string]*fwdLink // by peer name
@@ -323,10 +322,9 @@ func (f *forwarder) reshare(o *outMsg) bool {
 	if !o.offlineOK {
 		// Every node answered none online: an offline member's session queues it, here
 		// first.
-		if l := f.local.Load(); l != nil {
+		if in := f.c.beginForwarded(); in != nil {
 			var m session.Message
 			m.BorrowForwarded(o.topic(), o.payload(), o.props(), o.qos, o.retain, o.expiry)
-			in := (*l).BeginForwarded()
 			took := in.Deliver(&m, o.share, true)
 			in.End()
 			if took {
@@ -379,11 +377,7 @@ func (s rpcServer) Forward(st clusterpb.Cluster_ForwardServer) error {
 		if sn.epoch != epoch { // a new incarnation of the peer numbers from 1 again
 			sn.epoch, sn.last = epoch, 0
 		}
-		lp := f.local.Load()
-		var in *broker.Inbound
-		if lp != nil {
-			in = (*lp).BeginForwarded()
-		}
+		in := f.c.beginForwarded()
 		now := time.Now().UnixNano()
 		var x frame
 		for rest := b.Frames; len(rest) > 0; {

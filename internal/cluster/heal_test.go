@@ -68,7 +68,7 @@ func TestForwardAcrossCut(t *testing.T) {
 	a, b := followers[0], followers[1]
 	sub := mqtttest.Dial(t, a.addr, "sub")
 	sub.Sub(t, 1, "c/#", "end")
-	h := holdLocal(a)
+	h := holdHost(a)
 	pub := mqtttest.Dial(t, b.addr, "pub")
 	acked := make(chan string, 2)
 	publish := func(payload string) {

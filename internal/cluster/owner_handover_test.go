@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bifrost-mqtt/bifrost/internal/broker"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 )
 
@@ -23,7 +24,7 @@ func TestLeaseFromDeath(t *testing.T) {
 	// The waits are started, never run: a claim answered is one that did not wait.
 	c.goFn = func(string, func(context.Context)) bool { return true }
 	claim := func(prev string) (done bool) {
-		c.afterLease(pendingClaim{cid: "x", done: func(Claim) { done = true }}, 7, prev, false, "test", time.Now())
+		c.afterLease(pendingClaim{cid: "x", done: func(broker.ClaimResult) { done = true }}, 7, prev, false, "test", time.Now())
 		return done
 	}
 	if !claim("old") {

@@ -90,7 +90,7 @@ func claimAgain(n *testNode, cid string) claimOutcome {
 	deadline := time.Now().Add(testenv.Timeout)
 	for {
 		ch := make(chan claimOutcome, 1)
-		n.Claim(broker.Claimant{ClientID: cid, Identity: "2:l1" + cid}, func(o Claim) {
+		n.Claim(broker.Claimant{ClientID: cid, Identity: "2:l1" + cid}, func(o broker.ClaimResult) {
 			ch <- claimOutcome{o.Epoch, o.Moved, string(o.Session), o.Err}
 		})
 		o := <-ch
