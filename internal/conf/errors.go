@@ -16,7 +16,7 @@ type Error struct {
 	Line int
 	// Field is the YAML path, e.g. "listeners[1].type"; "" for the file as a whole.
 	Field string
-	// Msg says what is wrong with the field's value.
+	// Msg says what is wrong, without the file, line or field.
 	Msg string
 }
 
