@@ -17,8 +17,8 @@ const (
 
 // Bridge protocols: the values of Bridge.Protocol.
 const (
-	BridgeV5   = "5.0"
-	BridgeV311 = "3.1.1"
+	BridgeV5   = "5.0"   // MQTT 5.0
+	BridgeV311 = "3.1.1" // MQTT 3.1.1
 )
 
 // What a bridge's full queue drops: the values of Bridge.QueueFull. Either way, QoS 0
@@ -29,75 +29,120 @@ const (
 )
 
 // Bridge connects this broker to a remote MQTT broker as a client and carries messages
-// between them (internal/bridge), as Mosquitto's `connection` does; the Mosquitto option
-// each field stands for is named beside it. Every field needs a restart to change.
+// between them (bridges[i]; docs/bridges.md), as Mosquitto's `connection` does; each
+// field's doc names the Mosquitto option it stands for, where there is one. Every field
+// needs a restart to change.
 type Bridge struct {
-	Name     string        `yaml:"name"`     // required, unique; names the bridge in logs, metrics and the notification topic
-	Address  string        `yaml:"address"`  // the remote broker, host:port (address)
-	Protocol string        `yaml:"protocol"` // "5.0" (default) or "3.1.1" (bridge_protocol_version)
-	Topics   []BridgeTopic `yaml:"topics"`   // at least one (topic)
-	// ClientID is the client id on the remote (remote_clientid); default
-	// "<host name>.<name>", as Mosquitto's.
+	// Name (bridges[i].name) names the bridge in logs and metrics, and in the default
+	// ClientID; required, unique, without /, + or #.
+	Name string `yaml:"name"`
+	// Address (bridges[i].address; address) is the remote broker's host:port, both
+	// required.
+	Address string `yaml:"address"`
+	// Protocol (bridges[i].protocol; bridge_protocol_version) is the MQTT version spoken
+	// to the remote: BridgeV5, "5.0", the default, or BridgeV311, "3.1.1".
+	Protocol string `yaml:"protocol"`
+	// Topics (bridges[i].topics; topic) are the topics carried, at least one.
+	Topics []BridgeTopic `yaml:"topics"`
+	// ClientID (bridges[i].remote_clientid; remote_clientid) is the client id on the
+	// remote. Default "<host name>.<name>", as Mosquitto's.
 	ClientID string `yaml:"remote_clientid"`
-	Username string `yaml:"remote_username"` // remote_username
-	Password string `yaml:"remote_password"` // remote_password
-	// CleanSession makes the remote forget the bridge's subscriptions and queued messages
-	// when it disconnects (cleansession). Default false: a persistent session (5.0: one
-	// that never expires), so messages for "in" topics wait on the remote.
+	// Username (bridges[i].remote_username; remote_username) is the user name sent to
+	// the remote. Default "": none.
+	Username string `yaml:"remote_username"`
+	// Password (bridges[i].remote_password; remote_password) is the password sent to the
+	// remote; over 3.1.1 only with a Username. Default "": none. Reload reports mask it.
+	Password string `yaml:"remote_password"`
+	// CleanSession (bridges[i].cleansession; cleansession) makes the remote forget the
+	// bridge's subscriptions and queued messages when it disconnects. Default false: a
+	// persistent session (5.0: one that never expires), so messages for "in" topics wait
+	// on the remote.
 	CleanSession bool `yaml:"cleansession"`
-	// KeepAlive is the keep alive sent to the remote (keepalive_interval); default 60s,
-	// at least 5s as Mosquitto requires.
+	// KeepAlive (bridges[i].keepalive_interval; keepalive_interval) is the keep alive
+	// sent to the remote: 5s, as Mosquitto requires, to 65535s. Default 60s.
 	KeepAlive Duration `yaml:"keepalive_interval"`
-	// RestartTimeout and RestartTimeoutMax bound the wait before each reconnect
-	// (restart_timeout base cap): decorrelated jitter between the two, as Mosquitto's;
-	// equal values give a constant wait. Default 5s and 30s.
-	RestartTimeout    Duration `yaml:"restart_timeout"`
+	// RestartTimeout (bridges[i].restart_timeout; restart_timeout's base) is the shortest
+	// wait before a reconnect; waits are drawn with decorrelated jitter between it and
+	// RestartTimeoutMax, as Mosquitto's, and equal values give a constant wait. Above 0;
+	// default 5s.
+	RestartTimeout Duration `yaml:"restart_timeout"`
+	// RestartTimeoutMax (bridges[i].restart_timeout_max; restart_timeout's cap) is the
+	// longest wait before a reconnect; not below RestartTimeout. Default 30s, or
+	// RestartTimeout when that is longer.
 	RestartTimeoutMax Duration `yaml:"restart_timeout_max"`
-	// TryPrivate marks a 3.1.1 CONNECT as a bridge's (protocol level | 0x80), so that a
-	// Mosquitto or bifrost remote does not echo the bridge's messages back (try_private).
-	// nil: true. 5.0 bridges use No Local instead and ignore it.
+	// TryPrivate (bridges[i].try_private; try_private) marks a 3.1.1 CONNECT as a
+	// bridge's (protocol level | 0x80), so that a Mosquitto or bifrost remote does not
+	// echo the bridge's messages back. nil: true. 5.0 bridges use No Local instead and
+	// ignore it.
 	TryPrivate *bool `yaml:"try_private"`
-	// Notifications publishes the bridge's state, retained, on the local broker: "1"
-	// when connected, "0" when not (notifications). nil: true.
-	Notifications     *bool  `yaml:"notifications"`
-	NotificationTopic string `yaml:"notification_topic"` // default $SYS/broker/connection/<remote_clientid>/state
-	// QueueMessages and QueueBytes bound the messages kept for the remote while it is
-	// down or slow (payload, topic and property bytes), in flight ones included; with the
-	// store on, the QoS 1 and 2 ones are kept in it and survive a restart. Default 1000 and
-	// 16MiB (max_queued_messages, max_queued_bytes).
-	QueueMessages int      `yaml:"queue_messages"`
-	QueueBytes    ByteSize `yaml:"queue_bytes"`
-	// QueueFull says what a full queue drops, counted: first its oldest waiting QoS 0
-	// message, then, for a new QoS 1 message, drop_new (default) the new one or
-	// drop_oldest the oldest waiting one. A new QoS 0 message finding no QoS 0 message
-	// to drop is dropped.
+	// Notifications (bridges[i].notifications; notifications) publishes the bridge's
+	// state, retained, on the local broker at NotificationTopic: "1" when connected, "0"
+	// when not. nil: true.
+	Notifications *bool `yaml:"notifications"`
+	// NotificationTopic (bridges[i].notification_topic; notification_topic) is where the
+	// state is published: a topic name, without wildcards. Default
+	// $SYS/broker/connection/<remote_clientid>/state.
+	NotificationTopic string `yaml:"notification_topic"`
+	// QueueMessages (bridges[i].queue_messages; max_queued_messages) bounds the count of
+	// the messages kept for the remote while it is down or slow, in flight ones included;
+	// with the store on, the QoS 1 and 2 ones are kept in it and survive a restart.
+	// 1..2147483647; default 1000.
+	QueueMessages int `yaml:"queue_messages"`
+	// QueueBytes (bridges[i].queue_bytes; max_queued_bytes) bounds the same queue in
+	// bytes: payload, topic and properties. At least 1 byte; default 16MiB.
+	QueueBytes ByteSize `yaml:"queue_bytes"`
+	// QueueFull (bridges[i].queue_full) says what a full queue drops, counted: first its
+	// oldest waiting QoS 0 message, then, for a new QoS 1 or 2 message, BridgeDropNew
+	// (the default) the new one or BridgeDropOldest the oldest waiting one. A new QoS 0
+	// message finding no QoS 0 message to drop is dropped; messages in flight never are.
 	QueueFull string `yaml:"queue_full"`
-	// MaxInflight is how many QoS 1 and 2 messages may await the remote's PUBACK or PUBCOMP
-	// (max_inflight_messages); the remote's Receive Maximum lowers it. Default 20.
-	MaxInflight int        `yaml:"max_inflight"`
-	TLS         *BridgeTLS `yaml:"tls"` // nil: plain TCP
+	// MaxInflight (bridges[i].max_inflight; max_inflight_messages) is how many QoS 1 and 2
+	// messages may await the remote's PUBACK or PUBCOMP; the remote's Receive Maximum
+	// lowers it. 1..65535; default 20.
+	MaxInflight int `yaml:"max_inflight"`
+	// TLS (bridges[i].tls) makes the bridge connect with TLS. nil, the default: plain
+	// TCP.
+	TLS *BridgeTLS `yaml:"tls"`
 }
 
-// BridgeTopic is one topic line of a bridge, as Mosquitto's `topic pattern direction qos
-// local_prefix remote_prefix`: the local topic is local_prefix+pattern, the remote one
-// remote_prefix+pattern.
+// BridgeTopic is one topic line of a bridge (bridges[i].topics[j]), as Mosquitto's
+// `topic pattern direction qos local_prefix remote_prefix`: the local topic is
+// local_prefix+pattern, the remote one remote_prefix+pattern.
 type BridgeTopic struct {
-	Pattern      string `yaml:"pattern"`       // a topic filter; required
-	Direction    string `yaml:"direction"`     // in | out (default) | both
-	QoS          int    `yaml:"qos"`           // 0 (default), 1 or 2
-	LocalPrefix  string `yaml:"local_prefix"`  // no wildcards
-	RemotePrefix string `yaml:"remote_prefix"` // no wildcards
+	// Pattern (bridges[i].topics[j].pattern) is the topic filter carried; required, and
+	// not a shared subscription ($share/).
+	Pattern string `yaml:"pattern"`
+	// Direction (bridges[i].topics[j].direction) is BridgeIn, BridgeOut (the default) or
+	// BridgeBoth.
+	Direction string `yaml:"direction"`
+	// QoS (bridges[i].topics[j].qos) is the highest QoS a message crosses at: 0 (the
+	// default), 1 or 2.
+	QoS int `yaml:"qos"`
+	// LocalPrefix (bridges[i].topics[j].local_prefix) is put before Pattern on this
+	// broker; no wildcards. Default "".
+	LocalPrefix string `yaml:"local_prefix"`
+	// RemotePrefix (bridges[i].topics[j].remote_prefix) is put before Pattern on the
+	// remote; no wildcards. Default "".
+	RemotePrefix string `yaml:"remote_prefix"`
 }
 
-// BridgeTLS makes the bridge connect with TLS (bridge_cafile, bridge_certfile,
-// bridge_keyfile, bridge_insecure). The files are PEM.
+// BridgeTLS makes the bridge connect with TLS (bridges[i].tls; Mosquitto's
+// bridge_cafile, bridge_certfile, bridge_keyfile, bridge_insecure). The files are PEM.
 type BridgeTLS struct {
-	CAFile     string `yaml:"ca_file"`     // the remote's certificate authority; "": the system's
-	CertFile   string `yaml:"cert_file"`   // a client certificate, with key_file
-	KeyFile    string `yaml:"key_file"`    // its private key
-	ServerName string `yaml:"server_name"` // the name checked in the remote's certificate; default address's host
-	// Insecure skips the check of the remote's certificate (bridge_insecure): for tests
-	// only. Default false.
+	// CAFile (bridges[i].tls.ca_file; bridge_cafile) is the remote's certificate
+	// authority. Default "": the system's.
+	CAFile string `yaml:"ca_file"`
+	// CertFile (bridges[i].tls.cert_file; bridge_certfile) is a client certificate, set
+	// together with KeyFile. Default "": none.
+	CertFile string `yaml:"cert_file"`
+	// KeyFile (bridges[i].tls.key_file; bridge_keyfile) is the client certificate's
+	// private key, set together with CertFile.
+	KeyFile string `yaml:"key_file"`
+	// ServerName (bridges[i].tls.server_name) is the name checked in the remote's
+	// certificate. Default Address's host.
+	ServerName string `yaml:"server_name"`
+	// Insecure (bridges[i].tls.insecure; bridge_insecure) skips the check of the remote's
+	// certificate: for tests only. Default false.
 	Insecure bool `yaml:"insecure"`
 }
 

@@ -10,78 +10,92 @@ import (
 )
 
 // Cluster makes this node one of several bifrost nodes that act as one broker
-// (internal/cluster). Without the block the broker is a single node and starts no cluster
-// goroutine, port or state. Every field needs a restart to change.
+// (cluster; docs/cluster.md). Without the block the broker is a single node and starts
+// no cluster goroutine, port or state. Every field needs a restart to change.
 type Cluster struct {
-	// NodeName is this node's name, unique in the cluster: its member name and Raft
-	// server id. Default the host name: one node per host is the usual deployment.
+	// NodeName (cluster.node_name) is this node's name, unique in the cluster: its member
+	// name and Raft server id; at most 64 bytes of letters, digits, '-', '_' and '.'.
+	// Default the host name: one node per host is the usual deployment.
 	NodeName string `yaml:"node_name"`
-	// Bind is the gossip address (memberlist, TCP and UDP), an IP and a port. Default
-	// 127.0.0.1:7946, memberlist's port on loopback: a fresh install reaches no network
-	// until the operator chooses an address, as the MQTT listeners do.
+	// Bind (cluster.bind) is the gossip address (memberlist, TCP and UDP), an IP and a
+	// port. Default DefaultClusterBind, 127.0.0.1:7946, memberlist's port on loopback: a
+	// fresh install reaches no network until the operator chooses an address, as the
+	// MQTT listeners do.
 	Bind string `yaml:"bind"`
-	// Advertise is the gossip address peers use when it is not Bind (NAT, a wildcard
-	// Bind); an IP and a port. Default "": Bind's.
+	// Advertise (cluster.advertise) is the gossip address peers use when it is not Bind
+	// (NAT, a wildcard Bind); an IP and a port other than 0. Default "": Bind's.
 	Advertise string `yaml:"advertise"`
-	// RPC is the node-to-node address: gRPC and Raft share it (one TCP port, told apart
-	// by the first byte of each connection). Default 127.0.0.1:7947, next to gossip.
+	// RPC (cluster.rpc) is the node-to-node address: gRPC and Raft share it (one TCP
+	// port, told apart by the first byte of each connection). Default DefaultClusterRPC,
+	// 127.0.0.1:7947, next to gossip.
 	RPC string `yaml:"rpc"`
-	// RPCAdvertise is the RPC address peers dial when it is not RPC. Default "": RPC's,
-	// with a wildcard host replaced by the gossip address's.
+	// RPCAdvertise (cluster.rpc_advertise) is the RPC address peers dial when it is not
+	// RPC; a host and a port other than 0. Default "": RPC's, with a wildcard host
+	// replaced by the gossip address's, else by a private IP of the host.
 	RPCAdvertise string `yaml:"rpc_advertise"`
-	// Seeds are gossip addresses (host:port) of nodes to join. Default none: the node
-	// waits for others to join it. Listing every node, this one included, on every node
-	// is fine: a node skips its own address.
+	// Seeds (cluster.seeds) are gossip addresses (host:port) of nodes to join. Default
+	// none: the node waits for others to join it. Listing every node, this one included,
+	// on every node is fine: a node skips its own address.
 	Seeds []string `yaml:"seeds"`
-	// BootstrapExpect is how many nodes without Raft state must see each other before
-	// they form a new cluster together; a node with state never bootstraps. Default 3,
-	// the smallest cluster that survives the loss of a node; a node forms a cluster
-	// alone only when this is 1, said explicitly, so that a cold start cannot split.
+	// BootstrapExpect (cluster.bootstrap_expect) is how many nodes without Raft state
+	// must see each other before they form a new cluster together; a node with state
+	// never bootstraps. 1..1000. Default DefaultClusterExpect, 3, the smallest cluster
+	// that survives the loss of a node; a node forms a cluster alone only when this is 1,
+	// said explicitly, so that a cold start cannot split.
 	BootstrapExpect int `yaml:"bootstrap_expect"`
-	// Dir holds the Raft log, stable store and snapshots. Default <store.dir>/cluster;
-	// required when store.dir is off (Raft must keep its state across restarts).
+	// Dir (cluster.dir) holds the Raft log, stable store and snapshots. Default
+	// <store.dir>/cluster; required when store.dir is off (Raft must keep its state
+	// across restarts).
 	Dir string `yaml:"dir"`
-	// Secret is a key shared by every node: it encrypts gossip (memberlist's keyring)
-	// and authenticates and encrypts the RPC port (TLS whose certificate authority is
-	// derived from it); a node without it is refused. At least 16 bytes. Default none:
-	// only allowed while gossip and RPC are bound to loopback (CheckExposure).
+	// Secret (cluster.secret) is a key shared by every node: it encrypts gossip
+	// (memberlist's keyring) and authenticates and encrypts the RPC port (TLS whose
+	// certificate authority is derived from it); a node without it is refused. At least
+	// 16 bytes. Default none: only allowed while gossip and RPC are bound to loopback
+	// (Config.CheckClusterExposure).
 	Secret string `yaml:"secret"`
-	// MQTTAdvertise is the MQTT address clients are sent to (an MQTT 5 Server Reference)
-	// when this node redirects them to another one. Default "": the first tcp listener's
-	// address as bound, with a wildcard host replaced by the gossip address's.
+	// MQTTAdvertise (cluster.mqtt_advertise) is the MQTT address clients are sent to (an
+	// MQTT 5 Server Reference) when another node redirects them to this one; a host and
+	// a port other than 0. Default "": the first tcp listener's address as bound, with a
+	// wildcard host replaced by the advertised RPC address's.
 	MQTTAdvertise string `yaml:"mqtt_advertise"`
-	// RedirectLoad is the load (0 to 1, as /load reports it) above which an MQTT 5
-	// CONNECT is sent to the least loaded node (0x9C, Use another server). Default 0.9:
-	// the node still has room for the reconnects of its own clients. 1 never redirects.
+	// RedirectLoad (cluster.redirect_load) is the load (above 0, at most 1, as /load
+	// reports it) above which an MQTT 5 CONNECT is sent to the least loaded node (0x9C,
+	// Use another server). Default DefaultClusterRedirectLoad, 0.9: the node still has
+	// room for the reconnects of its own clients. 1 never redirects.
 	RedirectLoad float64 `yaml:"redirect_load"`
-	// Lease is how long a node keeps serving clients without hearing from the Raft
-	// leader; past it, it closes them and refuses new ones until it is in contact again.
-	// Default 5s: a follower fences at 0.8 of it (4 s) and Raft's elections after a
-	// leader dies took 1.3-2.6 s here (docs/cluster-owner.md), so an election does not
+	// Lease (cluster.lease) is how long a node keeps serving clients without hearing from
+	// the Raft leader; past it, it closes them and refuses new ones until it is in
+	// contact again. At least 1s, Raft's heartbeat timeout. Default DefaultClusterLease,
+	// 5s: a follower stops serving at 0.8 of it (4 s) and Raft's elections after a leader
+	// dies took 1.3-2.6 s here (docs/cluster-owner.md), so an election does not
 	// disconnect the survivors' clients; a cut-off node still lets its clients go
 	// elsewhere within seconds. A CONNECT that takes its client id from a node that does
-	// not answer waits the lease: it must leave a second (claimGrace) of ClaimTimeout.
+	// not answer waits the lease, so it must leave a second of ClaimTimeout.
 	Lease Duration `yaml:"lease"`
-	// ClaimTimeout bounds a CONNECT's claim of its client id, below mqtt.connect_timeout
-	// (which closes a connection without a CONNACK): the hand-over from the previous
-	// owner takes the lease at most (a node that does not answer), so the claim's Raft
-	// entry may take the rest, ClaimTimeout - Lease, at least a second, through an
-	// election; past that the CONNECT is refused (v5 0x88, Server unavailable; 3.1.1 3).
-	// Default 9s: 4 s for the entry with the default lease, as long as a follower serves
-	// without a leader, and a second of the connect timeout for the CONNECT to arrive
-	// and be authenticated (docs/cluster-owner.md, Timeouts).
+	// ClaimTimeout (cluster.claim_timeout) bounds a CONNECT's claim of its client id
+	// (docs/cluster-owner.md), below mqtt.connect_timeout, which closes a connection
+	// without a CONNACK: the hand-over from the previous owner takes the lease at most (a
+	// node that does not answer), so the claim's Raft entry may take the rest,
+	// ClaimTimeout - Lease, at least a second, through an election; past that the CONNECT
+	// is refused (v5 0x88, Server unavailable; 3.1.1 3). Default
+	// DefaultClusterClaimTimeout, 9s: 4 s for the entry with the default lease, as long as
+	// a follower serves without a leader, and a second of the connect timeout for the
+	// CONNECT to arrive and be authenticated (docs/cluster-owner.md, Timeouts).
 	ClaimTimeout Duration `yaml:"claim_timeout"`
 }
 
 // Cluster defaults that do not depend on the rest of the configuration.
 const (
-	DefaultClusterBind         = "127.0.0.1:7946"
-	DefaultClusterRPC          = "127.0.0.1:7947"
-	DefaultClusterExpect       = 3
-	DefaultClusterRedirectLoad = 0.9
-	DefaultClusterLease        = Duration(5 * time.Second)
-	DefaultClusterClaimTimeout = Duration(9 * time.Second)
+	DefaultClusterBind         = "127.0.0.1:7946"          // Cluster.Bind
+	DefaultClusterRPC          = "127.0.0.1:7947"          // Cluster.RPC
+	DefaultClusterExpect       = 3                         // Cluster.BootstrapExpect
+	DefaultClusterRedirectLoad = 0.9                       // Cluster.RedirectLoad
+	DefaultClusterLease        = Duration(5 * time.Second) // Cluster.Lease
+	DefaultClusterClaimTimeout = Duration(9 * time.Second) // Cluster.ClaimTimeout
+)
 
+// Limits of the cluster block that Validate enforces, with their reasons.
+const (
 	// minClusterSecret is the shortest cluster.secret accepted: the keys are derived
 	// from it with a fast hash, so a short secret could be guessed offline from a
 	// captured packet.

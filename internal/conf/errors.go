@@ -9,10 +9,15 @@ import (
 
 // An Error is one problem with a configuration, located as precisely as the source allows.
 type Error struct {
-	File  string // the file name given to Parse or Load; "" for a Config built in code
-	Line  int    // 1-based line in File; 0 when unknown (a default, or a Config built in code)
-	Field string // the YAML path, e.g. "listeners[1].type"; "" for the file as a whole
-	Msg   string
+	// File is the file name given to Parse or Load; "" for a Config built in code.
+	File string
+	// Line is the 1-based line in File; 0 when unknown (a default, or a Config built in
+	// code).
+	Line int
+	// Field is the YAML path, e.g. "listeners[1].type"; "" for the file as a whole.
+	Field string
+	// Msg says what is wrong, without the file, line or field.
+	Msg string
 }
 
 // Error formats the problem as file:line: field: message, leaving out the parts it lacks.
@@ -36,9 +41,11 @@ func (e Error) Error() string {
 }
 
 // Errors is every problem found in one configuration, so the operator fixes them in one
-// pass instead of one per restart. Parse, Load, Validate and Reloadable return it.
+// pass instead of one per restart. Parse, Load, Validate, Reloadable, CheckExposure and
+// CheckClusterExposure return it.
 type Errors struct {
-	List []Error // in file order; problems without a line last
+	// List holds the problems in file order, those without a line last.
+	List []Error
 }
 
 // Error prints one problem per line.

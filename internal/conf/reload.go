@@ -46,12 +46,17 @@ type Change struct {
 	// Field is the YAML path; a listener is named by its name: listeners[mqtt].address,
 	// or listeners[mqtt] for one added or removed as a whole.
 	Field string `json:"field"`
-	Old   string `json:"old"` // the value, secrets masked; "(none)" for an absent block
-	New   string `json:"new"`
+	// Old is the running value, secrets masked: "(none)" for an absent block, "set" for
+	// a present one, the length of a list of blocks.
+	Old string `json:"old"`
+	// New is the next value, shown as Old is.
+	New string `json:"new"`
 	// Restart is the reason the change is not applied live; "" when it is.
 	Restart string `json:"restart,omitempty"`
 }
 
+// String formats the change as the reload log prints it: field: old → new, and the
+// reason in parentheses when it waits for a restart.
 func (ch Change) String() string {
 	s := ch.Field + ": " + ch.Old + " → " + ch.New
 	if ch.Restart != "" {
@@ -233,10 +238,12 @@ func show(path string, v reflect.Value) string {
 }
 
 // A Holder holds the running configuration as an immutable snapshot, swapped atomically
-// on reload (as nats-server does in server.go). Readers Load the snapshot once per
-// operation and never modify it; a writer builds the next one (Parse, or Clone and
-// change), then Reload or Swap. The zero Holder holds nil.
+// on reload (as nats-server does). Readers Load the snapshot once per operation and never
+// modify it; a writer builds the next one (Parse, or Clone and change), then Reload or
+// Swap. The zero Holder holds nil. Its methods are safe for concurrent use.
 type Holder struct {
+	// Pointer holds the snapshot: Load reads it, Store and Swap replace it without the
+	// checks Reload makes.
 	atomic.Pointer[Config]
 }
 
