@@ -27,11 +27,12 @@ var liveFields = []string{
 	"limits.max_subscriptions",
 	"limits.publish_rate",
 	"limits.publish_burst",
-	"auth.",               // the password and ACL files are re-read (not on a cluster node)
-	"memory.limit",        // debug.SetMemoryLimit may be called at any time
-	"memory.return_to_os", // the memory policy's ticker is reset
-	"sys_interval",        // the $SYS ticker is restarted
-	"http.admin.",         // the admin API's users and tokens are swapped whole (internal/server's reconfigure_admin.go)
+	"limits.auth_failures.", // the failure budget is part of that snapshot; the table keeps its sources
+	"auth.",                 // the password and ACL files are re-read (not on a cluster node)
+	"memory.limit",          // debug.SetMemoryLimit may be called at any time
+	"memory.return_to_os",   // the memory policy's ticker is reset
+	"sys_interval",          // the $SYS ticker is restarted
+	"http.admin.",           // the admin API's users and tokens are swapped whole (internal/server's reconfigure_admin.go)
 }
 
 // Why a change waits for a restart, as the reload report says.

@@ -31,9 +31,10 @@ func TestReloadable(t *testing.T) {
 			c.SysInterval = ptr(Duration(0))
 			c.Limits.MaxConnections = ptr(5)
 			c.Limits.PublishRate = 3
+			c.Limits.AuthFailures.Max = ptr(7)
 		}, []string{"auth.acl_file", "mqtt.receive_maximum", "mqtt.max_qos",
 			"mqtt.retain_available", "queue.offline_bytes", "queue.when_full", "queue.max_pause", "memory.limit", "memory.return_to_os", "sys_interval",
-			"limits.max_connections", "limits.publish_rate"}, nil},
+			"limits.max_connections", "limits.publish_rate", "limits.auth_failures.max"}, nil},
 		{"admin credentials", func(c *Config) {
 			c.HTTP.Admin.TokenFile = "tokens"
 			c.HTTP.Admin.Users = []string{"root"}
