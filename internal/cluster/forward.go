@@ -25,13 +25,17 @@ import (
 //
 // QoS 0 is dropped, and counted, when the peer's queue is full (fwdQueueMsgs or
 // fwdQueueBytes). QoS 1 and 2 are never dropped: the message stays queued, then in flight,
-// until the peer acknowledges it, and resent in order after a reconnect; the publisher's
-// PUBACK or PUBREC waits behind a session.Gate until every peer that got the message
-// acknowledged it. The queue is thus bounded by the publishers' windows (their Receive
-// Maximum), not by a count that would have to drop: a full peer slows its publishers.
+// until the peer acknowledges it, and resent in order after a reconnect. Each copy carries
+// the done the broker passed to Forward, called once when the copy is settled: the peer
+// acknowledged it, the link gave it up (the peer was declared dead: its subscribers are
+// gone with it), or a shared message found no member anywhere. The broker counts them and
+// holds the publisher's PUBACK or PUBREC until the last (broker/cluster_routes.go); the
+// publisher's session is the broker's, never touched here. The queue is thus bounded by
+// the publishers' windows (their Receive Maximum), not by a count that would have to
+// drop: a full peer slows its publishers.
+//
 // The receiver de-duplicates by (origin, incarnation, sequence), so a message resent
-// after a reconnect is delivered once: QoS 2 stays exactly once end to end. A peer
-// declared dead releases what waited for it: its subscribers are gone with it.
+// after a reconnect is delivered once: QoS 2 stays exactly once end to end.
 //
 // Shared groups: the message goes to one node with members (round robin over the remote
 // index's group of nodes); a node whose members are all offline answers none online, and
@@ -52,7 +56,7 @@ const (
 // outMsg is one message queued for one peer.
 type outMsg struct {
 	buf       *[]byte // topic, payload, properties
-	ack       *fwdAck // what waits for the peer's acknowledgement; nil: nothing
+	done      func()  // Forward's done, called once when the message is settled; nil: none
 	share     string  // "$share/{group}/{filter}": one member of that group
 	tried     []pubsub.SubscriberID
 	seq       uint64
@@ -90,24 +94,6 @@ func (o *outMsg) free() {
 	clear(o.tried)
 	*o = outMsg{tried: o.tried[:0]}
 	outMsgs.Put(o)
-}
-
-// A fwdAck counts the peers a QoS 1/2 message still waits for; the last opens the
-// publisher's gate. One count belongs to Forward itself while it queues.
-type fwdAck struct {
-	left atomic.Int32
-	gate session.Gate
-}
-
-var fwdAcks = sync.Pool{New: func() any { return new(fwdAck) }}
-
-func (a *fwdAck) done() {
-	if a == nil || a.left.Add(-1) != 0 {
-		return
-	}
-	a.gate.Open()
-	a.gate = session.Gate{}
-	fwdAcks.Put(a)
 }
 
 // forwarder is the node's forwarding: a link per peer, and what it received.
@@ -211,7 +197,7 @@ func (f *forwarder) gone(name string) {
 }
 
 // Forward is broker.ClusterRoutes'.
-func (f *forwarder) Forward(o *broker.Outbound) int {
+func (f *forwarder) Forward(o *broker.Outbound, done func()) int {
 	r := f.c.routes
 	m := o.Msg
 	sc := f.scratch.Get().(*matchScratch)
@@ -230,24 +216,17 @@ func (f *forwarder) Forward(o *broker.Outbound) int {
 			sc.shares = append(sc.shares, shareTarget{node: s.Subscriber, name: name})
 		}
 	}
-	var ack *fwdAck
-	if o.From != nil && m.QoS > 0 {
-		ack = fwdAcks.Get().(*fwdAck)
-		ack.gate = o.From.Gate() // before the PUBACK or PUBREC is encoded
-		ack.left.Store(1)
-	}
 	n := 0
 	for _, id := range sc.nodes {
-		if f.push(id, m, "", ack) {
+		if f.push(id, m, "", done) {
 			n++
 		}
 	}
 	for _, t := range sc.shares {
-		if f.push(t.node, m, t.name, ack) {
+		if f.push(t.node, m, t.name, done) {
 			n++
 		}
 	}
-	ack.done()
 	return n
 }
 
@@ -262,24 +241,18 @@ func (f *forwarder) forwardShared(m *session.Message, share string) bool {
 	return ok && f.push(s.Subscriber, m, share, nil)
 }
 
-// push queues a copy of m for node id. The link is started if need be: a peer's routes
-// may reach this node before the routes goroutine has seen the peer alive.
-func (f *forwarder) push(id pubsub.SubscriberID, m *session.Message, share string, ack *fwdAck) bool {
+// push queues a copy of m for node id, settled with done, and reports whether the link
+// took it (done is then called once, else never). The link is started if need be: a
+// peer's routes may reach this node before the routes goroutine has seen the peer alive.
+func (f *forwarder) push(id pubsub.SubscriberID, m *session.Message, share string, done func()) bool {
 	name := f.c.routes.nodeName(id)
 	if name == "" {
 		return false
 	}
 	l := f.link(name)
 	o := newOutMsg(m)
-	o.share = share
-	if ack != nil {
-		o.ack = ack
-		ack.left.Add(1)
-	}
+	o.share, o.done = share, done
 	if !l.push(o) {
-		if o.ack != nil {
-			o.ack.left.Add(-1) // Forward's own count keeps it above zero
-		}
 		o.free()
 		return false
 	}
@@ -290,7 +263,9 @@ func (f *forwarder) push(id pubsub.SubscriberID, m *session.Message, share strin
 // member there took), or that l gave up (the peer is gone).
 func (f *forwarder) settle(l *fwdLink, o *outMsg, delivered bool) {
 	if o.share == "" || delivered {
-		o.ack.done()
+		if o.done != nil {
+			o.done()
+		}
 		o.free()
 		return
 	}
@@ -298,7 +273,9 @@ func (f *forwarder) settle(l *fwdLink, o *outMsg, delivered bool) {
 	if f.reshare(o) {
 		return
 	}
-	o.ack.done()
+	if o.done != nil {
+		o.done()
+	}
 	o.free()
 }
 
