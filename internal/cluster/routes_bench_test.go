@@ -89,7 +89,10 @@ func benchForward(b *testing.B, route string, size int, qos byte) {
 	r.own("p", 1, nil)
 	r.apply("p", 1, true, []string{route, "other/#", "other/1"}, nil, 1)
 	l := newFwdLink(c.fwd, "p") // not started
+	c.fwd.mu.Lock()
 	c.fwd.links["p"] = l
+	c.fwd.setByIDLocked(l.id, l)
+	c.fwd.mu.Unlock()
 	m := session.NewLocalMessage("devices/42/state", make([]byte, size), qos, false)
 	o := &broker.Outbound{Msg: m}
 	var acked int
