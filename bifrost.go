@@ -5,9 +5,11 @@ package bifrost
 
 import (
 	"context"
+	"errors"
 	"net"
 
 	"github.com/bifrost-mqtt/bifrost/internal/server"
+	"github.com/bifrost-mqtt/bifrost/internal/session"
 )
 
 // A Broker is one bifrost instance. Its methods are safe for concurrent use.
@@ -67,11 +69,18 @@ func (b *Broker) Publish(topic string, payload []byte, qos byte, retain bool) er
 	return b.srv.Publish(topic, payload, qos, retain)
 }
 
-// Subscribe calls fn for every message published to a topic that filter matches. fn runs
-// on the publisher's network goroutine and must return quickly; it must not keep payload.
-// The returned function ends the subscription.
-func (b *Broker) Subscribe(filter string, fn func(topic string, payload []byte)) (unsubscribe func(), err error) {
-	return b.srv.Subscribe(filter, fn)
+// Subscribe calls fn for every message published to a topic that filter matches (a
+// shared subscription's filter too: $share/group/filter), with its QoS, retain flag and
+// properties. fn runs on the publisher's goroutine, often one of the broker's network
+// event loops, and on several at once for messages of different publishers: it must be
+// safe for concurrent use and return quickly, without blocking. What of m it may keep
+// past its return: see Message. The returned function ends the subscription; calling it
+// again does nothing.
+func (b *Broker) Subscribe(filter string, fn func(m Message)) (unsubscribe func(), err error) {
+	if fn == nil {
+		return nil, errors.New("bifrost: Subscribe without a function")
+	}
+	return b.srv.Subscribe(filter, func(m *session.Message, qos uint8, retain bool) { fn(message(m, qos, retain)) })
 }
 
 // A Report says what Reconfigure did: the changes applied, and those that need a

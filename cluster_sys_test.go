@@ -35,9 +35,9 @@ func TestClusterSys(t *testing.T) {
 	}
 	var mu sync.Mutex
 	got := map[string]string{}
-	if _, err := b.Subscribe("$SYS/broker/cluster/#", func(topic string, payload []byte) {
+	if _, err := b.Subscribe("$SYS/broker/cluster/#", func(m bifrost.Message) {
 		mu.Lock()
-		got[topic] = string(payload)
+		got[m.Topic] = string(m.Payload)
 		mu.Unlock()
 	}); err != nil {
 		t.Fatal(err)

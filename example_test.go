@@ -41,8 +41,8 @@ func Example() {
 	defer b.Close()
 
 	got := make(chan string, 1)
-	unsubscribe, err := b.Subscribe("sensors/+/temperature", func(topic string, payload []byte) {
-		got <- topic + " " + string(payload) // runs on the publisher's goroutine: do not block
+	unsubscribe, err := b.Subscribe("sensors/+/temperature", func(m bifrost.Message) {
+		got <- m.Topic + " " + string(m.Payload) // runs on the publisher's goroutine: do not block
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -97,8 +97,8 @@ func Example_tlsListenerAndPasswordFile() {
 	defer b.Close()
 
 	got := make(chan string, 1)
-	unsubscribe, err := b.Subscribe("sensors/#", func(topic string, payload []byte) {
-		got <- topic + " " + string(payload)
+	unsubscribe, err := b.Subscribe("sensors/#", func(m bifrost.Message) {
+		got <- m.Topic + " " + string(m.Payload)
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -234,7 +234,7 @@ func TestReconfigureAuthSysMemory(t *testing.T) {
 	addr := b.Addrs()[0].String()
 	mustConnect(t, addr, "anonymous")
 	var sys atomic.Int64
-	unsub, err := b.Subscribe("$SYS/#", func(string, []byte) { sys.Add(1) })
+	unsub, err := b.Subscribe("$SYS/#", func(bifrost.Message) { sys.Add(1) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,12 @@ cleanup() {
 trap cleanup EXIT
 
 echo "== Go benchmarks, one iteration each"
-go test -run '^$' -bench . -benchtime 1x -benchmem ./... | grep -E '^(Benchmark|ok|FAIL|---)' | sed 's/^/  /'
+# The figures only, unless a benchmark fails: then all it printed (its logs say why).
+if ! go test -run '^$' -bench . -benchtime 1x -benchmem ./... >"$work/bench.out" 2>&1; then
+	cat "$work/bench.out"
+	exit 1
+fi
+grep -E '^(Benchmark|ok|FAIL|---)' "$work/bench.out" | sed 's/^/  /'
 
 echo "== bifrost-bench against a fresh broker"
 go build -o "$work/bifrost" ./cmd/bifrost

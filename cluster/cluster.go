@@ -7,13 +7,8 @@
 package cluster
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"net/http"
 	"time"
 
-	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
 	engine "github.com/bifrost-mqtt/bifrost/internal/cluster"
 	"github.com/bifrost-mqtt/bifrost/internal/clusterlink"
@@ -21,20 +16,23 @@ import (
 
 func init() { clusterlink.Register(newNode) }
 
-// node is the cluster engine as the server drives it (clusterlink.Node), and the
-// handler of GET /cluster the HTTP endpoint mounts.
+// node is the cluster engine as the server drives it (clusterlink.Node); the HTTP
+// endpoint sees the engine itself (clusterlink.Views).
 type node struct{ *engine.Cluster }
 
-var _ http.Handler = node{}
+var (
+	_ clusterlink.Node  = node{}
+	_ clusterlink.Views = (*engine.Cluster)(nil)
+)
 
-func newNode(env clusterlink.Env) (clusterlink.Node, error) {
+func newNode(env clusterlink.Env) (clusterlink.Node, clusterlink.Views, error) {
 	c, err := engine.New(engine.Options{Config: env.Config.Cluster, Logger: env.Logger,
 		Metrics: env.Metrics, Go: env.Go, Load: env.Load})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	env.Metrics.SetNodes(c.Nodes) // /load shows the cluster
-	return node{c}, nil
+	return node{c}, c, nil
 }
 
 // Attach connects the broker: forwarded messages go to its subscribers, fences,
@@ -54,15 +52,3 @@ func (n node) Attach(mqtt *broker.Broker, sys time.Duration) {
 
 // Advertise sets the MQTT address other nodes redirect clients to.
 func (n node) Advertise(mqttAddr string) { n.SetMQTTAddr(mqttAddr) }
-
-// SetAuthHost makes h the auth state the replicated files drive.
-func (n node) SetAuthHost(h clusterlink.AuthHost) { n.Cluster.SetAuthHost(h) }
-
-// SeedAuth is the engine's, with its rolling-upgrade refusal as clusterlink's.
-func (n node) SeedAuth(ctx context.Context, files []auth.File) error {
-	err := n.Cluster.SeedAuth(ctx, files)
-	if errors.Is(err, engine.ErrOldMembers) {
-		return fmt.Errorf("%w: %w", clusterlink.ErrOldMembers, err)
-	}
-	return err
-}

@@ -25,7 +25,7 @@ import (
 // is passed over. The cursor stays valid as nodes come and go: it is a place in the order,
 // not an index.
 
-// Cluster is what the API asks of the cluster of a clustered broker (clusterlink.Node).
+// Cluster is what the API asks of the cluster of a clustered broker (clusterlink.Views).
 type Cluster interface {
 	// SessionNodes returns the names of the cluster's nodes, sorted.
 	SessionNodes() []string

@@ -54,16 +54,20 @@ var givenPorts = struct {
 
 // A mosquitto is a Mosquitto broker process on a loopback port, with a config of the
 // test's. It may be killed and started again on the same port and persistence directory.
+// While it is stopped a holder keeps the port, accepting and closing each connection as
+// a broker that is down would refuse it: a free port could be taken meanwhile by a
+// broker of another test binary, which the bridge would then deliver to.
 type mosquitto struct {
 	t    testing.TB
 	bin  string
 	port int
 	conf string
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
-	log  bytes.Buffer
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	done   chan struct{}
+	log    bytes.Buffer
+	holder net.Listener
 }
 
 // startMosquitto runs mosquitto with extra appended to a config that listens on a free
@@ -84,6 +88,7 @@ func startMosquitto(t testing.TB, extra string) *mosquitto {
 	m.start()
 	t.Cleanup(func() {
 		m.stop(syscall.SIGTERM)
+		m.release()
 		if t.Failed() {
 			m.mu.Lock()
 			t.Logf("mosquitto log:\n%s", m.log.String())
@@ -98,6 +103,7 @@ func (m *mosquitto) addr() string { return "127.0.0.1:" + strconv.Itoa(m.port) }
 // start runs the process and returns once it accepts connections.
 func (m *mosquitto) start() {
 	m.t.Helper()
+	m.release()
 	cmd := exec.Command(m.bin, "-c", m.conf)
 	m.mu.Lock()
 	cmd.Stderr = lockedWriter{&m.mu, &m.log}
@@ -157,6 +163,40 @@ func (m *mosquitto) stop(sig syscall.Signal) {
 		_ = cmd.Process.Kill()
 		<-done
 		m.t.Errorf("mosquitto did not exit on %s", sig)
+	}
+	m.hold()
+}
+
+// hold keeps the stopped broker's port (see mosquitto); a failure to bind it is only
+// logged, as the test ran before the holder.
+func (m *mosquitto) hold() {
+	l, err := net.Listen("tcp", m.addr())
+	if err != nil {
+		m.t.Logf("holding mosquitto's port: %v", err)
+		return
+	}
+	m.mu.Lock()
+	m.holder = l
+	m.mu.Unlock()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+}
+
+// release frees the port for mosquitto to bind again.
+func (m *mosquitto) release() {
+	m.mu.Lock()
+	l := m.holder
+	m.holder = nil
+	m.mu.Unlock()
+	if l != nil {
+		_ = l.Close()
 	}
 }
 

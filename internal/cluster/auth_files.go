@@ -14,12 +14,13 @@ import (
 )
 
 // The auth files every node enforces (fsm/auth.go holds them in the replicated state).
-// The server hands the cluster its auth state as an AuthHost: each change the log applies
-// is put in force through it, on every node, in log order. Proposals come from the node's
-// reload (ProposeAuth: the files that differ from the cluster's) and its start (SeedAuth:
-// the files the cluster has none of yet). Both return once the node itself enforces what
-// the log then holds, so a reload that returns without error is in force here, and a
-// node that finished its seed enforces the cluster's files rather than its own.
+// Each change the log applies is put in force through the node's authHost, on every node,
+// in log order; the server's auth state is one (auth_local.go). Proposals come from the
+// node's reload (ProposeAuth: the files that differ from the cluster's) and its start
+// (SeedAuth: the files the cluster has none of yet). Both return once the node itself
+// enforces what the log then holds, so a reload that returns without error is in force
+// here, and a node that finished its seed enforces the cluster's files rather than its
+// own.
 
 // authProtocol is the protocolVersion a member needs to apply an auth entry.
 const authProtocol = 2
@@ -28,8 +29,8 @@ const authProtocol = 2
 // it (a rolling upgrade): each node enforces its own files meanwhile.
 var ErrOldMembers = errors.New("cluster: a member's build cannot apply auth files")
 
-// An AuthHost is the node's auth state, which the replicated files drive.
-type AuthHost interface {
+// An authHost is the node's auth state, which the replicated files drive.
+type authHost interface {
 	// UseAuthFiles puts files in force, the whole set the log holds after the entry at
 	// index; a file whose contents are in force already changes nothing, and one that
 	// does not parse leaves its block as it was (the host logs why). It runs on Raft's
@@ -42,15 +43,13 @@ type AuthHost interface {
 
 // authSync follows which auth files this node has put in force.
 type authSync struct {
-	host AuthHost // set before Start; nil: none (tests of the cluster alone)
+	host  authHost   // set before Start; nil: none (tests of the cluster alone)
+	local *localAuth // the server's auth state (SetAuth), host then; nil: none
 
 	mu      sync.Mutex
 	inForce uint64        // the index of the files last handed to the host
 	moved   chan struct{} // closed, and replaced, when inForce changes
 }
-
-// SetAuthHost makes h the auth state the replicated files drive; call it before Start.
-func (c *Cluster) SetAuthHost(h AuthHost) { c.authf.host = h }
 
 // authChanged runs on Raft's FSM goroutine after each applied entry and restore: it puts
 // the files the log holds in force when they changed.

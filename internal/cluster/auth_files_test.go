@@ -24,7 +24,7 @@ type fileKey struct {
 	kind  auth.FileKind
 }
 
-// fakeAuth is an AuthHost that keeps what it is given.
+// fakeAuth is an authHost that keeps what it is given.
 type fakeAuth struct {
 	mu    sync.Mutex
 	files map[fileKey][]byte
@@ -64,7 +64,7 @@ func (h *fakeAuth) get(block string, kind auth.FileKind) []byte {
 // anything is written; the digests gossiped agree.
 func TestProposeAuth(t *testing.T) {
 	hosts := []*fakeAuth{{}, {}, {}}
-	host := func(i int) func(*Cluster) { return func(c *Cluster) { c.SetAuthHost(hosts[i]) } }
+	host := func(i int) func(*Cluster) { return func(c *Cluster) { c.authf.host = hosts[i] } }
 	n1 := startNode(t, nodeConfig(t, "n1", 3), host(0))
 	n2 := startNode(t, nodeConfig(t, "n2", 3, n1.gossip()), host(1))
 	n3 := startNode(t, nodeConfig(t, "n3", 3, n1.gossip()), host(2))

@@ -108,7 +108,7 @@ type Cluster struct {
 	retStore RetainedStore // the broker's retained index; nil: none (tests)
 	sys      sysHooks      // admin_sys.go: $SYS totals
 	sessions SessionLister // admin_sessions.go: this node's sessions, for the admin API's listings
-	authf    authSync      // auth_files.go: the auth files in force
+	authf    authSync      // auth_files.go, auth_local.go: the auth files in force
 
 	mqttAddr     atomic.Pointer[string]
 	redirectTo   atomic.Pointer[string] // where new MQTT 5 clients go; "" here (member_load.go)
@@ -279,6 +279,9 @@ func (c *Cluster) start(ctx context.Context) error {
 	c.spawn("cluster control", c.control)
 	c.startOwnership()
 	c.spawn("cluster routes", func(ctx context.Context) { c.routes.run(ctx.Done()) })
+	if c.authf.local != nil {
+		c.spawn("cluster auth seed", c.seedAuth) // auth_local.go
+	}
 	c.log.Info("cluster: started", "node", k.NodeName, "gossip", c.ms.addr(), "rpc", c.rpcAddr, "dir", k.Dir,
 		"raft_state", c.hadState, "cluster_id", id, "secret", k.Secret != "")
 	return nil

@@ -32,9 +32,12 @@
 //     owner_fence.go and owner_fence_watch.go the lease and the fence,
 //     owner_handover.go a session handed over between nodes, owner_metrics.go;
 //   - routes*.go routes per peer, forward*.go forwarding (forward_frame.go its frames);
-//   - retained*.go retained messages in the log, auth_files.go the auth files in the log;
+//   - retained*.go retained messages in the log; auth_*.go the auth files: auth_files.go
+//     in the log, auth_local.go this node's (the server's auth state put in force, the
+//     seed at start, the proposal on reload);
 //   - admin_*.go what the admin API and $SYS read: admin_sessions.go every node's
-//     sessions, admin_status.go the /cluster view, admin_sys.go the $SYS totals.
+//     sessions, admin_status.go the /cluster view (Status, a clusterlink.Status),
+//     admin_sys.go the $SYS totals.
 //
 // What is consistent (the Raft log, applied by every node in the same order): the cluster
 // id, client-id ownership, retained messages and auth files. What is eventual (gossip and

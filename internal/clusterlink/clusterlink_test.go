@@ -7,7 +7,7 @@ import (
 
 // TestNotLinked: without a registered cluster, New refuses and says what to import.
 func TestNotLinked(t *testing.T) {
-	if _, err := New(Env{}); !errors.Is(err, ErrNotLinked) {
+	if _, _, err := New(Env{}); !errors.Is(err, ErrNotLinked) {
 		t.Fatalf("New = %v, want ErrNotLinked", err)
 	}
 }

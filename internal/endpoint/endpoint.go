@@ -168,7 +168,7 @@ func (s *Server) loadReport(w http.ResponseWriter, _ *http.Request) {
 }
 
 // Handle serves pattern (as http.ServeMux takes it) with h besides the endpoint's own
-// paths: another part of the broker's, such as the cluster's /cluster.
+// paths: the admin API's, a cluster node's /cluster.
 func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
 // Paths lists the paths the endpoint serves, for the log: its own and those given to

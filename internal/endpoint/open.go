@@ -1,10 +1,12 @@
 package endpoint
 
 import (
+	"encoding/json"
 	"net/http"
 
 	"github.com/bifrost-mqtt/bifrost/internal/admin"
 	"github.com/bifrost-mqtt/bifrost/internal/auth"
+	"github.com/bifrost-mqtt/bifrost/internal/clusterlink"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/httplink"
 )
@@ -24,11 +26,23 @@ func Open(env httplink.Env) (httplink.Server, error) {
 		mountAdmin(srv, env, acc)
 		srv.AddPaths("/api/v1/ /dashboard/")
 	}
-	if h, ok := env.Cluster.(http.Handler); ok {
-		srv.Handle("GET /cluster", srv.views()(h))
+	if c := env.Cluster; c != nil {
+		srv.Handle("GET /cluster", srv.views()(srv.clusterStatus(c)))
 		srv.AddPaths("/cluster")
 	}
 	return srv, nil
+}
+
+// clusterStatus answers GET /cluster with the node's Status as indented JSON.
+func (s *Server) clusterStatus(c clusterlink.Views) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(c.Status()); err != nil {
+			s.log.Debug("http /cluster: write failed", "err", err)
+		}
+	}
 }
 
 // adminAccess returns the admin users and tokens the admin API, and the routes that

@@ -24,8 +24,8 @@ type Env struct {
 	Config  *conf.Config // with its defaults filled in and validated; HTTP.Address is not off
 	Logger  *slog.Logger
 	Metrics *metrics.Registry
-	Broker  *broker.Broker   // started: its listeners have their addresses
-	Cluster clusterlink.Node // nil on a single node
+	Broker  *broker.Broker    // started: its listeners have their addresses
+	Cluster clusterlink.Views // nil on a single node
 
 	// What the admin API asks of the server.
 

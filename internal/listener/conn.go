@@ -14,12 +14,17 @@ import (
 
 // conn is our record of one connection, for every transport: the Conn the handler sees.
 // What it holds of its socket depends on the engine (connEngine): on the epoll engine
-// (loop_linux.go) the descriptor and the queue of bytes the socket has not taken
-// (sock_linux.go); on the portable engine (engine_portable.go) the *net.TCPConn and the
-// queue its write goroutine has not taken yet (conn_portable.go). On tcp and ws it is all
-// an idle connection costs the listener (on the portable engine, with the goroutine that
-// reads it). On tls and wss it is the first field of a tlsConn, which holds the TLS state
-// (tls.go).
+// (epoll_loop_linux.go) the descriptor and the queue of bytes the socket has not taken
+// (epoll_conn_linux.go); on the portable engine (portable_engine.go) the *net.TCPConn and
+// the queue its write goroutine has not taken yet (portable_conn.go). On tcp and ws it is
+// all an idle connection costs the listener (on the portable engine, with the goroutine
+// that reads it). On tls and wss it is the first field of a tlsConn, which holds the TLS
+// state (tls.go).
+//
+// Both engines give conn the same methods on its socket, which the shared code calls:
+// writeSocket, closeSocketLocked, shutdownWrite, readsChanged, RemoteAddr and LocalAddr.
+// The epoll engine's flush, address lookup and admission are named for it: epollFlush,
+// epollAddr, Server.epollAdmit.
 //
 // Fields are ordered for size: on 64-bit platforms 88 bytes on the epoll engine and 96 on
 // the portable one, both the 96-byte size class.
@@ -49,14 +54,14 @@ const (
 	stShutdown               // Shutdown called: writes refused, reads dropped, lingering
 	stHalfClosed             // the write side is shut down
 	stPeerClose              // the peer sent a WebSocket close frame
-	stAdmitting              // epoll: being added to the poller, not yet polled (sock_linux.go)
+	stAdmitting              // epoll: being added to the poller, not yet polled (epoll_conn_linux.go)
 	stCloseReq               // closeWith was called: the engine closes the socket next
 	stIdleSet                // SetIdleTimeout was called: Touch refreshes the deadline
 	stWantDrain              // NotifyDrained was called: OnDrained is due once pending is 0
 	stFdClosed               // the engine has closed the socket, or (portable) is closing it
 	stUpgraded               // ws, wss: the upgrade is done, frames follow
-	stWSHeld                 // epoll ws: its poller holds decoder state (wsown_linux.go)
-	stWriting                // portable: the write goroutine runs (conn_portable.go)
+	stWSHeld                 // epoll ws: its poller holds decoder state (epoll_ws_linux.go)
+	stWriting                // portable: the write goroutine runs (portable_conn.go)
 	stPaused                 // PauseReads: the reader does not read the socket (pause.go)
 )
 
@@ -303,17 +308,17 @@ func (c *conn) writeLocked(head []byte, bufs [][]byte) error {
 	if c.l.kind&kindSecure != 0 {
 		return c.tls().seal(head, bufs)
 	}
-	return c.writeOwn(head, bufs)
+	return c.writeSocket(head, bufs)
 }
 
-// closeWith closes the connection; OnClose will get err (see closeOwnLocked).
+// closeWith closes the connection; OnClose will get err (see closeSocketLocked).
 func (c *conn) closeWith(err error) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	return c.closeOwnLocked(err)
+	return c.closeSocketLocked(err)
 }
 
-// closeReason returns the error OnClose is to get, recorded by closeOwnLocked or by the
+// closeReason returns the error OnClose is to get, recorded by closeSocketLocked or by the
 // engine's close (nil: none).
 func (c *conn) closeReason() error {
 	if e, ok := c.l.srv.reasons.LoadAndDelete(c); ok {

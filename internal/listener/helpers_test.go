@@ -192,7 +192,7 @@ func newTestServer(t testing.TB, h Handler, o Options) *Server {
 }
 
 // listen opens a listener of type typ on a random loopback port; tls and wss listeners
-// serve the test PKI's server certificate (pki_test.go).
+// serve the test PKI's server certificate (tls_pki_test.go).
 func listen(t testing.TB, s *Server, typ string) *Listener {
 	t.Helper()
 	cfg := conf.Listener{Type: typ, Address: "127.0.0.1:0"}

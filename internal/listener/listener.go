@@ -6,26 +6,26 @@
 //
 // Two engines serve the same contract, chosen when the broker is built:
 //
-//   - The epoll engine, on Linux (loop_linux.go and the other *_linux.go files):
-//     Options.Pollers epoll loops, a table of connections by descriptor, and nothing per
-//     idle connection but our record: the conn (88 bytes, the 96-byte size class) on tcp
-//     and ws, the tlsConn around it and crypto/tls's tls.Conn on tls and wss. The socket
-//     comes from accept4(2), and its addresses are asked of the kernel when someone wants
-//     them. Bytes are read on the poller goroutines into one read buffer per poller
+//   - The epoll engine, on Linux (epoll_*_linux.go): Options.Pollers epoll loops, a
+//     table of connections by descriptor, and nothing per idle connection but our
+//     record: the conn (88 bytes, the 96-byte size class) on tcp and ws, the tlsConn
+//     around it and crypto/tls's tls.Conn on tls and wss. The socket comes from
+//     accept4(2), and its addresses are asked of the kernel when someone wants them.
+//     Bytes are read on the poller goroutines into one read buffer per poller
 //     (Options.ReadBufferSize), and Handler.OnData runs right there, in the poller
 //     goroutine. An idle connection therefore costs our record: no goroutine, no read
 //     buffer, no write buffer (writes go straight to the socket and only what the socket
 //     does not take is queued until it drains).
 //   - The portable engine, everywhere else, and on Linux when built with
-//     -tags bifrost_portable (engine_portable.go, read_portable.go, conn_portable.go): the
-//     standard library's net package only. Each connection has a goroutine that reads it,
-//     into a buffer that follows its traffic, and runs OnData there; while it has bytes
-//     queued, a goroutine writes them. An idle connection costs our record, Go's
-//     net.TCPConn, and a goroutine with its 1 KiB read buffer.
+//     -tags bifrost_portable (portable_*.go): the standard library's net package only.
+//     Each connection has a goroutine that reads it, into a buffer that follows its
+//     traffic, and runs OnData there; while it has bytes queued, a goroutine writes them.
+//     An idle connection costs our record, Go's net.TCPConn, and a goroutine with its
+//     1 KiB read buffer.
 //
 // On both, each listener has one accept goroutine, which hands accepted sockets on; the
-// WebSocket upgrade is parsed in place (wsupgrade.go) and frames are decoded as a stream
-// (wsframe.go, websocket.go), on ws from the bytes read and on wss from the TLS plaintext.
+// WebSocket upgrade is parsed in place (ws_upgrade.go) and frames are decoded as a stream
+// (ws_frame.go, ws.go), on ws from the bytes read and on wss from the TLS plaintext.
 // "The reader" below is the goroutine that reads a connection's socket: a poller, or the
 // connection's own goroutine on the portable engine.
 //
@@ -65,19 +65,57 @@
 // writes, and what Shutdown sends first. TLS is Go's crypto/tls, driven from the reader
 // on the bytes it reads (tls.go explains how, without a goroutine or buffer per idle
 // connection); wss is the WebSocket layer on the plaintext of that. Certificates are
-// reloaded from their files without a restart (certs.go).
+// reloaded from their files without a restart (tls_certs.go).
 //
-// Files: listener.go the contract, Listener and its accept loop; server.go the Server;
-// conn.go the connection record, its event state machine and write entry points;
-// wsupgrade.go, wsframe.go and websocket.go WebSocket; tls.go TLS, tlsinput.go
-// crypto/tls's input buffers lent while reading (tlsinput_lend.go on the Go releases read
-// for it, tlsinput_own.go elsewhere); tlsgate.go the bound on TLS handshakes in
-// progress; drain.go the drain notices (Conn.NotifyDrained); certs.go TLS certificates and
-// their reload; wheel.go the timing wheel. The epoll engine: loop_linux.go the event loop,
-// sock_linux.go what a conn does with its own socket, wsown_linux.go and tlsown_linux.go
-// what its pollers keep of ws and tls connections, writev_linux.go the system call. The
-// portable engine: engine_portable.go the accept path, read_portable.go a connection's
-// reader, conn_portable.go its writes and close.
+// # Files
+//
+// Named by engine and transport: epoll_* the epoll engine, portable_* the portable one,
+// tls_* and ws_* the transports (on both engines), the rest the contract both serve.
+//
+// The contract, on both engines:
+//
+//	listener.go                 Conn, Handler, Drainer, Batcher; Listener, its accept loop
+//	server.go                   Options, the Server: Listen, Close, its goroutines
+//	conn.go                     the connection record, its event state machine, its writes
+//	wheel.go                    the timing wheel
+//	drain.go                    the drain notices (Conn.NotifyDrained)
+//	pause.go                    reads paused and resumed (Pauser)
+//
+// The epoll engine (linux && !bifrost_portable; linux by the files' names):
+//
+//	epoll_loop_linux.go         the pollers, their rounds and reads; accept, add, close
+//	epoll_conn_linux.go         what a conn does with its socket: writes, queue, close
+//	epoll_writev_linux.go       the writev(2) call
+//	epoll_ws_linux.go           the ws decoder state a poller keeps
+//	epoll_tls_linux.go          the TLS pump buffers a poller keeps
+//
+// The portable engine (!linux || bifrost_portable):
+//
+//	portable_engine.go          the accept path, and the readers Close waits for
+//	portable_read.go            a connection's reader
+//	portable_conn.go            its writes, its write goroutine, its close
+//	portable_writenow_unix.go   writes without waiting (unix)
+//	portable_writenow_other.go  every write through the write goroutine (!unix)
+//
+// TLS, for tls and wss:
+//
+//	tls.go                      crypto/tls driven by the reader: handshake, pump, writes
+//	tls_gate.go                 the bound on TLS handshakes in progress
+//	tls_certs.go                certificates and their reload
+//	tls_input.go                crypto/tls's input buffers, lent while reading
+//	tls_input_lend.go           the lending (go1.26 && !go1.27 && !bifrost_nolend)
+//	tls_input_nolend.go         no lending (!go1.26 || go1.27 || bifrost_nolend)
+//
+// WebSocket, for ws and wss:
+//
+//	ws.go                       the upgrade and the frames over the bytes read (wsFeed)
+//	ws_upgrade.go               the opening handshake, parsed in place
+//	ws_frame.go                 the frame decoder
+//
+// A test file is named for its subject, and one named epoll_ or portable_ runs on that
+// engine only: epoll_loop_linux_test.go and portable_engine_test.go say what the tests
+// expect of each engine where they differ. drain_linux_test.go, fork_linux_test.go and
+// memory_linux_test.go run on either engine, on Linux.
 package listener
 
 import (

@@ -7,12 +7,12 @@ package listener
 // what it subscribed to), and so does the close of a connection whose peer hangs up.
 //
 // On the epoll engine pausing is one epoll_ctl(EPOLL_CTL_MOD) that drops EPOLLIN from the
-// events the socket is watched for (sock_linux.go watchedEvents), and resuming one that
-// puts it back: no goroutine, no buffer, and level-triggered epoll reports the bytes that
-// waited at the next round. On the portable engine the connection's reader waits before
-// its next read until the connection is resumed or closed (read_portable.go); not reading,
-// it learns that a paused peer went away only once resumed, where epoll reports the
-// hang-up at once.
+// events the socket is watched for (epoll_conn_linux.go watchedEvents), and resuming one
+// that puts it back: no goroutine, no buffer, and level-triggered epoll reports the bytes
+// that waited at the next round. On the portable engine the connection's reader waits
+// before its next read until the connection is resumed or closed (portable_read.go); not
+// reading, it learns that a paused peer went away only once resumed, where epoll reports
+// the hang-up at once.
 //
 // Keep alive: a paused connection's PINGREQs wait unread in its socket, so its idle
 // timeout must not count while it is paused. The wheel keeps a paused connection whose

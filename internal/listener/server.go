@@ -41,7 +41,7 @@ type Options struct {
 	ReadBufferSize int
 	// MaxTLSHandshakes is the most TLS handshakes (tls and wss) in progress at once, each
 	// on a goroutine; past it connections wait for a slot without one, or are closed when
-	// 4 times as many wait already (tlsgate.go). Default 256.
+	// 4 times as many wait already (tls_gate.go). Default 256.
 	MaxTLSHandshakes int
 	// Admit, if set, is asked about every accepted connection on the accept goroutine
 	// before any work is spent on it (descriptor duplication, TLS handshake, WebSocket
@@ -129,7 +129,7 @@ type Server struct {
 	started    bool // the wheel runs
 	closed     bool
 	listeners  map[*Listener]struct{}
-	eventLoops // the engine's state: the epoll loop (loop_linux.go) or the portable engine's (engine_portable.go)
+	eventLoops // the engine's state: the epoll loop (epoll_loop_linux.go) or the portable engine's (portable_engine.go)
 
 	// reasons holds, by *conn, the error OnClose is to get, where a connection has no
 	// room for it: a connection closed by closeWith or by an I/O error (io.EOF is a state

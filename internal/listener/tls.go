@@ -18,9 +18,10 @@ import (
 // gets security fixes with every Go release, on both engines.
 //
 // crypto/tls wants a blocking net.Conn underneath. It gets tlsWire, which reads the
-// ciphertext that the engine's reader received (the reader: a poller, tlsown_linux.go, or
-// the connection's goroutine on the portable engine, read_portable.go) and writes through
-// our write path, which never blocks (conn.writeOwn), and is driven in two ways:
+// ciphertext that the engine's reader received (the reader: a poller, epoll_tls_linux.go,
+// or the connection's goroutine on the portable engine, portable_read.go) and writes
+// through our write path, which never blocks (conn.writeSocket), and is driven in two
+// ways:
 //
 //   - The handshake runs in a goroutine: tls.Conn.Handshake, whose reads wait on the wire
 //     until the reader brings bytes. It is active work, and bounded: the connect timeout,
@@ -28,7 +29,7 @@ import (
 //     starts only when the client's first record (its ClientHello) is complete, so a
 //     client that connects and says nothing, or dribbles its ClientHello, holds none; and
 //     no more than Options.MaxTLSHandshakes run at once, the others waiting their turn
-//     without a goroutine (tlsgate.go).
+//     without a goroutine (tls_gate.go).
 //   - Once the handshake is done the goroutine ends and the reader drives the tls.Conn:
 //     it lends the bytes it read to the wire (no copy) and calls tls.Conn.Read
 //     until the wire has nothing left and says so with a net.Error whose Temporary() is
@@ -36,7 +37,7 @@ import (
 //     making it the connection's error, and keeps a partial record in its input buffer
 //     for the next read; TestTLSWouldBlockNotSticky holds it to that. The plaintext is
 //     collected in the reader's scratch buffer (pumpBufs) and handed to Handler.OnData,
-//     or on wss to the same upgrade and frame decoder as ws (websocket.go deliverWeb).
+//     or on wss to the same upgrade and frame decoder as ws (ws.go deliverWeb).
 //
 // Between the two, bytes that arrive while the goroutine still delivers what came with
 // the end of the handshake are copied into a pooled buffer (pend) and delivered by that
@@ -49,20 +50,20 @@ import (
 // those bytes before OnClose, as a TCP connection would.
 //
 // Writes go tls.Conn.Write → tlsWire.Write → the socket, and what it does not take is
-// queued (conn.writeOwn). Several buffers of one Writev are gathered into full records
+// queued (conn.writeSocket). Several buffers of one Writev are gathered into full records
 // first (seal), so that a PUBLISH is one record, not one per buffer. A Writev holds smu,
 // not wmu: crypto/tls may write on its own (the handshake's flights, an alert, an answer
 // to a KeyUpdate) from the goroutine that reads, so the wire takes wmu for each record it
 // writes, and smu only keeps one Writev's records together (conn.writeLock).
 //
 // What an idle TLS connection holds: the tls.Conn (its cipher states, the handshake
-// buffer; not its input buffers: tlsinput.go) and this record; no ciphertext or plaintext
+// buffer; not its input buffers: tls_input.go) and this record; no ciphertext or plaintext
 // buffer of ours, and on the epoll engine no goroutine.
 
 // Phases of a tlsConn, guarded by its mu.
 const (
 	tlsHello     uint8 = iota // waiting for the first record; no goroutine yet
-	tlsQueued                 // the first record came; waiting for a handshake slot (tlsgate.go)
+	tlsQueued                 // the first record came; waiting for a handshake slot (tls_gate.go)
 	tlsHandshake              // the handshake goroutine runs
 	tlsOpen                   // handshake done: the reader drives the tls.Conn
 	tlsDone                   // closed
@@ -111,7 +112,7 @@ func (wouldBlock) Temporary() bool { return true }
 type tlsConn struct {
 	conn
 	tc     *tls.Conn
-	tlsWeb // wss: the WebSocket decoder's state (websocket.go)
+	tlsWeb // wss: the WebSocket decoder's state (ws.go)
 
 	smu     sync.Mutex
 	mu      sync.Mutex
@@ -282,7 +283,7 @@ func (t *tlsConn) handshake() {
 // bufs.plain, until no bytes are left; then it stops pumping, unless bytes came
 // meanwhile, and finishes a close that came meanwhile. t.pumping is set: this goroutine
 // is the only one reading t.tc. crypto/tls reads the records into bufs.input, lent for
-// the time (tlsinput.go).
+// the time (tls_input.go).
 func (t *tlsConn) pump(bufs *pumpBufs) {
 	for {
 		lendInput(t.tc, bufs.input)
@@ -485,12 +486,12 @@ func (w *tlsWire) Read(p []byte) (int, error) {
 
 // Write sends what crypto/tls wrote (a record, or the handshake's flight), under the
 // tls.Conn's write lock, taking c.wmu as every write to the socket does. b is crypto/tls's
-// pooled buffer: writeOwn copies what it keeps.
+// pooled buffer: writeSocket copies what it keeps.
 func (w *tlsWire) Write(b []byte) (int, error) {
 	c := &w.conn
 	bufs := [1][]byte{b}
 	c.wmu.Lock()
-	err := c.writeOwn(nil, bufs[:])
+	err := c.writeSocket(nil, bufs[:])
 	c.wmu.Unlock()
 	if err != nil {
 		return 0, err

@@ -462,20 +462,20 @@ func TestTLSHandshakeTimeout(t *testing.T) {
 	}
 }
 
-// TestTLSInputLent: this Go release's crypto/tls was read for lending (tlsinput_lend.go),
-// tlsinput_lend.go finds tls.Conn's input buffers, and a connection that received large
+// TestTLSInputLent: this Go release's crypto/tls was read for lending (tls_input_lend.go),
+// tls_input_lend.go finds tls.Conn's input buffers, and a connection that received large
 // records (and records split across reads) holds none of them once idle.
 func TestTLSInputLent(t *testing.T) {
 	switch {
 	case !tlsLending && nolendTag:
 		t.Skip("built with bifrost_nolend: crypto/tls keeps its own input buffers")
 	case !tlsLending:
-		t.Fatalf("%s: this release's crypto/tls was not read for lending, so tlsinput.go lends "+
+		t.Fatalf("%s: this release's crypto/tls was not read for lending, so tls_input.go lends "+
 			"nothing and every idle TLS connection keeps its input buffers (3.5 KiB and more): "+
-			"read its conn.go for each point of tlsinput_lend.go and extend the build constraint",
+			"read its conn.go for each point of tls_input_lend.go and extend the build constraint",
 			runtime.Version())
 	case !inputFieldsFound():
-		t.Fatalf("%s: tls.Conn's rawInput, input or hand is gone or retyped: tlsinput_lend.go "+
+		t.Fatalf("%s: tls.Conn's rawInput, input or hand is gone or retyped: tls_input_lend.go "+
 			"lends nothing, and every idle TLS connection keeps its input buffers (3.5 KiB and "+
 			"more); update findTLSFields", runtime.Version())
 	}

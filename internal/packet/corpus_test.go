@@ -214,3 +214,24 @@ func TestPublishRawProps(t *testing.T) {
 		t.Fatalf("3.1.1 must drop raw props: % x", v3)
 	}
 }
+
+// TestDecodeRaw: properties encoded by AppendRaw decode back to the same values, and
+// what a PUBLISH may not carry is refused.
+func TestDecodeRaw(t *testing.T) {
+	in := Properties{PayloadFormat: Some[uint8](1), ContentType: b("application/json"), ResponseTopic: b("r/1"),
+		CorrelationData: b("\x00\x01"), User: []UserProperty{{b("k"), b("v")}, {b("k"), b("w")}}}
+	var got Properties
+	if err := got.DecodeRaw(in.AppendRaw(nil, PUBLISH), PUBLISH); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, in) {
+		t.Fatalf("DecodeRaw = %+v, want %+v", got, in)
+	}
+	if err := got.DecodeRaw(nil, PUBLISH); err != nil || !reflect.DeepEqual(got, Properties{User: got.User[:0]}) {
+		t.Fatalf("DecodeRaw(nil) = %+v, %v; want none", got, err)
+	}
+	notPub := Properties{ReasonString: b("no")}
+	if err := got.DecodeRaw(notPub.AppendRaw(nil, PUBACK), PUBLISH); err == nil {
+		t.Fatal("a reason string decoded as a PUBLISH property")
+	}
+}

@@ -168,6 +168,19 @@ func (p *Properties) decode(c *cursor, t Type) error {
 	end := c.i + int(n)
 	pc := cursor{b: c.b[:end], i: c.i}
 	c.i = end
+	return p.decodeBody(&pc, t)
+}
+
+// DecodeRaw decodes properties for packet type t as AppendRaw encodes them, without the
+// length prefix: the form a PUBLISH's pass-through properties are kept in
+// (session.Message.Props). Byte-slice fields point into raw.
+func (p *Properties) DecodeRaw(raw []byte, t Type) error {
+	p.Reset()
+	return p.decodeBody(&cursor{b: raw}, t)
+}
+
+// decodeBody reads properties for packet type t up to the end of c.
+func (p *Properties) decodeBody(pc *cursor, t Type) error {
 	var seen uint64
 	for pc.left() > 0 {
 		idv, err := pc.varint()
@@ -185,7 +198,7 @@ func (p *Properties) decode(c *cursor, t Type) error {
 			return errPropDuplicate
 		}
 		seen |= 1 << id
-		if err := p.decodeOne(&pc, id); err != nil {
+		if err := p.decodeOne(pc, id); err != nil {
 			return err
 		}
 	}

@@ -21,21 +21,29 @@ import (
 // other way: clients are disconnected, then the node leaves the cluster gracefully (the
 // leader removes it from Raft's configuration), then the store closes.
 
-// newCluster returns the cluster node for cfg, not started; nil without a cluster block.
-// It refuses gossip or rpc reachable from the network without a secret, and a cluster
-// block in a program that links no cluster.
-func (b *Server) newCluster(cfg *conf.Config) (clusterlink.Node, error) {
+// newCluster makes the cluster node for cfg, not started, and its views for the HTTP
+// endpoint; none without a cluster block. It refuses gossip or rpc reachable from the
+// network without a secret, and a cluster block in a program that links no cluster.
+func (b *Server) newCluster(cfg *conf.Config) error {
 	if cfg.Cluster == nil {
-		return nil, nil
+		return nil
 	}
 	if err := cfg.CheckClusterExposure(); err != nil {
-		return nil, fmt.Errorf("refusing to start:\n%w", err)
+		return fmt.Errorf("refusing to start:\n%w", err)
 	}
-	return clusterlink.New(clusterlink.Env{Config: cfg, Logger: b.log, Metrics: b.metrics, Go: b.routines.start,
+	node, views, err := clusterlink.New(clusterlink.Env{Config: cfg, Logger: b.log, Metrics: b.metrics, Go: b.routines.start,
 		Load: func() float64 { return b.metrics.Load().Load }})
+	if err != nil {
+		return err
+	}
+	b.cluster, b.clusterViews = node, views
+	return nil
 }
 
-// startCluster starts the cluster node, if any: membership, the rpc port, Raft.
+// startCluster starts the cluster node, if any: membership, the rpc port, Raft. The
+// node is handed this server's auth state: the auth files it enforces are the cluster's,
+// which it seeds with this node's own once the cluster has formed, and until then the
+// gate holds the CONNECTs (internal/cluster, auth_local.go).
 func (b *Server) startCluster(ctx context.Context) error {
 	if b.cluster == nil {
 		return nil
@@ -45,12 +53,8 @@ func (b *Server) startCluster(ctx context.Context) error {
 		sys = time.Duration(*iv)
 	}
 	b.cluster.Attach(b.mqtt, sys)
-	b.cluster.SetAuthHost(&clusterAuth{b: b, warned: map[[2]string]bool{}}) // the auth files drive its auth (cluster_auth.go)
-	if err := b.cluster.Start(ctx); err != nil {
-		return err
-	}
-	b.routines.start("cluster auth seed", b.seedAuth)
-	return nil
+	b.cluster.SetAuth(clusterlink.AuthState{Set: b.auth, Gate: b.gate, Changed: b.mqtt.ACLChanged})
+	return b.cluster.Start(ctx)
 }
 
 // advertiseMQTT tells the other nodes the MQTT address clients redirected here use: the

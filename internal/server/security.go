@@ -33,7 +33,7 @@ func (b *Server) security() (broker.Security, map[string]broker.Security, error)
 	}
 	b.auth = set
 	top := broker.Security{Authenticator: set, Methods: set.Methods(), Authorizer: set.For("")}
-	if cfg.Cluster != nil && b.hook == nil { // cluster_auth.go
+	if cfg.Cluster != nil && b.hook == nil { // opened by the cluster node (startCluster)
 		b.gate = auth.NewGate(set)
 		top.Authenticator, top.Methods = b.gate, b.gate.Methods(top.Methods)
 	}
@@ -61,9 +61,9 @@ func (b *Server) ReloadFiles() error {
 	var errs []error
 	switch {
 	case b.auth != nil && b.cluster != nil:
-		// The cluster's log decides (cluster_auth.go); each node, this one included, puts
-		// the files in force as it applies them.
-		if err := b.reloadClusterAuth(); err != nil {
+		// The cluster's log decides; each node, this one included, puts the files in
+		// force as it applies them.
+		if err := b.cluster.ReloadAuth(b.ctx); err != nil {
 			errs = append(errs, err)
 		}
 	case b.auth != nil:

@@ -14,12 +14,13 @@
 //
 // Security. The configuration's auth blocks (auth.Set) decide who connects and what they
 // touch, or the embedder's Authenticator who connects; on a cluster node an auth.Gate
-// holds the CONNECTs until the cluster's auth files are in force; this node's files are
-// seeded to the cluster and proposed to it on reload from here (cluster_auth.go).
+// holds the CONNECTs until the cluster's auth files are in force. The server hands the
+// node its auth state (the auth blocks, the gate) and the node seeds the cluster with
+// this node's files, puts the cluster's in force and proposes them on reload.
 //
 // Cluster. With a cluster block the server is one node of several, linked only into
 // programs that import bifrost/cluster (internal/clusterlink); the broker sees it through
-// broker.Cluster.
+// broker.Cluster, the HTTP endpoint through its clusterlink.Views.
 //
 // Reconfiguration. Reconfigure puts a new configuration's live fields in force (log
 // level, memory limit, the broker's limits and listeners, auth blocks, the admin API's
@@ -31,9 +32,9 @@
 //
 // Files: server.go the Server, its start and close order; routines.go the counted
 // goroutines; security.go the auth blocks or the embedder's Authenticator, and
-// ReloadFiles; cluster.go the cluster node's wiring; cluster_auth.go the cluster's auth
-// files; reconfigure.go Reconfigure and Reload; reconfigure_admin.go the admin API's
-// credentials on a reconfiguration; admin.go what the admin API asks of the server.
+// ReloadFiles; cluster.go the cluster node's wiring; reconfigure.go Reconfigure and
+// Reload; reconfigure_admin.go the admin API's credentials on a reconfiguration;
+// admin.go what the admin API asks of the server.
 package server
 
 import (
@@ -56,6 +57,7 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/logging"
 	"github.com/bifrost-mqtt/bifrost/internal/memory"
 	"github.com/bifrost-mqtt/bifrost/internal/metrics"
+	"github.com/bifrost-mqtt/bifrost/internal/session"
 	"github.com/bifrost-mqtt/bifrost/internal/store"
 )
 
@@ -97,12 +99,14 @@ type Server struct {
 	closed  bool
 	http    httplink.Server // nil before Start and when http.address is off
 	mqtt    *broker.Broker
-	bridges *bridge.Set                   // nil before Start and without bridges
-	cluster clusterlink.Node              // nil without a cluster block (cluster.go)
-	store   store.Store                   // nil before Start and when store.dir is off
-	memory  *memory.Policy                // nil before Start
-	policy  atomic.Pointer[memory.Policy] // memory, for the connection paths without b.mu
-	budget  *memory.Budget                // the publish path's intake, attached to memory
+	bridges *bridge.Set      // nil before Start and without bridges
+	cluster clusterlink.Node // nil without a cluster block (cluster.go)
+	// clusterViews is cluster as the HTTP endpoint sees it; nil without a cluster block.
+	clusterViews clusterlink.Views
+	store        store.Store                   // nil before Start and when store.dir is off
+	memory       *memory.Policy                // nil before Start
+	policy       atomic.Pointer[memory.Policy] // memory, for the connection paths without b.mu
+	budget       *memory.Budget                // the publish path's intake, attached to memory
 
 	routines routines
 
@@ -145,7 +149,7 @@ func New(cfg *conf.Config, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bifrost: %w", err)
 	}
-	if b.cluster, err = b.newCluster(cfg); err != nil {
+	if err := b.newCluster(cfg); err != nil {
 		return nil, fmt.Errorf("bifrost: %w", err)
 	}
 	bo := broker.Options{Config: cfg, Logger: b.log, Metrics: b.metrics, Go: b.routines.start,
@@ -252,7 +256,7 @@ func (b *Server) start(ctx context.Context) error {
 		return nil
 	}
 	srv, err := httplink.Listen(httplink.Env{Config: b.cfg, Logger: b.log, Metrics: b.metrics, Broker: b.mqtt,
-		Cluster: b.cluster, CheckAdmin: b.checkAdmin, Reload: func() (any, error) { return b.Reload() },
+		Cluster: b.clusterViews, CheckAdmin: b.checkAdmin, Reload: func() (any, error) { return b.Reload() },
 		MaskedConfig: b.maskedConfig, AdminOn: b.admin.Store})
 	if err != nil {
 		return fmt.Errorf("bifrost: %w", err)
@@ -351,11 +355,24 @@ func (b *Server) Publish(topic string, payload []byte, qos byte, retain bool) er
 	return b.mqtt.Publish(topic, payload, qos, retain)
 }
 
-// Subscribe calls fn for every message published to a topic that filter matches. fn runs
-// on the publisher's network goroutine and must return quickly; it must not keep payload.
-// The returned function ends the subscription.
-func (b *Server) Subscribe(filter string, fn func(topic string, payload []byte)) (unsubscribe func(), err error) {
-	return b.mqtt.Subscribe(filter, fn)
+// Subscribe calls fn for every message published to a topic that filter matches, with
+// this delivery's QoS and retain flag: package bifrost's Subscribe, a broker.Tap of one
+// filter (fn's contract is broker.TapFunc's; nothing it sees is stored). The returned
+// function ends the subscription; calling it again does nothing.
+func (b *Server) Subscribe(filter string, fn func(m *session.Message, qos uint8, retain bool)) (unsubscribe func(), err error) {
+	tap, err := b.mqtt.NewTap(func(m *session.Message, qos uint8, retain bool) bool {
+		fn(m, qos, retain)
+		return false
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := tap.Subscribe(filter, 2); err != nil {
+		tap.Close(nil)
+		return nil, err
+	}
+	var once sync.Once
+	return func() { once.Do(func() { tap.Close([]string{filter}) }) }, nil
 }
 
 // pressure is the memory policy's pressure level; none before Start.

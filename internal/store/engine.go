@@ -16,7 +16,7 @@ import (
 const reopenBackoff = time.Second
 
 // openEngine opens the store of cfg.Engine: pebble (pebble.go, absent from a build with
-// the tag bifrost_nopebble) or log (logengine.go).
+// the tag bifrost_nopebble) or log (log_engine.go).
 func openEngine(cfg conf.Store, log *slog.Logger) (*store, error) {
 	if cfg.EngineDefaulted {
 		// Not set in the file: the engine that wrote the directory, else the profile's

@@ -10,17 +10,22 @@
 // half done (see Load and the sweep below).
 //
 // Files: store.go the API and this description; batch.go the Batch; format.go the
-// records; commit.go the committer (group commit); load.go Load and its sweep; engine.go
-// the choice of engine; pebble.go the engine on Pebble (internal/pebbledb keeps Pebble
-// from hanging on a full disk); logengine.go, logfile.go, logindex.go and compact.go the
-// log engine; memory.go the engine in memory; space.go what the store says when the disk
-// is full; metrics.go the Prometheus series.
+// records; image.go one session's records as one byte string (a hand-over); commit.go the
+// committer (group commit); load.go Load and its sweep; engine.go the choice of engine;
+// lock.go one store per directory (lock_unix.go where fcntl locks exist, lock_other.go
+// elsewhere); space.go what the store says when the disk is full; metrics.go the
+// Prometheus series. The engines: pebble.go on Pebble (internal/pebbledb keeps Pebble from
+// hanging on a full disk; nopebble.go in its place with -tags bifrost_nopebble); log_*.go
+// the log engine: log_engine.go the engine, log_file.go its file, log_index.go what a
+// replay of it builds, log_compact.go its compaction, log_syncdir.go and
+// log_datasync_linux.go (fdatasync; log_datasync_other.go fsync) what makes it durable;
+// memory.go the engine in memory.
 //
 // # Engine
 //
 // conf.Store.Engine chooses the engine on disk: pebble (the default; pebble.go, absent
 // from a build with -tags bifrost_nopebble) or log (the edge profile's default;
-// logengine.go, where it is described). Each refuses a directory the other wrote, with
+// log_engine.go, where it is described). Each refuses a directory the other wrote, with
 // ErrOtherEngine naming it. The rest of this description is the pebble engine's, except
 // for the records, which both keep alike.
 //

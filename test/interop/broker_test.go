@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bifrost-mqtt/bifrost"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
@@ -116,14 +117,14 @@ func testSys(t *testing.T, e *env) {
 func testEmbedding(t *testing.T, e *env) {
 	type local struct{ topic, payload string }
 	got := make(chan local, 64)
-	cancel, err := e.b.Subscribe("emb/#", func(topic string, payload []byte) {
-		got <- local{topic, string(payload)}
+	cancel, err := e.b.Subscribe("emb/#", func(m bifrost.Message) {
+		got <- local{m.Topic, string(m.Payload)}
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	second := make(chan local, 64)
-	if _, err := e.b.Subscribe("emb/+", func(topic string, payload []byte) { second <- local{topic, string(payload)} }); err != nil {
+	if _, err := e.b.Subscribe("emb/+", func(m bifrost.Message) { second <- local{m.Topic, string(m.Payload)} }); err != nil {
 		t.Fatal(err)
 	}
 
@@ -192,7 +193,7 @@ func testEmbedding(t *testing.T, e *env) {
 		t.Error("Publish at QoS 3 accepted")
 	}
 	for _, filter := range []string{"emb/#/x", "emb+", ""} {
-		if _, err := e.b.Subscribe(filter, func(string, []byte) {}); err == nil {
+		if _, err := e.b.Subscribe(filter, func(bifrost.Message) {}); err == nil {
 			t.Errorf("Subscribe to %q accepted", filter)
 		}
 	}
@@ -204,9 +205,9 @@ func testEmbedding(t *testing.T, e *env) {
 func testGracefulClose(t *testing.T, e *env) {
 	var mu sync.Mutex
 	wills := map[string]bool{}
-	if _, err := e.b.Subscribe("gc/will/#", func(topic string, _ []byte) {
+	if _, err := e.b.Subscribe("gc/will/#", func(m bifrost.Message) {
 		mu.Lock()
-		wills[topic] = true
+		wills[m.Topic] = true
 		mu.Unlock()
 	}); err != nil {
 		t.Fatal(err)

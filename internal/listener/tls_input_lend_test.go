@@ -2,5 +2,5 @@
 
 package listener
 
-// nolendTag: see nolend_test.go.
+// nolendTag: see tls_input_nolend_test.go.
 const nolendTag = false

@@ -18,14 +18,14 @@ import (
 )
 
 // The log engine (store.engine: log) keeps the records in one append-only file of
-// committed batches (logfile.go draws it). The broker holds its state in memory and
+// committed batches (log_file.go draws it). The broker holds its state in memory and
 // reads the store only in Load, so the engine keeps no index of values while it runs:
 // open replays the file into a logIndex (keys and where their values lie), Load's
 // iterators read the values from the file through it, and the index is dropped when Load
 // ends (or at the first write outside a Load: it is never kept up to date for long). Writes are appends: each group is written with one write of up to 64 KiB (a
 // larger group in 64 KiB pieces), and fdatasynced before its done under sync: always.
 // When the file has grown past twice its live records plus compactSlack, the committer
-// rewrites it with only those (compact.go).
+// rewrites it with only those (log_compact.go).
 //
 // A failed write or fdatasync leaves the engine broken: the next write first cuts the
 // file back to what is known good (the end of the last whole group after a failed write,
@@ -57,7 +57,7 @@ type logEngine struct {
 	buf       []byte // records waiting for their write
 	broken    error  // the failure that left the file to repair; nil when good
 	retryAt   time.Time
-	dirSync   bool         // the directory must be fsynced before the next write (compact.go)
+	dirSync   bool         // the directory must be fsynced before the next write (log_compact.go)
 	compactAt int64        // the size past which the committer compacts
 	slack     int64        // compactSlack; smaller in tests
 	written   int64        // bytes written to disk in all, compactions included; under mu

@@ -9,7 +9,7 @@ import (
 	"unsafe"
 )
 
-// Lending crypto/tls its input buffer (tlsinput.go), on Go 1.26: built only for the
+// Lending crypto/tls its input buffer (tls_input.go), on Go 1.26: built only for the
 // releases whose crypto/tls was read for it (Go 1.26.8's conn.go), as nothing that a test
 // of names and types can see would change if crypto/tls used these buffers differently.
 //

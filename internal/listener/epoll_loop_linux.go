@@ -16,9 +16,9 @@ import (
 
 // The epoll engine, the event loop of every connection on Linux: epoll, one goroutine per
 // poller, a table of connections indexed by descriptor, one read buffer per poller. tcp
-// bytes go to OnData, ws bytes to the upgrade and frame decoder (wsown_linux.go), tls and
-// wss bytes to the TLS pump (tlsown_linux.go, tls.go). (The portable engine,
-// engine_portable.go, serves the same contract elsewhere; build with -tags
+// bytes go to OnData, ws bytes to the upgrade and frame decoder (epoll_ws_linux.go), tls
+// and wss bytes to the TLS pump (epoll_tls_linux.go, tls.go). (The portable engine,
+// portable_engine.go, serves the same contract elsewhere; build with -tags
 // bifrost_portable to use it on Linux.)
 //
 // Why our own loop rather than an event-loop library (such as nbio): a library's record
@@ -37,14 +37,15 @@ import (
 // address lookup can run on a number that another connection may get next. Every other
 // goroutine that wants a connection closed (Close, a timeout, a failed write) records why
 // and shuts the socket down (shutdown(2) keeps the number); the poller then reads EOF and
-// closes it (sock_linux.go closeOwnLocked). So the number a poller reads or writes is
-// always the connection it looked up.
+// closes it (epoll_conn_linux.go closeSocketLocked). So the number a poller reads or
+// writes is always the connection it looked up.
 //
 // Events are level-triggered: a poller reads a socket until it would block, or at most
 // maxReads buffers per event so that one flooding client yields to the others (epoll
 // reports the rest next round); a hang-up is acted on only when a read returns EOF, so
 // bytes that came with it are delivered first. A write the socket does not take whole is
-// queued (sock_linux.go) and the socket watched for writability until the queue drains.
+// queued (epoll_conn_linux.go) and the socket watched for writability until the queue
+// drains.
 type loop struct {
 	s       *Server
 	pollers []*poller
@@ -71,8 +72,8 @@ type poller struct {
 	wake  [2]int              // a pipe: a byte written to wake[1] stops the poller
 	buf   []byte              // read buffer, shared by the poller's connections
 	n     int                 // pollers in the loop: descriptor fd is this poller's slot fd/n
-	ws    map[*conn]*wsStream // ws connections cut inside a frame (wsown_linux.go)
-	tls   *pumpBufs           // TLS pump buffers, made by the first TLS bytes (tlsown_linux.go)
+	ws    map[*conn]*wsStream // ws connections cut inside a frame (epoll_ws_linux.go)
+	tls   *pumpBufs           // TLS pump buffers, made by the first TLS bytes (epoll_tls_linux.go)
 	mu    sync.Mutex
 	conns []*conn // by slot; guarded by mu
 }
@@ -205,7 +206,7 @@ func (p *poller) serve(events []syscall.EpollEvent) (stop bool) {
 			continue // closed since: the event came with the same batch
 		}
 		if ev.Events&syscall.EPOLLOUT != 0 {
-			c.flushOwn()
+			c.epollFlush()
 		}
 		if ev.Events&(syscall.EPOLLIN|syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
 			p.read(c)
@@ -366,7 +367,7 @@ func (p *poller) closeAll() {
 // acceptStep returns the accept step of a listener, served by the loop (made here by the
 // first listener; s.mu is held): it accepts
 // every connection waiting, with accept4(2) on the listener's socket (non-blocking and
-// close-on-exec from the start), and hands each to admitOwn; it waits in Go's poller
+// close-on-exec from the start), and hands each to epollAdmit; it waits in Go's poller
 // while none is waiting. An error ends the step (the accept loop backs off and calls it
 // again); ECONNABORTED (a client gone before we took it) is skipped.
 func (s *Server) acceptStep(l *Listener) (func() error, error) {
@@ -395,7 +396,7 @@ func (s *Server) acceptStep(l *Listener) (func() error, error) {
 	}
 	l.dup = f
 	// Accepted sockets inherit the listening socket's options on Linux: set once here,
-	// they cost nothing per connection (admitOwn checks the first one).
+	// they cost nothing per connection (epollAdmit checks the first one).
 	if err := rc.Control(func(fd uintptr) { setSockOpts(int(fd)) }); err != nil {
 		return nil, err
 	}
@@ -406,7 +407,7 @@ func (s *Server) acceptStep(l *Listener) (func() error, error) {
 			fd, sa, err := syscall.Accept4(int(lfd), syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC)
 			switch err {
 			case nil:
-				s.admitOwn(l, fd, sa, &opts)
+				s.epollAdmit(l, fd, sa, &opts)
 			case syscall.EAGAIN:
 				return false // wait until another is waiting
 			case syscall.EINTR, syscall.ECONNABORTED:
@@ -425,12 +426,12 @@ func (s *Server) acceptStep(l *Listener) (func() error, error) {
 	}, nil
 }
 
-// admitOwn takes an accepted socket: the Admit check, OnOpen on tcp (before the socket is
-// polled, so nothing is read before it returns; on ws it comes with the upgrade, on tls
+// epollAdmit takes an accepted socket: the Admit check, OnOpen on tcp (before the socket
+// is polled, so nothing is read before it returns; on ws it comes with the upgrade, on tls
 // with the handshake, on wss with both, under the connect timeout meanwhile), then its
 // poller. A tls or wss connection's record is a tlsConn, in the phase tlsHello: nothing
 // happens until the client speaks.
-func (s *Server) admitOwn(l *Listener, fd int, sa syscall.Sockaddr, opts *sockOpts) {
+func (s *Server) epollAdmit(l *Listener, fd int, sa syscall.Sockaddr, opts *sockOpts) {
 	if a := s.o.Admit; a != nil && !a(l, sockaddrIP(sa)) {
 		_ = syscall.Close(fd)
 		return

@@ -12,11 +12,11 @@ import (
 // The portable engine: every transport on the standard library's net package, where
 // there is no epoll (and on Linux built with -tags bifrost_portable, which is how CI runs
 // the contract tests on it). A listener's accept goroutine takes connections with Go's
-// Accept; each connection gets a goroutine that reads it (read_portable.go) and hands the
+// Accept; each connection gets a goroutine that reads it (portable_read.go) and hands the
 // bytes to the code the epoll engine's pollers use: OnData on tcp, the WebSocket upgrade
-// and frame decoder on ws (websocket.go), the TLS pump on tls and wss (tls.go). Writes
+// and frame decoder on ws (ws.go), the TLS pump on tls and wss (tls.go). Writes
 // give the socket what it takes without waiting (on unix), and a connection has a
-// goroutine that writes the rest while there is any (conn_portable.go), so that Write
+// goroutine that writes the rest while there is any (portable_conn.go), so that Write
 // never blocks. Go's net package makes accepted sockets close-on-exec and gives them
 // TCP_NODELAY and TCP keepalive, as the epoll engine does.
 //
@@ -30,13 +30,13 @@ import (
 // another connection. A close asked for (closeWith) wakes the reader with a read deadline
 // in the past; the reader then closes the socket and delivers the close, unless the write
 // goroutine is still sending what was written before the close, in which case the write
-// goroutine closes the socket once it is done (conn_portable.go).
+// goroutine closes the socket once it is done (portable_conn.go).
 
 // eventLoops is the portable engine's part of Server: its readers, which Close waits for.
 type eventLoops struct {
 	readers sync.WaitGroup // one per connection, until it has delivered its close
 	// resumed is broadcast when a paused connection is resumed or closed; its readers
-	// wait on it (read_portable.go). Its lock is a leaf: taken under c.wmu.
+	// wait on it (portable_read.go). Its lock is a leaf: taken under c.wmu.
 	pauseMu sync.Mutex
 	resumed *sync.Cond
 }

@@ -5,8 +5,8 @@ package listener
 import "crypto/tls"
 
 // crypto/tls keeps its own input buffers: this Go release's crypto/tls has not been read
-// for lending (tlsinput_lend.go's build constraint), or the build tag bifrost_nolend
-// turned it off (tlsinput.go).
+// for lending (tls_input_lend.go's build constraint), or the build tag bifrost_nolend
+// turned it off (tls_input.go).
 
 // tlsLending reports whether the pump lends crypto/tls its input buffer.
 const tlsLending = false

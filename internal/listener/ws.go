@@ -6,14 +6,15 @@ import (
 )
 
 // MQTT over WebSocket (MQTT 5.0 section 6, 3.1.1 section 6): binary messages only, the
-// subprotocol "mqtt" ("mqttv3.1" for MQTT 3.1 clients), a message may hold part of a packet
-// or several. On both engines and for ws and wss alike, the upgrade request is read and
-// answered in place (wsupgrade.go), and from then on frames are decoded as a stream
-// (wsframe.go), the MQTT bytes handed to OnData and pings and close frames answered here
-// (wsFeed). On ws the engine's reader feeds the bytes it reads (a poller: wsown_linux.go;
-// the connection's goroutine: read_portable.go); on wss the TLS pump feeds the plaintext
-// (deliverWeb), and what is written goes through TLS (conn.writeLocked). The connect
-// timeout runs from the accept, as for every transport, and OnOpen comes with the upgrade.
+// subprotocol "mqtt" ("mqttv3.1" for MQTT 3.1 clients), a message may hold part of a
+// packet or several. On both engines and for ws and wss alike, the upgrade request is read
+// and answered in place (ws_upgrade.go), and from then on frames are decoded as a stream
+// (ws_frame.go), the MQTT bytes handed to OnData and pings and close frames answered here
+// (wsFeed). On ws the engine's reader feeds the bytes it reads (a poller:
+// epoll_ws_linux.go; the connection's goroutine: portable_read.go); on wss the TLS pump
+// feeds the plaintext (deliverWeb), and what is written goes through TLS
+// (conn.writeLocked). The connect timeout runs from the accept, as for every transport,
+// and OnOpen comes with the upgrade.
 
 // Subprotocols we speak, in order of preference. Spec [MQTT-6.0.0-3], [MQTT-6.0.0-4].
 var wsSubprotocols = []string{"mqtt", "mqttv3.1"}
@@ -156,7 +157,7 @@ func (c *conn) closeHeld(err error) {
 		_ = c.closeWith(err)
 		return
 	}
-	_ = c.closeOwnLocked(err)
+	_ = c.closeSocketLocked(err)
 }
 
 // tlsWeb is a wss connection's WebSocket state: the decoder's, only while the last

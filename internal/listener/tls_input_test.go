@@ -20,7 +20,7 @@ import (
 // own stream of bytes in writes of varied sizes (so that records straddle the poller's
 // reads and partial records wait between them), and every connection receives its own
 // stream, whole and in order, and nothing else. The poller lends all of them the same
-// input buffer, one after another (tlsinput.go): if crypto/tls kept a slice of it past a
+// input buffer, one after another (tls_input.go): if crypto/tls kept a slice of it past a
 // read, a connection would get another's bytes, or fail to decrypt a record.
 func TestTLSStreamsKeptApart(t *testing.T) {
 	perType, size := 48, 160<<10 // 96 clients, 15 MiB

@@ -20,9 +20,9 @@ package listener
 // This reaches into tls.Conn's unexported fields and relies on how crypto/tls uses them,
 // which a Go release may change without renaming anything; a change that kept a slice of
 // a lent buffer past a Read would hand one client's bytes to another. So lending is built
-// only for the Go releases whose crypto/tls was read for it (tlsinput_lend.go says what
+// only for the Go releases whose crypto/tls was read for it (tls_input_lend.go says what
 // it relies on); on any other, or with the build tag bifrost_nolend (CI runs the TLS
-// tests so once), crypto/tls keeps its own buffers (tlsinput_own.go): correct, and 3.5
+// tests so once), crypto/tls keeps its own buffers (tls_input_nolend.go): correct, and 3.5
 // KiB more per idle connection. TestTLSInputLent fails on a release without lending, to
 // say that its crypto/tls is to be read.
 //

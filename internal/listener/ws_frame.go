@@ -9,11 +9,11 @@ import (
 // turns the bytes a client sends into the MQTT bytes they carry, without buffering
 // messages. MQTT over WebSocket is a byte stream cut into binary messages anywhere (MQTT
 // 5.0 section 6.0: a message may hold part of a packet or several), so the payload of
-// every binary frame is handed on as it arrives, unmasked in place in the reader's
-// buffer; message boundaries only matter for checking the sequence of frames. What a
-// connection keeps between reads is a wsStream, and an idle connection, between two
-// complete frames, keeps none on the epoll engine (wsown_linux.go holds one only while a
-// frame is cut by the end of a read).
+// every binary frame is handed on as it arrives, unmasked in place in the reader's buffer;
+// message boundaries only matter for checking the sequence of frames. What a connection
+// keeps between reads is a wsStream, and an idle connection, between two complete frames,
+// keeps none on the epoll engine (epoll_ws_linux.go holds one only while a frame is cut by
+// the end of a read).
 
 // wsStream is the decoder's state between reads.
 type wsStream struct {
@@ -57,7 +57,7 @@ const (
 	wsCloseFrame
 )
 
-// RFC 6455 section 5.2 opcodes we receive (wsBinary, wsClose and wsPong are in websocket.go).
+// RFC 6455 section 5.2 opcodes we receive (wsBinary, wsClose and wsPong are in ws.go).
 const (
 	wsContinuation = 0x0
 	wsText         = 0x1

@@ -21,7 +21,7 @@ const readMin = 1 << 10
 // Options.ReadBufferSize) when a read fills it, and goes back to readMin when a read would
 // have fitted that, so that an idle connection holds readMin bytes, not the largest read.
 func (s *Server) readLoop(c *conn) {
-	var ws wsStream // ws: the frame decoder's state between reads (websocket.go)
+	var ws wsStream // ws: the frame decoder's state between reads (ws.go)
 	size := min(readMin, s.o.ReadBufferSize)
 	buf := bufpool.Get(size)
 	for {

@@ -233,7 +233,7 @@ func TestLogCompaction(t *testing.T) {
 	}
 }
 
-// compactionSteps are the steps of a compaction (compact.go), each reported before it
+// compactionSteps are the steps of a compaction (log_compact.go), each reported before it
 // runs; done comes after the last.
 var compactionSteps = []string{"create", "write", "sync", "rename", "syncdir", "done"}
 

@@ -10,8 +10,8 @@ import (
 )
 
 // What a conn does with its socket on the epoll engine (every transport, served by
-// loop_linux.go): its writes, its queue of bytes the socket has not taken, its close, its
-// addresses. All of it runs under c.wmu, the lock the poller takes to close the
+// epoll_loop_linux.go): its writes, its queue of bytes the socket has not taken, its
+// close, its addresses. All of it runs under c.wmu, the lock the poller takes to close the
 // descriptor, so none of it can touch a number that has been closed and given to another
 // connection.
 
@@ -27,33 +27,33 @@ type connEngine struct {
 func (c *conn) admitting() { c.state.Or(stAdmitting) }
 
 // RemoteAddr implements Conn.
-func (c *conn) RemoteAddr() net.Addr { return c.ownAddr(true) }
+func (c *conn) RemoteAddr() net.Addr { return c.epollAddr(true) }
 
 // LocalAddr implements Conn.
-func (c *conn) LocalAddr() net.Addr { return c.ownAddr(false) }
+func (c *conn) LocalAddr() net.Addr { return c.epollAddr(false) }
 
 // The queue (c.out, written from c.outOff on) holds what the socket has not taken, in a
 // pooled buffer, and none once it is empty. A client that reads, but slower than it is
 // written to, may keep it from ever emptying, so the bytes written out are dropped as it
-// goes, not only when it empties: writeOwn makes room behind the unsent bytes by moving
+// goes, not only when it empties: writeSocket makes room behind the unsent bytes by moving
 // them to the front of the buffer (when they fill at most half of it, so that a move
-// copies fewer bytes than went out since the last) or into a larger buffer, and flushOwn
+// copies fewer bytes than went out since the last) or into a larger buffer, and epollFlush
 // moves them into a smaller one when they fill at most a sixteenth of theirs (after a
 // burst). So the buffer is at most sixteen times what is queued (or 16 KiB), and what is
 // queued is what the handler lets wait (the broker: its slow-consumer threshold).
 
-// writeOwn writes head and bufs as one unit: straight to the socket with one writev when
-// nothing is queued, and what the socket does not take is copied to the queue, which the
-// poller writes out when the socket is writable. A fenced write (Options.WriteFence)
+// writeSocket writes head and bufs as one unit: straight to the socket with one writev
+// when nothing is queued, and what the socket does not take is copied to the queue, which
+// the poller writes out when the socket is writable. A fenced write (Options.WriteFence)
 // drops the queue and closes the connection instead. c.wmu is held.
-func (c *conn) writeOwn(head []byte, bufs [][]byte) error {
+func (c *conn) writeSocket(head []byte, bufs [][]byte) error {
 	st := c.state.Load()
 	if st&(stFdClosed|stCloseReq) != 0 {
 		return net.ErrClosed
 	}
 	if c.writeFenced(st) {
 		c.dropQueue()
-		_ = c.closeOwnLocked(ErrWriteFenced)
+		_ = c.closeSocketLocked(ErrWriteFenced)
 		return ErrWriteFenced
 	}
 	total := len(head)
@@ -65,7 +65,7 @@ func (c *conn) writeOwn(head []byte, bufs [][]byte) error {
 		var err error
 		n, err = writev(int(c.fd), head, bufs)
 		if err != nil {
-			_ = c.closeOwnLocked(err)
+			_ = c.closeSocketLocked(err)
 			return err
 		}
 		if n == total {
@@ -77,7 +77,7 @@ func (c *conn) writeOwn(head []byte, bufs [][]byte) error {
 		c.out, c.outOff = bufpool.Get(rest), 0
 		if st&stAdmitting == 0 { // else poller.add watches it
 			if err := c.l.srv.loop.pollerFor(int(c.fd)).watch(int(c.fd), c.watchedEvents()); err != nil {
-				_ = c.closeOwnLocked(err)
+				_ = c.closeSocketLocked(err)
 				return err
 			}
 		}
@@ -95,7 +95,7 @@ func (c *conn) writeOwn(head []byte, bufs [][]byte) error {
 }
 
 // roomFor makes room for n more bytes behind the queue's unsent ones, dropping the bytes
-// written out (see writeOwn). c.out is not nil; c.wmu is held.
+// written out (see writeSocket). c.out is not nil; c.wmu is held.
 func (c *conn) roomFor(n int) {
 	q := *c.out
 	if cap(q)-len(q) >= n {
@@ -118,7 +118,7 @@ func (c *conn) moveQueue(size int) {
 	c.out, c.outOff = nb, 0
 }
 
-// queueShrinkMin is the smallest queue buffer flushOwn moves into a smaller one.
+// queueShrinkMin is the smallest queue buffer epollFlush moves into a smaller one.
 const queueShrinkMin = 16 << 10
 
 // appendAfter appends b to q but for its first skip bytes, which the socket took, and
@@ -130,11 +130,12 @@ func appendAfter(q, b []byte, skip int) ([]byte, int) {
 	return append(q, b[skip:]...), 0
 }
 
-// flushOwn writes what is queued, as much as the socket takes (nothing, if the write is
-// fenced: see writeOwn); once the queue is empty it stops watching for writability, and a
-// queue left in a buffer far too large for it moves to a smaller one (see writeOwn). It reports the bytes written (written: the half close
-// of a Shutdown, drain notices). Called by the poller on EPOLLOUT.
-func (c *conn) flushOwn() {
+// epollFlush writes what is queued, as much as the socket takes (nothing, if the write is
+// fenced: see writeSocket); once the queue is empty it stops watching for writability, and
+// a queue left in a buffer far too large for it moves to a smaller one (see writeSocket).
+// It reports the bytes written (written: the half close of a Shutdown, drain notices).
+// Called by the poller on EPOLLOUT.
+func (c *conn) epollFlush() {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	st := c.state.Load()
@@ -143,12 +144,12 @@ func (c *conn) flushOwn() {
 	}
 	if c.writeFenced(st) {
 		c.dropQueue()
-		_ = c.closeOwnLocked(ErrWriteFenced)
+		_ = c.closeSocketLocked(ErrWriteFenced)
 		return
 	}
 	n, err := writev(int(c.fd), (*c.out)[c.outOff:], nil)
 	if err != nil {
-		_ = c.closeOwnLocked(err)
+		_ = c.closeSocketLocked(err)
 		return
 	}
 	c.outOff += uint32(n)
@@ -156,7 +157,7 @@ func (c *conn) flushOwn() {
 	case unsent == 0:
 		c.dropQueue()
 		if err := c.l.srv.loop.pollerFor(int(c.fd)).watch(int(c.fd), c.watchedEvents()); err != nil {
-			_ = c.closeOwnLocked(err)
+			_ = c.closeSocketLocked(err)
 			return
 		}
 	case cap(*c.out) >= queueShrinkMin && unsent <= cap(*c.out)/16:
@@ -188,7 +189,7 @@ func (c *conn) readsChanged() {
 		return
 	}
 	if err := c.l.srv.loop.pollerFor(int(c.fd)).watch(int(c.fd), c.watchedEvents()); err != nil {
-		_ = c.closeOwnLocked(err)
+		_ = c.closeSocketLocked(err)
 	}
 }
 
@@ -200,10 +201,10 @@ func (c *conn) dropQueue() {
 	}
 }
 
-// closeOwnLocked asks for the connection to be closed, with err as OnClose's reason: it
+// closeSocketLocked asks for the connection to be closed, with err as OnClose's reason: it
 // records the reason and shuts the socket down; the poller reads EOF next and closes the
-// descriptor (see loop_linux.go for why only the poller does). c.wmu is held.
-func (c *conn) closeOwnLocked(err error) error {
+// descriptor (see epoll_loop_linux.go for why only the poller does). c.wmu is held.
+func (c *conn) closeSocketLocked(err error) error {
 	st := c.state.Load()
 	if st&(stFdClosed|stCloseReq) != 0 {
 		return nil
@@ -220,9 +221,9 @@ func (c *conn) closeOwnLocked(err error) error {
 // held.
 func (c *conn) shutdownWrite() error { return syscall.Shutdown(int(c.fd), syscall.SHUT_WR) }
 
-// ownAddr asks the kernel for the socket's peer (or local) address: a connection keeps no
-// copy, as few ever need it. After the close it is an empty address.
-func (c *conn) ownAddr(peer bool) net.Addr {
+// epollAddr asks the kernel for the socket's peer (or local) address: a connection keeps
+// no copy, as few ever need it. After the close it is an empty address.
+func (c *conn) epollAddr(peer bool) net.Addr {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if c.state.Load()&stFdClosed != 0 {

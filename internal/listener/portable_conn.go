@@ -31,19 +31,19 @@ type connEngine struct {
 // pastDeadline is a read deadline that has passed: it wakes a blocked Read at once.
 var pastDeadline = time.Unix(1, 0)
 
-// writeOwn writes head and bufs as one unit: queued behind what the write goroutine has
+// writeSocket writes head and bufs as one unit: queued behind what the write goroutine has
 // not sent yet if it runs; else the socket takes what it can now, and the write goroutine
 // is started for the rest. A fenced write (Options.WriteFence) drops the queue and closes
 // the connection instead; the write goroutine asks the fence before each chunk. c.wmu is
 // held.
-func (c *conn) writeOwn(head []byte, bufs [][]byte) error {
+func (c *conn) writeSocket(head []byte, bufs [][]byte) error {
 	st := c.state.Load()
 	if st&(stFdClosed|stCloseReq) != 0 {
 		return net.ErrClosed
 	}
 	if c.writeFenced(st) {
 		c.dropQueue()
-		_ = c.closeOwnLocked(ErrWriteFenced)
+		_ = c.closeSocketLocked(ErrWriteFenced)
 		return ErrWriteFenced
 	}
 	total := len(head)
@@ -72,7 +72,7 @@ func (c *conn) writeOwn(head []byte, bufs [][]byte) error {
 	n, err := writeNow(c.fd, q)
 	if err != nil {
 		c.dropQueue()
-		_ = c.closeOwnLocked(err)
+		_ = c.closeSocketLocked(err)
 		return err
 	}
 	if n == len(q) {
@@ -111,7 +111,7 @@ func (c *conn) writeLoop() {
 		for q := *b; len(q) > 0 && err == nil; {
 			if c.writeFenced(c.state.Load()) {
 				c.wmu.Lock()
-				_ = c.closeOwnLocked(ErrWriteFenced)
+				_ = c.closeSocketLocked(ErrWriteFenced)
 				c.dropQueue()
 				c.wmu.Unlock()
 				break
@@ -124,7 +124,7 @@ func (c *conn) writeLoop() {
 				c.written(n)
 			}
 			if err != nil {
-				_ = c.closeOwnLocked(err)
+				_ = c.closeSocketLocked(err)
 				c.dropQueue()
 			}
 			c.wmu.Unlock()
@@ -144,13 +144,13 @@ func (c *conn) dropQueue() {
 	}
 }
 
-// closeOwnLocked asks for the connection to be closed, with err as OnClose's reason: it
+// closeSocketLocked asks for the connection to be closed, with err as OnClose's reason: it
 // records the reason and wakes the reader (a read deadline in the past), which closes the
 // socket and delivers the close (readEnded). What the write goroutine holds is still sent
 // (a refused upgrade's answer, a TLS alert: what the epoll engine's socket would have
 // taken), but for at most Options.LingerTimeout: a peer that does not read cannot keep the
 // socket. c.wmu is held.
-func (c *conn) closeOwnLocked(err error) error {
+func (c *conn) closeSocketLocked(err error) error {
 	st := c.state.Load()
 	if st&(stFdClosed|stCloseReq) != 0 {
 		return nil
@@ -171,7 +171,7 @@ func (c *conn) closeOwnLocked(err error) error {
 
 // readEnded closes the connection once its reader has stopped, and delivers the close.
 // ioErr is what the read said (io.EOF: the peer closed); if a close was asked for
-// (closeOwnLocked), the reason given there wins. The socket is closed here, unless the
+// (closeSocketLocked), the reason given there wins. The socket is closed here, unless the
 // write goroutine is still sending what was written before a close asked for: then it
 // closes the socket when it ends. Called once, by the reader.
 func (c *conn) readEnded(ioErr error) {

@@ -5,7 +5,7 @@ package listener
 import "testing"
 
 // What the tests expect of the portable engine where the engines differ (the epoll
-// engine's: loop_linux_test.go).
+// engine's: epoll_loop_linux_test.go).
 
 // connSize is the size of a conn on 64-bit platforms: the epoll engine's, and the
 // descriptor writeNow writes to.

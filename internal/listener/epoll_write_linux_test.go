@@ -49,7 +49,7 @@ func writeHeld(tb testing.TB, c *conn, b []byte) {
 }
 
 // TestWriteAllocs: a write allocates nothing, whether the socket takes it or it is queued
-// behind unsent bytes, in a queue that never empties (sock_linux.go writeOwn).
+// behind unsent bytes, in a queue that never empties (epoll_conn_linux.go writeSocket).
 func TestWriteAllocs(t *testing.T) {
 	if testenv.Race {
 		t.Skip("counts allocations: the race detector adds its own")

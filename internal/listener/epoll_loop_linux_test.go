@@ -11,7 +11,7 @@ import (
 )
 
 // What the tests expect of the epoll engine where the engines differ (the portable
-// engine's: engine_portable_test.go).
+// engine's: portable_engine_test.go).
 
 // connSize is the size of a conn on 64-bit platforms.
 const connSize = 88
@@ -27,7 +27,7 @@ func engineGoroutines(s *Server, _ int) int32 { return int32(s.o.Pollers) }
 // listener, and whether that is checked (it is, on the epoll engine).
 func idleHeapBudget(typ string) (float64, bool) {
 	// tls, wss: measured on Go 1.26 (amd64, AES-GCM), 3,209 and 3,203 bytes; 6,778 and
-	// 6,778 without lending (tlsinput.go; TestTLSInputLent says whether it works).
+	// 6,778 without lending (tls_input.go; TestTLSInputLent says whether it works).
 	tlsBudget := 4096.0
 	if !tlsLending {
 		tlsBudget = 8192

@@ -6,7 +6,7 @@ import "net"
 
 // Where Go's sockets are not unix descriptors (Windows: overlapped I/O), the portable
 // engine cannot write without waiting: every write goes through the connection's write
-// goroutine (conn_portable.go), and Buffered counts what it has not handed to the socket
+// goroutine (portable_conn.go), and Buffered counts what it has not handed to the socket
 // yet, even bytes the socket would take at once.
 
 // socketFD returns -1: there is no descriptor to write to.

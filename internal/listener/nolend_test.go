@@ -1,6 +1,0 @@
-//go:build bifrost_nolend
-
-package listener
-
-// nolendTag reports whether the build tag bifrost_nolend turned lending off (tlsinput.go).
-const nolendTag = true
