@@ -9,7 +9,6 @@ package cluster
 import (
 	"time"
 
-	"github.com/bifrost-mqtt/bifrost/internal/broker"
 	engine "github.com/bifrost-mqtt/bifrost/internal/cluster"
 	"github.com/bifrost-mqtt/bifrost/internal/clusterlink"
 )
@@ -26,28 +25,17 @@ var (
 )
 
 func newNode(env clusterlink.Env) (clusterlink.Node, clusterlink.Views, error) {
+	var sys time.Duration // $SYS, the cluster's totals included; 0: off
+	if iv := env.Config.SysInterval; iv != nil {
+		sys = time.Duration(*iv)
+	}
 	c, err := engine.New(engine.Options{Config: env.Config.Cluster, Logger: env.Logger,
-		Metrics: env.Metrics, Go: env.Go, Load: env.Load})
+		Metrics: env.Metrics, Go: env.Go, Load: env.Load, SysInterval: sys})
 	if err != nil {
 		return nil, nil, err
 	}
 	env.Metrics.SetNodes(c.Nodes) // /load shows the cluster
 	return node{c}, c, nil
-}
-
-// Attach connects the broker: forwarded messages go to its subscribers, fences,
-// hand-overs and the lease reach it, the replicated retained set drives its own, its
-// sessions are listed for the other nodes' admin API, and $SYS gets the cluster's totals.
-func (n node) Attach(mqtt *broker.Broker, sys time.Duration) {
-	n.SetLocal(mqtt)
-	n.SetHost(mqtt)
-	n.SetRetainedStore(mqtt)
-	n.SetSessions(mqtt.Sessions)
-	n.SetSys(sys, func() engine.Figures {
-		f := mqtt.Figures()
-		return engine.Figures{ClientsConnected: f.ClientsConnected, ClientsTotal: f.ClientsTotal,
-			Subscriptions: f.Subscriptions, Received: f.Received, Sent: f.Sent}
-	}, func(topic, value string) { _ = mqtt.Publish(topic, []byte(value), 0, true) })
 }
 
 // Advertise sets the MQTT address other nodes redirect clients to.

@@ -46,7 +46,7 @@ type ClusterOwner interface {
 	// Claim claims client id who.ClientID for this node; done is called once, on another
 	// goroutine, with the outcome, once the claim is applied (and the session handed
 	// over) or refused. Claim never blocks.
-	Claim(who Claimant, done func(ClaimOutcome))
+	Claim(who Claimant, done func(ClaimResult))
 	// Release ends this node's claim of cid made at epoch: its session ended.
 	Release(cid string, epoch uint64)
 	// Attached names identity as the owner of cid's session, which a CONNECT attached to
@@ -82,25 +82,6 @@ type Claimant struct {
 	// Refuse: the CONNECT's foreign_session is refuse. A client id the cluster knows
 	// another identity owns is not taken (Foreign), so nothing of it is touched.
 	Refuse bool
-}
-
-// A ClaimOutcome is what came of a claim.
-type ClaimOutcome struct {
-	// Epoch is the claim's epoch: the log index of the entry that made it.
-	Epoch uint64
-	// Moved: another node owned the id before; a session of it on this node is stale.
-	Moved bool
-	// Session is the session the previous owner handed over (a store.Image); nil when it
-	// had none, started clean, or could not be asked (a node that failed: its sessions
-	// are lost, docs/cluster-owner.md).
-	Session []byte
-	// Foreign: the claim was refused, another identity owns the id (Refuse); nothing
-	// changed anywhere.
-	Foreign bool
-	// Named: the cluster's entry names the claimant's identity now (unsettledLocked).
-	Named bool
-	// Err: the claim was not applied (no leader in time, closing); refuse the CONNECT.
-	Err error
 }
 
 // ownerState is the broker's record of its claims; guarded by Broker.mu.
@@ -140,13 +121,13 @@ func (b *Broker) claimInCluster(cl *client, a *admission) {
 	refuse := b.rules(cl.conn.Listener().Name()).refuse
 	who := Claimant{ClientID: a.cid, Identity: b.identityName(a.info.Realm, a.info.Username),
 		Discard: a.clean && !refuse, Refuse: refuse}
-	b.cluster.Claim(who, func(o ClaimOutcome) { b.claimed(cl, st, a, who.Identity, o) })
+	b.cluster.Claim(who, func(o ClaimResult) { b.claimed(cl, st, a, who.Identity, o) })
 }
 
 // claimed admits a parked CONNECT once its claim is applied, on the cluster's goroutine.
 // One that attaches names its identity where the claim left the entry's owner unknown;
 // one that does not may leave an entry to release (unsettledLocked).
-func (b *Broker) claimed(cl *client, st *authState, a *admission, identity string, o ClaimOutcome) {
+func (b *Broker) claimed(cl *client, st *authState, a *admission, identity string, o ClaimResult) {
 	applied := o.Err == nil && !o.Foreign
 	if applied {
 		b.mu.Lock()
@@ -179,7 +160,7 @@ func (b *Broker) claimed(cl *client, st *authState, a *admission, identity strin
 }
 
 // claimedLocked answers the CONNECT of claim outcome o, and reports whether it attached.
-func (b *Broker) claimedLocked(bt *batch, cl *client, st *authState, a *admission, o ClaimOutcome) bool {
+func (b *Broker) claimedLocked(bt *batch, cl *client, st *authState, a *admission, o ClaimResult) bool {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	if cl.closing || cl.auth != st {
@@ -218,7 +199,7 @@ func (b *Broker) claimedLocked(bt *batch, cl *client, st *authState, a *admissio
 // session does not exist would refuse others under foreign_session: refuse. The release
 // takes the entry only while it is still this claim; none while another CONNECT of the id
 // here is claiming (it settles the entry itself). b.mu is held.
-func (b *Broker) unsettledLocked(a *admission, o ClaimOutcome) bool {
+func (b *Broker) unsettledLocked(a *admission, o ClaimResult) bool {
 	if b.own.claiming[a.cid].n > 1 {
 		return false
 	}
@@ -332,13 +313,12 @@ func (b *Broker) releaseLocked(cid string) (epoch uint64, ok bool) {
 	return b.ours(cid)
 }
 
-// Fence implements the cluster's Host: client ids claimed by another node at epoch; this
-// node's connections of them under older claims are closed (v5 0x8E). Their sessions stay
-// for the new owner's hand-over; one it never asks for (it could not reach this node) is
-// dropped after staleAfter (dropStale). It runs on Raft's FSM goroutine, right after the
-// claim is applied: every session here is under an older claim, unless Owner names this
-// node at epoch or later (a claim of this node that a follower's log has not applied yet
-// when it applies the earlier one of another).
+// Fence is ClusterHost's: client ids claimed by another node at epoch; this node's
+// connections of them under older claims are closed (v5 0x8E). Their sessions stay for
+// the new owner's hand-over; one it never asks for (it could not reach this node) is
+// dropped after staleAfter (dropStale). Every session here is under an older claim,
+// unless Owner names this node at epoch or later (a claim of this node that a follower's
+// log has not applied yet when it applies the earlier one of another).
 func (b *Broker) Fence(epoch uint64, ids []string) {
 	var fenced []*session.Session
 	b.mu.Lock()
@@ -394,25 +374,30 @@ func (b *Broker) dropStale(s *session.Session) {
 	b.commit()
 }
 
-// HandOver implements the cluster's Host: cid's session leaves this node for the node
-// that claimed it at epoch.
-func (b *Broker) HandOver(cid string, epoch uint64, discard bool) (image []byte, found, busy, superseded bool, err error) {
+// HandOver is ClusterHost's: cid's session leaves this node for the node that claimed
+// it at epoch, unless a CONNECT of cid here is claiming (Busy, or Superseded when its
+// claim is newer) or this node claimed cid again since (Superseded).
+func (b *Broker) HandOver(cid string, epoch uint64, discard bool) HandoverResult {
 	b.mu.Lock()
 	if c, ok := b.own.claiming[cid]; ok {
 		b.mu.Unlock()
 		if c.epoch > epoch {
-			return nil, false, false, true, nil
+			return HandoverResult{Outcome: Superseded}
 		}
-		return nil, false, true, false, nil // it attaches soon; then it is taken
+		return HandoverResult{Outcome: Busy} // it attaches soon; then it is taken
 	}
 	if e, ok := b.ours(cid); ok && e > epoch {
 		b.mu.Unlock()
-		return nil, false, false, true, nil // claimed here again since
+		return HandoverResult{Outcome: Superseded} // claimed here again since
 	}
 	s := b.sessions[cid]
-	if s == nil || b.claims[s] > 0 {
+	if s == nil {
 		b.mu.Unlock()
-		return nil, false, s != nil, false, nil
+		return HandoverResult{Outcome: NoSession}
+	}
+	if b.claims[s] > 0 {
+		b.mu.Unlock()
+		return HandoverResult{Outcome: Busy}
 	}
 	b.forgetLocked(s)
 	b.mu.Unlock()
@@ -420,6 +405,7 @@ func (b *Broker) HandOver(cid string, epoch uint64, discard bool) (image []byte,
 	b.takeOver(bt, s, discard)
 	b.endBatch(bt)
 	b.removeSubs(s, s.Subs()) // nothing more is queued here once it is exported
+	var image []byte
 	if !discard {
 		var im store.Image
 		s.Export(&im)
@@ -432,11 +418,11 @@ func (b *Broker) HandOver(cid string, epoch uint64, discard bool) (image []byte,
 	b.ended(s, subs, ds)
 	b.freeID(s.ID())
 	b.commit()
-	return image, true, false, false, nil
+	return HandoverResult{Outcome: HandedOver, Image: image}
 }
 
-// SelfFence implements the cluster's Host: this node lost the Raft leader; every client
-// is disconnected (v5 0x9C, use another server).
+// SelfFence is ClusterHost's: this node lost the Raft leader; every client is
+// disconnected (v5 0x9C, use another server).
 func (b *Broker) SelfFence() {
 	b.mu.Lock()
 	var online []*session.Session

@@ -84,12 +84,12 @@ func (c *fakeCluster) applyAs(node string, who Claimant) (epoch uint64, prev fak
 	return epoch, prev, false, named
 }
 
-func (n *fakeNode) Claim(who Claimant, done func(ClaimOutcome)) {
+func (n *fakeNode) Claim(who Claimant, done func(ClaimResult)) {
 	go func() { // the real one answers on the cluster's goroutines too
 		c, cid := n.c, who.ClientID
 		epoch, prev, foreign, named := c.applyAs(n.name, who)
 		if foreign {
-			done(ClaimOutcome{Foreign: true})
+			done(ClaimResult{Foreign: true})
 			return
 		}
 		if c.between != nil {
@@ -101,22 +101,17 @@ func (n *fakeNode) Claim(who Claimant, done func(ClaimOutcome)) {
 			c.mu.Lock()
 			old := c.nodes[prev.node]
 			c.mu.Unlock()
-			for {
-				im, found, busy, superseded, err := old.HandOver(cid, epoch, who.Discard)
-				if busy {
-					continue
-				}
-				if err != nil {
-					done(ClaimOutcome{Err: err})
-					return
-				}
-				if found && !superseded {
-					image = im
-				}
-				break
+			r := old.HandOver(cid, epoch, who.Discard)
+			for r.Outcome == Busy {
+				r = old.HandOver(cid, epoch, who.Discard)
 			}
+			if r.Outcome == Failed {
+				done(ClaimResult{Err: r.Err})
+				return
+			}
+			image = r.Image // nil but HandedOver
 		}
-		done(ClaimOutcome{Epoch: epoch, Moved: moved, Session: image, Named: named})
+		done(ClaimResult{Epoch: epoch, Moved: moved, Session: image, Named: named})
 	}()
 }
 
@@ -385,14 +380,13 @@ func TestClusterHandOverSuperseded(t *testing.T) {
 	if n, e := a.cluster.Owner("x"); n != "a" || e != 2 {
 		t.Fatalf("x's entry: %s@%d; want a@2", n, e)
 	}
-	if _, found, busy, superseded, err := a.HandOver("x", 1, false); found || busy || !superseded || err != nil {
-		t.Fatalf("hand-over for epoch 1: found %v busy %v superseded %v err %v; want superseded", found, busy, superseded, err)
+	if r := a.HandOver("x", 1, false); r.Outcome != Superseded || r.Image != nil || r.Err != nil {
+		t.Fatalf("hand-over for epoch 1: %+v; want superseded", r)
 	}
 	x.send(packet.Pingreq{})
 	equalLines(t, "x after a superseded hand-over", x.waitLines(1), []string{"PINGRESP"})
-	im, found, _, superseded, err := a.HandOver("x", 3, false)
-	if !found || superseded || err != nil || len(im) == 0 {
-		t.Fatalf("hand-over for epoch 3: found %v superseded %v err %v, %d bytes", found, superseded, err, len(im))
+	if r := a.HandOver("x", 3, false); r.Outcome != HandedOver || r.Err != nil || len(r.Image) == 0 {
+		t.Fatalf("hand-over for epoch 3: outcome %v err %v, %d bytes; want handed over", r.Outcome, r.Err, len(r.Image))
 	}
 	if a.hasSession("x") {
 		t.Fatal("the session handed over is still here")

@@ -104,7 +104,7 @@ func (b *Broker) holdRetained(bt *batch, s *session.Session) {
 
 // ApplyRetained makes m topic's retained message here (nil clears it), in the index and
 // the store: the cluster's replicated set calls it for every change it applies
-// (cluster.RetainedStore), on Raft's goroutine under the FSM's lock. The commit may wait
+// (ClusterHost), on Raft's goroutine under the FSM's lock. The commit may wait
 // for room in the store's queue, as a poller's does: backpressure reaches Raft's apply.
 // The expiry is the cluster's business (its leader removes an expired message), so
 // nothing is armed here.

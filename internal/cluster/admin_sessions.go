@@ -26,23 +26,17 @@ const sessionsTimeout = 2 * time.Second
 // maxSessionsPage bounds the page a peer may ask for: the admin API's largest.
 const maxSessionsPage = 1000
 
-// SessionLister is the broker's listing of its own sessions (broker.Broker.Sessions).
-type SessionLister func(cursor uint32, limit int, f broker.SessionFilter) ([]broker.SessionInfo, uint32)
-
-// SetSessions connects this node's sessions, which it lists for its peers; before Start.
-func (c *Cluster) SetSessions(l SessionLister) { c.sessions = l }
-
 // errNoSessions: the node was not connected to a broker.
 var errNoSessions = errors.New("cluster: this node lists no sessions")
 
 // Sessions answers a peer with a page of this node's sessions.
 func (s rpcServer) Sessions(_ context.Context, req *clusterpb.SessionsRequest) (*clusterpb.SessionsReply, error) {
-	if s.c.sessions == nil {
-		return nil, status.Error(codes.Unavailable, errNoSessions.Error())
-	}
 	limit := int(min(max(req.Limit, 1), maxSessionsPage))
-	page, next := s.c.sessions(req.Cursor, limit, broker.SessionFilter{Online: req.Online, Prefix: req.ClientIdPrefix,
+	page, next, err := s.c.localSessions(req.Cursor, limit, broker.SessionFilter{Online: req.Online, Prefix: req.ClientIdPrefix,
 		Username: req.Username, Listener: req.Listener, Persistent: req.Persistent})
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
 	out := &clusterpb.SessionsReply{Next: next, Sessions: make([]*clusterpb.SessionInfo, len(page))}
 	for i, in := range page {
 		var since int64
@@ -82,16 +76,12 @@ func (c *Cluster) SessionNodes() []string {
 	return out
 }
 
-// NodeSessions returns a page of node's sessions as SessionLister does: this node's from
-// its broker, another's over gRPC within sessionsTimeout. The error says why a node did
-// not answer: it failed or left, it is unknown, or the call failed.
+// NodeSessions returns a page of node's sessions as broker.ClusterHost.Sessions does:
+// this node's from its broker, another's over gRPC within sessionsTimeout. The error says
+// why a node did not answer: it failed or left, it is unknown, or the call failed.
 func (c *Cluster) NodeSessions(ctx context.Context, node string, cursor uint32, limit int, f broker.SessionFilter) ([]broker.SessionInfo, uint32, error) {
 	if node == c.cfg.NodeName {
-		if c.sessions == nil {
-			return nil, 0, errNoSessions
-		}
-		page, next := c.sessions(cursor, limit, f)
-		return page, next, nil
+		return c.localSessions(cursor, limit, f)
 	}
 	members := c.Members()
 	i := slices.IndexFunc(members, func(m Member) bool { return m.Name == node })

@@ -14,6 +14,16 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
+// sessionsHost is a host whose broker lists the sessions list gives.
+type sessionsHost struct {
+	nopHost
+	list func(cursor uint32, limit int, f broker.SessionFilter) ([]broker.SessionInfo, uint32)
+}
+
+func (h sessionsHost) Sessions(cursor uint32, limit int, f broker.SessionFilter) ([]broker.SessionInfo, uint32) {
+	return h.list(cursor, limit, f)
+}
+
 // TestNodeSessions: a node lists another's sessions over gRPC as that node's broker
 // lists them: the cursor, the limit and the filter reach it, and every field of a
 // session comes back; its own come from its own broker; an unknown node is an error.
@@ -24,16 +34,16 @@ func TestNodeSessions(t *testing.T) {
 		ExpiryInterval: 3600}
 	var mu sync.Mutex
 	var asked []any
-	lister := func(page []broker.SessionInfo, next uint32) SessionLister {
-		return func(cursor uint32, limit int, f broker.SessionFilter) ([]broker.SessionInfo, uint32) {
+	lister := func(page []broker.SessionInfo, next uint32) sessionsHost {
+		return sessionsHost{list: func(cursor uint32, limit int, f broker.SessionFilter) ([]broker.SessionInfo, uint32) {
 			mu.Lock()
 			defer mu.Unlock()
 			asked = append(asked, cursor, limit, f)
 			return page, next
-		}
+		}}
 	}
-	n1 := startNode(t, nodeConfig(t, "n1", 2), func(c *Cluster) { c.SetSessions(lister([]broker.SessionInfo{{ClientID: "here"}}, 0)) })
-	n2 := startNode(t, nodeConfig(t, "n2", 2, n1.gossip()), func(c *Cluster) { c.SetSessions(lister([]broker.SessionInfo{remote}, 42)) })
+	n1 := startNode(t, nodeConfig(t, "n1", 2), func(c *Cluster) { c.Attach(lister([]broker.SessionInfo{{ClientID: "here"}}, 0)) })
+	n2 := startNode(t, nodeConfig(t, "n2", 2, n1.gossip()), func(c *Cluster) { c.Attach(lister([]broker.SessionInfo{remote}, 42)) })
 	waitFormed(t, n1, n2)
 	if got := n1.SessionNodes(); !slices.Equal(got, []string{"n1", "n2"}) {
 		t.Errorf("SessionNodes = %v", got)
@@ -75,7 +85,7 @@ func BenchmarkNodeSessions(b *testing.B) {
 					ConnectedSince: time.Now().UTC(), ExpiryInterval: 3600}
 			}
 			nodes := benchNodes(b, func(c *Cluster, _ string) {
-				c.SetSessions(func(uint32, int, broker.SessionFilter) ([]broker.SessionInfo, uint32) { return page, 1 })
+				c.Attach(sessionsHost{list: func(uint32, int, broker.SessionFilter) ([]broker.SessionInfo, uint32) { return page, 1 }})
 			})
 			b.ReportAllocs()
 			for b.Loop() {

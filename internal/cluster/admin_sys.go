@@ -28,26 +28,9 @@ type Figures struct {
 	Sent             uint64 // PUBLISH packets sent to clients
 }
 
-// sysHooks are what SetSys connects.
-type sysHooks struct {
-	interval time.Duration
-	figures  func() Figures
-	publish  func(topic, value string)
-}
-
-// SetSys connects the totals: figures returns this node's own, publish publishes a
-// retained $SYS topic here. Every interval (0: never) the node publishes the totals; it
-// answers its peers' Figures calls whatever the interval. It must be called before Start.
-func (c *Cluster) SetSys(interval time.Duration, figures func() Figures, publish func(topic, value string)) {
-	c.sys = sysHooks{interval: interval, figures: figures, publish: publish}
-}
-
 // Figures answers a peer with this node's figures.
 func (s rpcServer) Figures(context.Context, *clusterpb.FiguresRequest) (*clusterpb.FiguresReply, error) {
-	var f Figures
-	if s.c.sys.figures != nil {
-		f = s.c.sys.figures()
-	}
+	f := s.c.figures()
 	return &clusterpb.FiguresReply{ClientsConnected: f.ClientsConnected, ClientsTotal: f.ClientsTotal,
 		Subscriptions: f.Subscriptions, MessagesReceived: f.Received, MessagesSent: f.Sent}, nil
 }
@@ -62,10 +45,7 @@ type Totals struct {
 
 // Totals asks every live peer for its figures and sums them with this node's.
 func (c *Cluster) Totals(ctx context.Context) Totals {
-	var t Totals
-	if c.sys.figures != nil {
-		t.Figures = c.sys.figures()
-	}
+	t := Totals{Figures: c.figures()}
 	t.Nodes, t.Reporting = 1, 1
 	t.Retained = c.fsm.RetainedLen()
 	var mu sync.Mutex
@@ -102,7 +82,7 @@ func (c *Cluster) Totals(ctx context.Context) Totals {
 
 // sysLoop publishes the totals every interval until Close.
 func (c *Cluster) sysLoop(ctx context.Context) {
-	tick := time.NewTicker(c.sys.interval)
+	tick := time.NewTicker(c.sysInterval)
 	defer tick.Stop()
 	for {
 		select {
@@ -125,7 +105,7 @@ func (c *Cluster) sysLoop(ctx context.Context) {
 			{"$SYS/broker/cluster/messages/sent", u(t.Sent)},
 			{"$SYS/broker/cluster/retained messages/count", strconv.Itoa(t.Retained)},
 		} {
-			c.sys.publish(f.topic, f.value)
+			c.publishSys(f.topic, f.value)
 		}
 	}
 }

@@ -6,22 +6,29 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bifrost-mqtt/bifrost/internal/broker"
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
-// sysRecorder keeps the last value of each $SYS topic a node published.
+// sysRecorder is a host with fixed figures that keeps the last value of each $SYS topic
+// its node published.
 type sysRecorder struct {
-	mu     sync.Mutex
-	topics map[string]string
+	nopHost
+	figures broker.SysFigures
+	mu      sync.Mutex
+	topics  map[string]string
 }
 
-func (r *sysRecorder) publish(topic, value string) {
+func (r *sysRecorder) Figures() broker.SysFigures { return r.figures }
+
+func (r *sysRecorder) Publish(topic string, payload []byte, _ uint8, _ bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.topics == nil {
 		r.topics = map[string]string{}
 	}
-	r.topics[topic] = value
+	r.topics[topic] = string(payload)
+	return nil
 }
 
 func (r *sysRecorder) get(topic string) string {
@@ -36,16 +43,16 @@ func TestSysTotals(t *testing.T) {
 	recs := make([]*sysRecorder, 3)
 	var nodes []*testNode
 	for i := range 3 {
-		recs[i] = &sysRecorder{}
+		n := uint64(i + 1)
+		recs[i] = &sysRecorder{figures: broker.SysFigures{ClientsConnected: n, ClientsTotal: 10 * n, Subscriptions: 100 * n,
+			Received: 1000 * n, Sent: 10000 * n}}
 		var seeds []string
 		if i > 0 {
 			seeds = []string{nodes[0].gossip()}
 		}
-		n := uint64(i + 1)
 		nodes = append(nodes, startNode(t, nodeConfig(t, fmt.Sprintf("n%d", i+1), 3, seeds...), func(c *Cluster) {
-			c.SetSys(50*time.Millisecond, func() Figures {
-				return Figures{ClientsConnected: n, ClientsTotal: 10 * n, Subscriptions: 100 * n, Received: 1000 * n, Sent: 10000 * n}
-			}, recs[i].publish)
+			c.sysInterval = 50 * time.Millisecond // Options.SysInterval
+			c.Attach(recs[i])
 		}))
 	}
 	waitFormed(t, nodes...)

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bifrost-mqtt/bifrost/internal/broker"
 	"github.com/bifrost-mqtt/bifrost/internal/cluster/clusterpb"
 	"github.com/bifrost-mqtt/bifrost/internal/cluster/fsm"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
@@ -52,10 +53,6 @@ var errClosed = errors.New("cluster: closed")
 // makes them.
 type Command = fsm.Command
 
-// A RetainedStore is the broker's retained index on this node, which the replicated
-// retained set drives (fsm.RetainedStore).
-type RetainedStore = fsm.RetainedStore
-
 // Options configure a Cluster.
 type Options struct {
 	// Config is the cluster block with its defaults filled (conf.Config.EnsureDefaults).
@@ -69,6 +66,12 @@ type Options struct {
 	// Load is the node's load figure from 0 to 1 (metrics.Load), advertised to the other
 	// nodes; nil advertises 0.
 	Load func() float64
+	// SysInterval is how often the node publishes the cluster's totals in $SYS
+	// (sys_interval; admin_sys.go); 0: never. Its peers get its figures either way.
+	SysInterval time.Duration
+	// Network carries the rpc port and gossip (net_network.go); nil: the host's, TCP and
+	// memberlist's own transport. The package's tests give an in-memory one.
+	Network Network
 }
 
 // A Cluster is this node's part in a cluster: membership, Raft, the rpc port. The broker
@@ -80,6 +83,7 @@ type Cluster struct {
 	goFn    func(string, func(context.Context)) bool
 	load    func() float64
 	metrics *metrics.Registry
+	network Network
 
 	ctx    context.Context // cancelled by Close: ends the cluster's goroutines
 	cancel context.CancelFunc
@@ -104,11 +108,11 @@ type Cluster struct {
 	routes   *routes    // routes.go
 	fwd      *forwarder // forward.go
 
-	ret      retainer      // retained.go: retained changes on their way to the log
-	retStore RetainedStore // the broker's retained index; nil: none (tests)
-	sys      sysHooks      // admin_sys.go: $SYS totals
-	sessions SessionLister // admin_sessions.go: this node's sessions, for the admin API's listings
-	authf    authSync      // auth_files.go, auth_local.go: the auth files in force
+	ret         retainer      // retained.go: retained changes on their way to the log
+	sysInterval time.Duration // admin_sys.go: $SYS totals every interval; 0: none
+	authf       authSync      // auth_files.go, auth_local.go: the auth files in force
+
+	attachedHost atomic.Pointer[broker.ClusterHost] // host.go: the broker, once attached
 
 	mqttAddr     atomic.Pointer[string]
 	redirectTo   atomic.Pointer[string] // where new MQTT 5 clients go; "" here (member_load.go)
@@ -133,8 +137,8 @@ func New(o Options) (*Cluster, error) {
 	if o.Config == nil {
 		return nil, errors.New("cluster: no configuration")
 	}
-	c := &Cluster{cfg: *o.Config, log: o.Logger, goFn: o.Go, load: o.Load, metrics: o.Metrics,
-		formed: make(chan struct{}), wake: make(chan struct{}, 1)}
+	c := &Cluster{cfg: *o.Config, log: o.Logger, goFn: o.Go, load: o.Load, metrics: o.Metrics, network: o.Network,
+		sysInterval: o.SysInterval, formed: make(chan struct{}), wake: make(chan struct{}, 1)}
 	c.ret.wake = make(chan struct{}, 1)
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -147,6 +151,9 @@ func New(o Options) (*Cluster, error) {
 	}
 	if c.load == nil {
 		c.load = func() float64 { return 0 }
+	}
+	if c.network == nil {
+		c.network = tcpNetwork{}
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.own.init()
@@ -200,7 +207,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		return fmt.Errorf("cluster: start: %w", err)
 	}
 
-	ln, err := net.Listen("tcp", k.RPC)
+	ln, err := c.network.Listen(k.RPC)
 	if err != nil {
 		return fmt.Errorf("cluster: rpc listen: %w", err)
 	}
@@ -220,15 +227,15 @@ func (c *Cluster) start(ctx context.Context) error {
 		return err
 	}
 	c.mux = newMux(ln, serverTLS, c.log, c.spawn)
-	c.peers = newPeers(clientTLS)
-	c.ms = newMembership(k.NodeName, c.log, c.localMeta, c.ClusterID, func(name string) {
+	c.peers = newPeers(clientTLS, c.network)
+	c.ms = newMembership(k.NodeName, c.log, c.network, c.localMeta, c.ClusterID, func(name string) {
 		c.peers.drop(name)
 		c.routes.gone(name) // its routes leave at once
 	})
 
 	c.fsm = fsm.New(fsm.Hooks{Changed: c.stateChanged, Applied: c.applied,
-		Retained: c.retStore, RetainedApplied: c.ret.appliedHere})
-	c.trans = newTransport(c.ctx, c.mux, c.rpcAddr, clientTLS, c.raftAddress, newHCLogger(c.log, "raft"))
+		Retained: c.retainedStore(), RetainedApplied: c.ret.appliedHere})
+	c.trans = newTransport(c.ctx, c.mux, c.network, c.rpcAddr, clientTLS, c.raftAddress, newHCLogger(c.log, "raft"))
 	if c.raft, err = raft.NewRaft(raftConfig(k.NodeName, newHCLogger(c.log, "raft")), c.fsm,
 		c.stores.logs, c.stores.stable, c.stores.snaps, c.trans); err != nil {
 		return fmt.Errorf("cluster: raft: %w", err)
@@ -264,7 +271,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	c.spawn("cluster rejoin", func(ctx context.Context) { c.ms.rejoin(ctx, rejoinInterval) })
 	c.spawn("cluster retained", c.retainLoop)
 	c.spawn("cluster retained expiry", c.retainSweep)
-	if c.sys.interval > 0 && c.sys.publish != nil {
+	if c.sysInterval > 0 {
 		c.spawn("cluster sys", c.sysLoop)
 	}
 	if c.metrics != nil {

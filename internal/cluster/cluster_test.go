@@ -14,9 +14,10 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
-// In-process clusters on loopback: every node a Cluster with its own memberlist, Raft and
-// rpc port (port 0), in one test process. test/cluster runs the same scenarios, and the
-// ones that need a process to die, with separate bifrost processes.
+// In-process clusters: every node a Cluster with its own memberlist, Raft and rpc port, in
+// one test process, on loopback (port 0) or on an in-memory network whose links a test
+// cuts (memNet, net_mem_test.go). test/cluster runs the same scenarios, and the ones that
+// need a process to die, with separate bifrost processes.
 
 // logBuffer collects a node's log, safe for its goroutines.
 type logBuffer struct {
@@ -49,12 +50,20 @@ func nodeConfig(t testing.TB, name string, expect int, seeds ...string) *conf.Cl
 		ClaimTimeout: conf.DefaultClusterClaimTimeout}
 }
 
-// startNode starts a node on k, after prepare (the stores, hosts and hooks a test hands a
-// Cluster before Start); the test closes it at its end and prints its log if it failed.
+// startNode starts a node on k on loopback, after prepare (the stores, hosts and hooks a
+// test hands a Cluster before Start); the test closes it at its end and prints its log if
+// it failed.
 func startNode(t *testing.T, k *conf.Cluster, prepare ...func(*Cluster)) *testNode {
 	t.Helper()
+	return startNodeOn(t, nil, k, prepare...)
+}
+
+// startNodeOn is startNode on the network nw; nil: loopback.
+func startNodeOn(t *testing.T, nw Network, k *conf.Cluster, prepare ...func(*Cluster)) *testNode {
+	t.Helper()
 	logs := &logBuffer{}
-	c, err := New(Options{Config: k, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	c, err := New(Options{Config: k, Network: nw,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,11 +135,17 @@ func sortStrings(s []string) []string {
 }
 
 // TestFormThree: three nodes with bootstrap_expect 3 form one cluster: one id, one
-// leader, three voters; a follower's Apply is forwarded to the leader.
+// leader, three voters; a follower's Apply is forwarded to the leader. On loopback and on
+// the in-memory network.
 func TestFormThree(t *testing.T) {
-	n1 := startNode(t, nodeConfig(t, "n1", 3))
-	n2 := startNode(t, nodeConfig(t, "n2", 3, n1.gossip()))
-	n3 := startNode(t, nodeConfig(t, "n3", 3, n1.gossip()))
+	t.Run("net=tcp", func(t *testing.T) { formThree(t, nil) })
+	t.Run("net=mem", func(t *testing.T) { formThree(t, newMemNet()) })
+}
+
+func formThree(t *testing.T, lab *memNet) {
+	n1 := startNodeOn(t, lab.node("n1"), nodeConfig(t, "n1", 3))
+	n2 := startNodeOn(t, lab.node("n2"), nodeConfig(t, "n2", 3, n1.gossip()))
+	n3 := startNodeOn(t, lab.node("n3"), nodeConfig(t, "n3", 3, n1.gossip()))
 	id, leader := waitFormed(t, n1, n2, n3)
 	for _, n := range []*testNode{n1, n2, n3} {
 		if got := configuration(n); got != "n1=voter n2=voter n3=voter" {

@@ -14,8 +14,10 @@
 //
 // Files, by part (a file's prefix names its part):
 //
-//   - cluster.go the Cluster the broker holds, Start and Close; doc.go this description;
-//     metrics.go the Prometheus series;
+//   - cluster.go the Cluster the broker holds (its broker.Cluster), Start and Close;
+//     host.go the broker as the cluster calls it (broker.ClusterHost, connected by
+//     Attach), the one file that does; doc.go this description; metrics.go the
+//     Prometheus series;
 //   - member*.go membership: member.go the memberlist delegates, member_meta.go node
 //     metadata, member_suspicion.go suspects from failed probes, member_rejoin.go a
 //     failed node coming back, member_bootstrap.go forming a cluster, member_reconcile.go
@@ -24,9 +26,11 @@
 //     redirection;
 //   - raft*.go Raft: raft.go its setup, raft_leader.go the leader this node follows,
 //     raft_log.go the engines' log lines;
-//   - net_*.go the rpc port: net_mux.go the accept mux, net_transport.go Raft's transport,
-//     net_rpc.go the gRPC server and clients, net_secret.go the secret's keys and
-//     authority, net_link.go a stream to a peer kept up;
+//   - net_*.go the rpc port: net_network.go the Network it and gossip run on (the host's,
+//     or the tests' in-memory one, net_mem_test.go), net_mux.go the accept mux,
+//     net_transport.go Raft's transport, net_rpc.go the gRPC server and clients,
+//     net_secret.go the secret's keys and authority, net_link.go a stream to a peer kept
+//     up;
 //   - owner*.go client-id ownership: owner.go claims and releases, owner_pending.go claims
 //     known before the log applies them, owner_again.go a claim applied twice,
 //     owner_fence.go and owner_fence_watch.go the lease and the fence,

@@ -110,8 +110,7 @@ func (o *outMsg) free() {
 
 // forwarder is the node's forwarding: a link per peer, and what it received.
 type forwarder struct {
-	c     *Cluster
-	local atomic.Pointer[Local]
+	c *Cluster
 
 	mu    sync.Mutex
 	links map[string]*fwdLink // by peer name
@@ -391,10 +390,9 @@ func (f *forwarder) reshare(o *outMsg) bool {
 	if !o.offlineOK {
 		// Every node answered none online: an offline member's session queues it, here
 		// first.
-		if l := f.local.Load(); l != nil {
+		if in := f.c.beginForwarded(); in != nil {
 			var m session.Message
 			m.BorrowForwarded(o.topic(), o.payload(), o.props(), o.qos, o.retain, o.expiry)
-			in := (*l).BeginForwarded()
 			took := in.Deliver(&m, o.share, true)
 			in.End()
 			if took {
@@ -470,10 +468,7 @@ func (f *forwarder) deliverBatch(sn *seenSeq, epoch uint64, frames []byte, m *se
 	if sn.epoch != epoch { // a new incarnation of the peer numbers from 1 again
 		sn.epoch, sn.last = epoch, 0
 	}
-	var in *broker.Inbound
-	if lp := f.local.Load(); lp != nil {
-		in = (*lp).BeginForwarded()
-	}
+	in := f.c.beginForwarded()
 	now := time.Now().UnixNano()
 	var x frame
 	for rest := frames; len(rest) > 0; {

@@ -94,12 +94,9 @@ type membership struct {
 	changed chan struct{}
 	// onGone runs when a member fails or leaves (the rpc clients close theirs).
 	onGone func(name string)
-	// tune, set by tests only, changes memberlist's configuration before it starts (a
-	// transport that cuts links, shorter timeouts).
-	tune func(*memberlist.Config)
-	// answers tells whether a failed member's gossip address answers (member_rejoin.go); tests
-	// on memberlist's mock network replace it.
-	answers func(ctx context.Context, addr string) bool
+	// net is what gossip runs on: it sets memberlist's transport, and dials a failed
+	// member's gossip port to see that it answers (member_rejoin.go).
+	net Network
 
 	// live and gone are this node's copy of memberlist's view, kept by the event
 	// delegate: the *Node values memberlist.Members returns are rewritten under a lock
@@ -111,8 +108,13 @@ type membership struct {
 	refused refusals          // member_refusal.go
 }
 
-func newMembership(self string, log *slog.Logger, local func() Meta, ours func() string, onGone func(string)) *membership {
-	return &membership{self: self, log: log, local: local, ours: ours, onGone: onGone, answers: answers,
+// newMembership returns this node's membership, not started; nw nil is the host's
+// network.
+func newMembership(self string, log *slog.Logger, nw Network, local func() Meta, ours func() string, onGone func(string)) *membership {
+	if nw == nil {
+		nw = tcpNetwork{}
+	}
+	return &membership{self: self, log: log, net: nw, local: local, ours: ours, onGone: onGone,
 		changed: make(chan struct{}, 1), live: map[string]Member{}, suspect: map[string]bool{}, gone: map[string]Member{}}
 }
 
@@ -175,8 +177,8 @@ func (m *membership) start(k *conf.Cluster) error {
 	if err != nil {
 		return err
 	}
-	if m.tune != nil {
-		m.tune(c)
+	if err := m.net.Gossip(c); err != nil {
+		return fmt.Errorf("cluster: gossip on %s: %w", k.Bind, err)
 	}
 	ml, err := memberlist.Create(c)
 	if err != nil {

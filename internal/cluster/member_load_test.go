@@ -18,7 +18,7 @@ func TestRefreshRedirect(t *testing.T) {
 	}
 	id := "c1"
 	c.fileID.Store(&id)
-	c.ms = newMembership("self", slog.New(slog.DiscardHandler), c.localMeta, c.ClusterID, nil)
+	c.ms = newMembership("self", slog.New(slog.DiscardHandler), nil, c.localMeta, c.ClusterID, nil)
 	member := func(name string, load float64, edit func(*Member)) {
 		m := Member{Name: name, State: "alive", Meta: Meta{MQTT: name + ":1883", ClusterID: id, Load: load}}
 		if edit != nil {

@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"math/rand/v2"
-	"net"
 	"sync"
 	"time"
 )
@@ -34,12 +33,13 @@ const (
 	rejoinDialTimeout = 2 * time.Second
 )
 
-// answers reports whether something listens at the gossip address addr: a TCP dial
-// that ctx cancels. (memberlist reads the closed connection as an empty stream and
-// drops it without a word.)
-func answers(ctx context.Context, addr string) bool {
-	d := net.Dialer{Timeout: rejoinDialTimeout}
-	conn, err := d.DialContext(ctx, "tcp", addr)
+// answers reports whether something listens at the gossip address addr: a dial on the
+// node's network (TCP on the host's) that ctx cancels. (memberlist reads the closed
+// connection as an empty stream and drops it without a word.)
+func (m *membership) answers(ctx context.Context, addr string) bool {
+	ctx, cancel := context.WithTimeout(ctx, rejoinDialTimeout)
+	defer cancel()
+	conn, err := m.net.Dial(ctx, addr)
 	if err != nil {
 		return false
 	}

@@ -71,6 +71,7 @@ func (s rpcServer) Apply(ctx context.Context, req *clusterpb.ApplyRequest) (*clu
 // peers keeps a gRPC client per peer.
 type peers struct {
 	tls *tls.Config // client settings; nil without a secret
+	net Network
 
 	mu     sync.Mutex
 	conns  map[string]peerConn // by node name
@@ -83,8 +84,8 @@ type peerConn struct {
 	cl   clusterpb.ClusterClient
 }
 
-func newPeers(clientTLS *tls.Config) *peers {
-	return &peers{tls: clientTLS, conns: map[string]peerConn{}}
+func newPeers(clientTLS *tls.Config, nw Network) *peers {
+	return &peers{tls: clientTLS, net: nw, conns: map[string]peerConn{}}
 }
 
 // client returns the client of the peer named name at addr, connecting on first use.
@@ -126,8 +127,7 @@ func (p *peers) client(name, addr string) (clusterpb.ClusterClient, error) {
 // dial opens a connection to a peer's rpc port for gRPC, with the TLS handshake when there
 // is a secret.
 func (p *peers) dial(ctx context.Context, addr string) (net.Conn, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
+	c, err := p.net.Dial(ctx, addr)
 	if err != nil || p.tls == nil {
 		return c, err
 	}

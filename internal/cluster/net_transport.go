@@ -31,6 +31,7 @@ type streamLayer struct {
 	// ctx ends when the node closes: it cancels dials, which would otherwise hold Raft's
 	// Shutdown for their whole timeout (a vote asked of a peer behind a partition).
 	ctx       context.Context
+	net       Network
 	advertise string      // what this node's Raft address is, as peers dial it
 	tls       *tls.Config // client settings; nil without a secret
 }
@@ -40,8 +41,9 @@ func (s *streamLayer) Addr() net.Addr { return advertisedAddr(s.advertise) }
 
 // Dial opens a Raft connection to a peer's rpc port.
 func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	d := net.Dialer{Timeout: timeout}
-	c, err := d.DialContext(s.ctx, "tcp", string(address))
+	dctx, cancel := context.WithTimeout(s.ctx, timeout)
+	c, err := s.net.Dial(dctx, string(address))
+	cancel()
 	if err != nil {
 		return nil, err
 	}
@@ -81,11 +83,11 @@ func (f addressBook) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
 }
 
 // newTransport returns Raft's transport on the mux's Raft path; its dials end with ctx.
-func newTransport(ctx context.Context, m *mux, advertise string, clientTLS *tls.Config, book addressBook, log hclog.Logger) *raft.NetworkTransport {
+func newTransport(ctx context.Context, m *mux, nw Network, advertise string, clientTLS *tls.Config, book addressBook, log hclog.Logger) *raft.NetworkTransport {
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		ServerAddressProvider: book,
 		Logger:                log,
-		Stream:                &streamLayer{connQueue: m.raft, ctx: ctx, advertise: advertise, tls: clientTLS},
+		Stream:                &streamLayer{connQueue: m.raft, ctx: ctx, net: nw, advertise: advertise, tls: clientTLS},
 		MaxPool:               raftMaxPool,
 		Timeout:               raftIOTimeout,
 	})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
@@ -15,9 +14,9 @@ import (
 // (Claim): the claims of concurrent CONNECTs go to the log together, in one entry per
 // batch, by a few claim workers, so a reconnect storm costs a few Raft entries, not one
 // per client. The entry's result names each id's previous owner: none or this node, and
-// the broker goes on with its local session; another node, and the session is asked of
-// it (owner_handover.go). Every node applying a claim for another node closes its own
-// connection of the id (Host.Fence): the fence. When a session ends its node releases
+// the broker goes on with its local session; another node, and the session is asked of it
+// (owner_handover.go). Every node applying a claim for another node closes its own
+// connection of the id (fence, host.go): the fence. When a session ends its node releases
 // the entry (Release, batched the same way), so the table holds the live and persistent
 // sessions only. A claim carries its CONNECT's identity once every member can apply that
 // (identityProtocol): one under foreign_session: refuse is refused by the table itself
@@ -41,27 +40,6 @@ const (
 	identityProtocol = 3
 )
 
-// Host is what the cluster asks of the broker on its node; package broker implements it
-// and the server connects the two (SetHost). The cluster calls it from its goroutines.
-type Host interface {
-	// Fence closes this node's connection of each client id in ids (v5 DISCONNECT 0x8E)
-	// if it was opened under a claim older than epoch: the ids were claimed by another
-	// node at epoch. It runs on Raft's FSM goroutine: it must not block.
-	Fence(epoch uint64, ids []string)
-	// HandOver takes client id cid's session out of this node for the node that claimed
-	// it at epoch: the connection is closed if it is open, the session deleted (memory
-	// and store) and returned as a store image (found false: there was none; with
-	// discard the image is not made). busy: a CONNECT of cid on this node is between
-	// its claim and its CONNACK, ask again; superseded: this node's claim of cid is newer
-	// than epoch, nothing changed.
-	HandOver(cid string, epoch uint64, discard bool) (image []byte, found, busy, superseded bool, err error)
-	// SelfFence closes every client connection: this node has lost the leader (owner_fence.go).
-	SelfFence()
-}
-
-// A Claim is the outcome of claiming a client id, as the broker takes it.
-type Claim = broker.ClaimOutcome
-
 // pendingClaim is a claim waiting for its batch.
 type pendingClaim struct {
 	cid    string
@@ -71,13 +49,11 @@ type pendingClaim struct {
 	// entryBy is when its Raft entry must be applied: cluster.claim_timeout less the
 	// lease, which a hand-over may take after it (owner_handover.go).
 	entryBy time.Time
-	done    func(Claim)
+	done    func(broker.ClaimResult)
 }
 
 // ownership is a Cluster's side of client-id ownership.
 type ownership struct {
-	host atomic.Pointer[Host]
-
 	mu       sync.Mutex
 	claims   []pendingClaim
 	releases []fsm.Release
@@ -98,16 +74,6 @@ func (o *ownership) init() {
 	o.releaseWake = make(chan struct{}, 1)
 }
 
-// SetHost connects the broker. Until it is set, fences and hand-overs find no session.
-func (c *Cluster) SetHost(h Host) { c.own.host.Store(&h) }
-
-func (c *Cluster) host() Host {
-	if h := c.own.host.Load(); h != nil {
-		return *h
-	}
-	return nil
-}
-
 // startOwnership starts the claim and release workers and the lease watch (owner_fence.go),
 // and registers ownership's metrics.
 func (c *Cluster) startOwnership() {
@@ -126,7 +92,7 @@ func (c *Cluster) startOwnership() {
 // Claim claims client id who.ClientID for this node; done is called once, on another
 // goroutine, with the outcome, after the claim is applied and the session handed over or
 // known to be lost, or the claim refused (Foreign). Claim never blocks.
-func (c *Cluster) Claim(who broker.Claimant, done func(Claim)) {
+func (c *Cluster) Claim(who broker.Claimant, done func(broker.ClaimResult)) {
 	o := &c.own
 	entryBy := time.Now().Add(time.Duration(c.cfg.ClaimTimeout - c.cfg.Lease))
 	as := fsm.ClaimAs{Who: fsm.WhoOf(who.Identity), Mode: fsm.TakeMoved}
@@ -176,7 +142,7 @@ func (c *Cluster) claimLoop(ctx context.Context) {
 			o.claims = nil
 			o.mu.Unlock()
 			for _, pc := range rest {
-				pc.done(Claim{Err: errClosed})
+				pc.done(broker.ClaimResult{Err: errClosed})
 			}
 			return
 		case <-o.claimWake:
@@ -199,10 +165,10 @@ func (c *Cluster) applyClaims(ctx context.Context, batch []pendingClaim) {
 	for _, pc := range batch {
 		switch {
 		case pc.fences != fences:
-			pc.done(Claim{Err: errFenced})
+			pc.done(broker.ClaimResult{Err: errFenced})
 			continue
 		case !now.Before(pc.entryBy):
-			pc.done(Claim{Err: errClaimTimeout})
+			pc.done(broker.ClaimResult{Err: errClaimTimeout})
 			continue
 		}
 		keep = append(keep, pc)
@@ -237,7 +203,7 @@ func (c *Cluster) applyClaims(ctx context.Context, batch []pendingClaim) {
 	stop()
 	if err != nil {
 		for _, pc := range batch {
-			pc.done(Claim{Err: err})
+			pc.done(broker.ClaimResult{Err: err})
 		}
 		return
 	}
@@ -255,9 +221,9 @@ func (c *Cluster) applyClaims(ctx context.Context, batch []pendingClaim) {
 	for i, pc := range batch {
 		switch o := out[i]; {
 		case o.Foreign:
-			pc.done(Claim{Foreign: true})
+			pc.done(broker.ClaimResult{Foreign: true})
 		case o.Prev == "" || o.Prev == self:
-			pc.done(Claim{Epoch: epoch, Named: o.Named})
+			pc.done(broker.ClaimResult{Epoch: epoch, Named: o.Named})
 		default:
 			c.handover(pc, epoch, o.Prev, o.Named)
 		}
@@ -287,8 +253,8 @@ func (c *Cluster) Release(cid string, epoch uint64) {
 
 // Attached names identity as the owner of the session of cid, which a CONNECT attached
 // to under this node's claim at epoch: the claim left the entry's owner unknown
-// (Claim.Named false). Applied with the releases, later, and only once every member can
-// apply it; Attached never blocks.
+// (ClaimResult.Named false). Applied with the releases, later, and only once every
+// member can apply it; Attached never blocks.
 func (c *Cluster) Attached(cid string, epoch uint64, identity string) {
 	o := &c.own
 	a := fsm.Attach{ID: cid, Epoch: epoch, Who: fsm.WhoOf(identity)}
@@ -374,9 +340,7 @@ func (c *Cluster) applied(cmd fsm.Command, index uint64, result []byte) {
 		return
 	}
 	c.own.counts.fenced.Add(uint64(len(ids)))
-	if h := c.host(); h != nil {
-		h.Fence(index, ids)
-	}
+	c.fence(index, ids)
 }
 
 // Owner returns the owner of client id cid and its epoch as this node's applied log

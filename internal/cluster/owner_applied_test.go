@@ -56,7 +56,7 @@ func TestClaimForeignNotFenced(t *testing.T) {
 	c.cfg.NodeName = "n1"
 	c.fsm = fsm.New(fsm.Hooks{Applied: c.applied})
 	h := &fakeHost{name: "n1"}
-	c.SetHost(h)
+	c.Attach(h)
 	claimAsOf(t, c.fsm, 1, "n1", fsm.TakeUnlessForeign, "x/alice", "z/alice")
 	claimAsOf(t, c.fsm, 2, "n2", fsm.TakeUnlessForeign, "x/bob", "y/bob", "z/bob", "w/bob")
 	if fenced, _, _ := h.snapshot(); !slices.Equal(fenced, []string{"y@2", "w@2"}) {

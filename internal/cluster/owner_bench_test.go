@@ -32,7 +32,7 @@ func BenchmarkClaims(b *testing.B) {
 			for i := range b.N {
 				sem <- struct{}{}
 				wg.Add(1)
-				follower.Claim(broker.Claimant{ClientID: fmt.Sprintf("client-%d", i), Discard: true}, func(o Claim) {
+				follower.Claim(broker.Claimant{ClientID: fmt.Sprintf("client-%d", i), Discard: true}, func(o broker.ClaimResult) {
 					if o.Err != nil {
 						b.Error(o.Err)
 					}
@@ -51,7 +51,7 @@ func BenchmarkClaims(b *testing.B) {
 // benchCluster starts three formed, serving nodes; the benchmark closes them.
 func benchCluster(b *testing.B) []*Cluster {
 	b.Helper()
-	nodes := benchNodes(b, func(c *Cluster, name string) { c.SetHost(&fakeHost{name: name}) })
+	nodes := benchNodes(b, func(c *Cluster, name string) { c.Attach(&fakeHost{name: name}) })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, c := range nodes {

@@ -97,9 +97,7 @@ func (c *Cluster) leaseLoop(ctx context.Context) {
 			leader, _ := c.Leader()
 			c.log.Warn("cluster: no contact with the raft leader for the lease: closing every client connection",
 				"lease", lease, "leader", leader, "last_contact", c.raft.LastContact())
-			if h := c.host(); h != nil {
-				h.SelfFence()
-			}
+			c.selfFence()
 		case !fenced:
 			st.writeUntil.Store(until.Add(tail).UnixNano())
 			st.until.Store(until.UnixNano())

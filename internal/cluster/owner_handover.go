@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/bifrost-mqtt/bifrost/internal/broker"
 	"github.com/bifrost-mqtt/bifrost/internal/cluster/clusterpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -28,7 +29,7 @@ import (
 const handoverRetry = 20 * time.Millisecond
 
 // handover finishes pc's claim at epoch, whose previous owner is prev (another node);
-// named: the entry names pc's identity (Claim.Named).
+// named: the entry names pc's identity (ClaimResult.Named).
 func (c *Cluster) handover(pc pendingClaim, epoch uint64, prev string, named bool) {
 	start := time.Now()
 	if prev == unknownOwner {
@@ -52,7 +53,7 @@ func (c *Cluster) handover(pc pendingClaim, epoch uint64, prev string, named boo
 			}
 			switch status.Code(err) {
 			case codes.OK:
-				claim := Claim{Epoch: epoch, Moved: true, Named: named}
+				claim := broker.ClaimResult{Epoch: epoch, Moved: true, Named: named}
 				if reply.Found && !pc.clean {
 					claim.Session = reply.Session
 					c.own.counts.handed.Add(1)
@@ -65,7 +66,7 @@ func (c *Cluster) handover(pc pendingClaim, epoch uint64, prev string, named boo
 				// prev claimed the id again after us: our connection is fenced once
 				// this node applies that claim. Nothing to take over.
 				c.own.counts.handedNone.Add(1)
-				pc.done(Claim{Epoch: epoch, Moved: true, Named: named})
+				pc.done(broker.ClaimResult{Epoch: epoch, Moved: true, Named: named})
 				return
 			case codes.Unavailable:
 				if st, _ := status.FromError(err); st != nil && st.Message() == busyMessage {
@@ -77,7 +78,7 @@ func (c *Cluster) handover(pc pendingClaim, epoch uint64, prev string, named boo
 				}
 			}
 			if c.ctx.Err() != nil {
-				pc.done(Claim{Err: errClosed})
+				pc.done(broker.ClaimResult{Err: errClosed})
 				return
 			}
 			why := err.Error()
@@ -89,7 +90,7 @@ func (c *Cluster) handover(pc pendingClaim, epoch uint64, prev string, named boo
 		}
 	})
 	if !ok {
-		pc.done(Claim{Err: errClosed})
+		pc.done(broker.ClaimResult{Err: errClosed})
 	}
 }
 
@@ -112,7 +113,7 @@ func (c *Cluster) afterLease(pc pendingClaim, epoch uint64, prev string, named b
 	}
 	wait := time.Until(from.Add(time.Duration(c.cfg.Lease)))
 	if wait <= 0 {
-		pc.done(Claim{Epoch: epoch, Moved: true, Named: named})
+		pc.done(broker.ClaimResult{Epoch: epoch, Moved: true, Named: named})
 		return
 	}
 	ok := c.spawn("cluster lease wait", func(ctx context.Context) {
@@ -120,13 +121,13 @@ func (c *Cluster) afterLease(pc pendingClaim, epoch uint64, prev string, named b
 		defer t.Stop()
 		select {
 		case <-ctx.Done():
-			pc.done(Claim{Err: errClosed})
+			pc.done(broker.ClaimResult{Err: errClosed})
 		case <-t.C:
-			pc.done(Claim{Epoch: epoch, Moved: true, Named: named})
+			pc.done(broker.ClaimResult{Epoch: epoch, Moved: true, Named: named})
 		}
 	})
 	if !ok {
-		pc.done(Claim{Err: errClosed})
+		pc.done(broker.ClaimResult{Err: errClosed})
 	}
 }
 
@@ -136,18 +137,16 @@ const busyMessage = "busy: a connect of this client id is in progress"
 
 // Handover takes a session out of this node for the node that claimed it.
 func (s rpcServer) Handover(_ context.Context, req *clusterpb.HandoverRequest) (*clusterpb.HandoverReply, error) {
-	h := s.c.host()
-	if h == nil {
-		return &clusterpb.HandoverReply{}, nil
-	}
-	image, found, busy, superseded, err := h.HandOver(req.ClientId, req.Epoch, req.Discard)
-	switch {
-	case err != nil:
-		return nil, status.Error(codes.Internal, err.Error())
-	case superseded:
+	r := s.c.handOver(req.ClientId, req.Epoch, req.Discard)
+	switch r.Outcome {
+	case broker.Failed:
+		return nil, status.Error(codes.Internal, r.Err.Error())
+	case broker.Superseded:
 		return nil, status.Error(codes.Aborted, "this node claimed the client id after the caller")
-	case busy:
+	case broker.Busy:
 		return nil, status.Error(codes.Unavailable, busyMessage)
+	case broker.HandedOver:
+		return &clusterpb.HandoverReply{Found: true, Session: r.Image}, nil
 	}
-	return &clusterpb.HandoverReply{Found: found, Session: image}, nil
+	return &clusterpb.HandoverReply{}, nil // NoSession
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bifrost-mqtt/bifrost/internal/broker"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
 )
 
@@ -16,14 +17,14 @@ import (
 func TestLeaseFromDeath(t *testing.T) {
 	lease := time.Hour // a wait that would hold the test up is one that was not cut short
 	c := &Cluster{cfg: conf.Cluster{NodeName: "n1", Lease: conf.Duration(lease)}, log: slog.New(slog.DiscardHandler)}
-	c.ms = newMembership("n1", c.log, nil, nil, nil)
+	c.ms = newMembership("n1", c.log, nil, nil, nil, nil)
 	c.ms.gone["old"] = Member{Name: "old", State: "dead", GoneAt: time.Now().Add(-2 * lease)}
 	c.ms.gone["recent"] = Member{Name: "recent", State: "dead", GoneAt: time.Now()}
 
 	// The waits are started, never run: a claim answered is one that did not wait.
 	c.goFn = func(string, func(context.Context)) bool { return true }
 	claim := func(prev string) (done bool) {
-		c.afterLease(pendingClaim{cid: "x", done: func(Claim) { done = true }}, 7, prev, false, "test", time.Now())
+		c.afterLease(pendingClaim{cid: "x", done: func(broker.ClaimResult) { done = true }}, 7, prev, false, "test", time.Now())
 		return done
 	}
 	if !claim("old") {

@@ -5,12 +5,12 @@ import "sync"
 // This node's claims ahead of its own log. A claim's outcome comes from the node that
 // applied it, the leader; on a follower the CONNECT may attach before the follower's own
 // FSM has applied the entry, and meanwhile that FSM applies earlier claims of other
-// nodes, which fence this node's connections of their ids (Host.Fence). The broker keeps
-// no epoch per connection of its own: it asks Owner, which therefore answers a claim of
-// this node whose outcome is known as the owner from then on, ahead of the local table.
-// Every such claim is newer than every entry the local FSM has applied (it is not applied
-// here yet), so it overrides the table's entry until the FSM applies it, and the record
-// goes: it lives for the follower's apply lag, milliseconds, not per connection.
+// nodes, which fence this node's connections of their ids (fence, host.go). The broker
+// keeps no epoch per connection of its own: it asks Owner, which therefore answers a
+// claim of this node whose outcome is known as the owner from then on, ahead of the local
+// table. Every such claim is newer than every entry the local FSM has applied (it is not
+// applied here yet), so it overrides the table's entry until the FSM applies it, and the
+// record goes: it lives for the follower's apply lag, milliseconds, not per connection.
 
 // pendingClaims holds the claim batches of this node that its FSM has not applied yet.
 type pendingClaims struct {

@@ -14,6 +14,7 @@ import (
 // fakeHost records what the cluster asks of a node's broker, and hands over a session
 // of its own making.
 type fakeHost struct {
+	nopHost
 	name string
 	mu   sync.Mutex
 	// fenced: "id@epoch" per fenced id; handed: the ids handed over; selfFenced: calls.
@@ -30,11 +31,11 @@ func (h *fakeHost) Fence(epoch uint64, ids []string) {
 	}
 }
 
-func (h *fakeHost) HandOver(cid string, epoch uint64, discard bool) ([]byte, bool, bool, bool, error) {
+func (h *fakeHost) HandOver(cid string, epoch uint64, discard bool) broker.HandoverResult {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.handed = append(h.handed, cid)
-	return []byte("session of " + cid + " from " + h.name), true, false, false, nil
+	return broker.HandoverResult{Outcome: broker.HandedOver, Image: []byte("session of " + cid + " from " + h.name)}
 }
 
 func (h *fakeHost) SelfFence() {
@@ -60,7 +61,7 @@ type claimOutcome struct {
 func claimWait(t *testing.T, n *testNode, cid string) claimOutcome {
 	t.Helper()
 	ch := make(chan claimOutcome, 1)
-	n.Claim(broker.Claimant{ClientID: cid, Identity: "2:l1" + cid}, func(o Claim) {
+	n.Claim(broker.Claimant{ClientID: cid, Identity: "2:l1" + cid}, func(o broker.ClaimResult) {
 		ch <- claimOutcome{o.Epoch, o.Moved, string(o.Session), o.Err}
 	})
 	o := <-ch
@@ -73,14 +74,20 @@ func claimWait(t *testing.T, n *testNode, cid string) claimOutcome {
 // threeWithHosts forms three nodes, each with a fake host, and waits until each serves.
 func threeWithHosts(t *testing.T) ([]*testNode, []*fakeHost) {
 	t.Helper()
-	n1 := startNode(t, nodeConfig(t, "n1", 3))
-	n2 := startNode(t, nodeConfig(t, "n2", 3, n1.gossip()))
-	n3 := startNode(t, nodeConfig(t, "n3", 3, n1.gossip()))
+	return threeWithHostsOn(t, nil)
+}
+
+// threeWithHostsOn is threeWithHosts on lab; nil: loopback.
+func threeWithHostsOn(t *testing.T, lab *memNet) ([]*testNode, []*fakeHost) {
+	t.Helper()
+	n1 := startNodeOn(t, lab.node("n1"), nodeConfig(t, "n1", 3))
+	n2 := startNodeOn(t, lab.node("n2"), nodeConfig(t, "n2", 3, n1.gossip()))
+	n3 := startNodeOn(t, lab.node("n3"), nodeConfig(t, "n3", 3, n1.gossip()))
 	nodes := []*testNode{n1, n2, n3}
 	var hosts []*fakeHost
 	for _, n := range nodes {
 		h := &fakeHost{name: n.name}
-		n.SetHost(h)
+		n.Attach(h)
 		hosts = append(hosts, h)
 	}
 	waitFormed(t, nodes...)
@@ -159,7 +166,7 @@ func TestClaimsBatch(t *testing.T) {
 	epochs := map[uint64]int{}
 	for i := range claims {
 		wg.Add(1)
-		follower.Claim(broker.Claimant{ClientID: fmt.Sprintf("c%d", i), Discard: true}, func(o Claim) {
+		follower.Claim(broker.Claimant{ClientID: fmt.Sprintf("c%d", i), Discard: true}, func(o broker.ClaimResult) {
 			epoch, moved, err := o.Epoch, o.Moved, o.Err
 			defer wg.Done()
 			if err != nil || moved {

@@ -336,7 +336,3 @@ func (c *Cluster) retainSweep(ctx context.Context) {
 		}
 	}
 }
-
-// SetRetainedStore connects the broker's retained store, which the replicated set drives
-// from then on. It must be called before Start.
-func (c *Cluster) SetRetainedStore(st RetainedStore) { c.retStore = st }

@@ -53,7 +53,7 @@ func (r *retainer) entriesNow() uint64 {
 // closes them.
 func benchRetainedCluster(b *testing.B) []*Cluster {
 	b.Helper()
-	nodes := benchNodes(b, func(c *Cluster, _ string) { c.SetRetainedStore(&syncStore{}) })
+	nodes := benchNodes(b, func(c *Cluster, _ string) { c.Attach(&syncStore{}) })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for {

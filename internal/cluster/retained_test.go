@@ -12,9 +12,10 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
-// syncStore is a RetainedStore in a map, as the broker's index would hold it, that the
-// test reads while Raft's goroutine writes it.
+// syncStore is a host whose retained store is a map, as the broker's index would hold
+// it, that the test reads while Raft's goroutine writes it.
 type syncStore struct {
+	nopHost
 	mu       sync.Mutex
 	m        map[string]*session.Message
 	replaced int
@@ -56,9 +57,9 @@ func (s *syncStore) payloads() (map[string]string, int) {
 }
 
 // startRetNode starts a node whose retained store is st.
-func startRetNode(t *testing.T, k *conf.Cluster, st RetainedStore) *testNode {
+func startRetNode(t *testing.T, k *conf.Cluster, st *syncStore) *testNode {
 	t.Helper()
-	return startNode(t, k, func(c *Cluster) { c.SetRetainedStore(st) })
+	return startNode(t, k, func(c *Cluster) { c.Attach(st) })
 }
 
 // retCluster starts three nodes with retained stores and waits until they formed; it
@@ -206,7 +207,7 @@ func TestRetainedJoinBySnapshot(t *testing.T) {
 func TestRetainedNotTaken(t *testing.T) {
 	st := &syncStore{}
 	c := startNode(t, nodeConfig(t, "alone", 3), func(c *Cluster) {
-		c.SetRetainedStore(st)
+		c.Attach(st)
 		c.ret.wait = 200 * time.Millisecond
 	})
 	var dones retainDones
@@ -267,7 +268,7 @@ func TestRetainedFollowerNudge(t *testing.T) {
 // publishers' windows bound them).
 func TestRetainedQueueBound(t *testing.T) {
 	c := startNode(t, nodeConfig(t, "alone", 3), func(c *Cluster) {
-		c.SetRetainedStore(&syncStore{})
+		c.Attach(&syncStore{})
 		c.ret.wait, c.ret.bound = time.Minute, 1024
 	})
 	payload := []byte(strings.Repeat("p", 100))

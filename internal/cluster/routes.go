@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/bifrost-mqtt/bifrost/internal/broker"
 	"github.com/bifrost-mqtt/bifrost/internal/pubsub"
 )
 
@@ -18,8 +17,8 @@ import (
 // ("$share/{group}/{filter}" for a shared one). The broker's index is the table: the
 // broker tells a filter's first local subscriber (AddRoute, first) and its last leaving
 // (RemoveRoute) in its index's order, and lists the routed filters for a snapshot
-// (Local.RoutedFilters), so that this side keeps no entry per route, only the changes in
-// flight. Every change gets the next version. To each live peer a link
+// (RoutedFilters, host.go), so that this side keeps no entry per route, only the changes
+// in flight. Every change gets the next version. To each live peer a link
 // (routes_stream.go) streams the table: a snapshot with its version on connect, then the
 // deltas; the peer acknowledges each version once its remote index has it.
 //
@@ -48,16 +47,6 @@ const (
 	// failure drops its routes at once (gone), not on this tick.
 	linkCheck = 250 * time.Millisecond
 )
-
-// Local is what the cluster needs of its node's broker (broker.Broker implements it).
-type Local interface {
-	// BeginForwarded starts delivering a batch of forwarded messages to the local
-	// subscribers (Inbound.Deliver), written to them at Inbound.End.
-	BeginForwarded() *broker.Inbound
-	// RoutedFilters calls fn with every filter that has a local subscriber, each once,
-	// while no AddRoute or RemoveRoute runs.
-	RoutedFilters(fn func(filters []string))
-}
 
 // A routeWaiter is a SUBACK waiting for version to reach every live peer.
 type routeWaiter struct {
@@ -257,11 +246,7 @@ func (r *routes) snapshot(locked func()) (filters []string, version uint64) {
 			locked()
 		}
 	}
-	if l := r.local(); l != nil {
-		l.RoutedFilters(take)
-	} else {
-		take(nil)
-	}
+	r.c.routedFilters(take)
 	return filters, version
 }
 
@@ -277,17 +262,6 @@ func (r *routes) resnap() {
 		default:
 		}
 	}
-}
-
-// local returns the broker, once SetLocal has connected it.
-func (r *routes) local() Local {
-	if r.c.fwd == nil {
-		return nil
-	}
-	if l := r.c.fwd.local.Load(); l != nil {
-		return *l
-	}
-	return nil
 }
 
 // nodeIDLocked returns name's id in the remote index, giving it one on first use. rmu is held.

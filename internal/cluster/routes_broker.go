@@ -9,17 +9,6 @@ import (
 
 var _ broker.ClusterRoutes = (*Cluster)(nil)
 
-// SetLocal connects the broker of this node: forwarded messages are delivered to it, and
-// its index is the table of this node's routes. Until it is set forwarded messages are
-// acknowledged and dropped (the node has no subscriber yet), and a stream already
-// running, whose snapshot had no filter, sends its snapshot again.
-func (c *Cluster) SetLocal(l Local) {
-	c.fwd.local.Store(&l)
-	if c.routes != nil {
-		c.routes.resnap()
-	}
-}
-
 // AddRoute is broker.ClusterRoutes'.
 func (c *Cluster) AddRoute(filter string, first bool, done func()) bool {
 	v := c.routes.add(filter, first)

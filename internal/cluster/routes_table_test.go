@@ -31,13 +31,13 @@ func pendingOf(l *routeLink) []string {
 	return out
 }
 
-// listedLocal is a broker that lists the filters of its index for a snapshot.
-type listedLocal struct {
-	Local
+// listedHost is a broker that lists the filters of its index for a snapshot.
+type listedHost struct {
+	nopHost
 	filters []string
 }
 
-func (l *listedLocal) RoutedFilters(fn func([]string)) { fn(l.filters) }
+func (l *listedHost) RoutedFilters(fn func([]string)) { fn(l.filters) }
 
 // TestRouteChanges: a filter's first subscription and its last one leaving change the
 // table; a shared filter is a route of its own; every change gets the next version, and
@@ -66,8 +66,7 @@ func TestRouteChanges(t *testing.T) {
 	if snap, v := r.snapshot(nil); len(snap) != 0 || v != 3 {
 		t.Fatalf("snapshot %v at %d before the broker is connected; want none at 3", snap, v)
 	}
-	c.fwd = newForwarder(c)
-	c.SetLocal(&listedLocal{filters: []string{"$share/g/a/+"}})
+	c.Attach(&listedHost{filters: []string{"$share/g/a/+"}})
 	locked := false
 	snap, v := r.snapshot(func() { locked = true })
 	if !slices.Equal(snap, []string{"$share/g/a/+"}) || v != 3 || !locked {
@@ -289,16 +288,15 @@ func TestSubackWaitsForSeeds(t *testing.T) {
 	}
 }
 
-// TestRouteResnapOnLocal: connecting the broker has every link send its snapshot again:
+// TestRouteResnapOnAttach: connecting the broker has every link send its snapshot again:
 // one sent before had none of the broker's filters.
-func TestRouteResnapOnLocal(t *testing.T) {
+func TestRouteResnapOnAttach(t *testing.T) {
 	c := &Cluster{}
 	c.routes = newRoutes(c)
-	c.fwd = newForwarder(c)
 	l := idleLink(c.routes, "p")
 	c.routes.add("a", true)
-	c.SetLocal(&listedLocal{filters: []string{"a"}})
+	c.Attach(&listedHost{filters: []string{"a"}})
 	if !l.resnap || len(l.pending) != 0 {
-		t.Fatalf("resnap %v, %d deltas after SetLocal; want a snapshot", l.resnap, len(l.pending))
+		t.Fatalf("resnap %v, %d deltas after Attach; want a snapshot", l.resnap, len(l.pending))
 	}
 }

@@ -32,6 +32,13 @@ type brokerNode struct {
 // the others alive.
 func startBrokers(t *testing.T, n int) []*brokerNode {
 	t.Helper()
+	return startBrokersOn(t, nil, n)
+}
+
+// startBrokersOn is startBrokers with the clusters on lab; nil: loopback. The brokers'
+// MQTT listeners are on loopback.
+func startBrokersOn(t *testing.T, lab *memNet, n int) []*brokerNode {
+	t.Helper()
 	var out []*brokerNode
 	var seed string
 	for i := range n {
@@ -39,7 +46,8 @@ func startBrokers(t *testing.T, n int) []*brokerNode {
 		if seed != "" {
 			seeds = []string{seed}
 		}
-		tn := startNode(t, nodeConfig(t, fmt.Sprintf("n%d", i+1), n, seeds...))
+		name := fmt.Sprintf("n%d", i+1)
+		tn := startNodeOn(t, lab.node(name), nodeConfig(t, name, n, seeds...))
 		if seed == "" {
 			seed = tn.gossip()
 		}
@@ -51,8 +59,7 @@ func startBrokers(t *testing.T, n int) []*brokerNode {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tn.SetLocal(b)
-		tn.SetHost(b)
+		tn.Attach(b)
 		if err := b.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -306,29 +313,27 @@ func (n *testNode) fail() {
 	_ = n.stores.close()
 }
 
-// heldLocal stands between a node's cluster and its broker: the first batch of
+// heldHost stands between a node's cluster and its broker: the first batch of
 // forwarded messages waits at the door until the test opens it.
-type heldLocal struct {
-	inner   Local
+type heldHost struct {
+	broker.ClusterHost
 	entered chan struct{} // closed when the first batch arrives
 	open    chan struct{} // closed by the test
 	once    sync.Once
 }
 
-func holdLocal(n *brokerNode) *heldLocal {
-	h := &heldLocal{inner: n.b, entered: make(chan struct{}), open: make(chan struct{})}
-	n.SetLocal(h)
+func holdHost(n *brokerNode) *heldHost {
+	h := &heldHost{ClusterHost: n.b, entered: make(chan struct{}), open: make(chan struct{})}
+	n.Attach(h)
 	return h
 }
 
-func (h *heldLocal) RoutedFilters(fn func([]string)) { h.inner.RoutedFilters(fn) }
-
-func (h *heldLocal) BeginForwarded() *broker.Inbound {
+func (h *heldHost) BeginForwarded() *broker.Inbound {
 	h.once.Do(func() {
 		close(h.entered)
 		<-h.open
 	})
-	return h.inner.BeginForwarded()
+	return h.ClusterHost.BeginForwarded()
 }
 
 // TestPubackWaitsForPeers: the publisher's PUBACK (QoS 1) and PUBREC (QoS 2) go out only
@@ -339,7 +344,7 @@ func TestPubackWaitsForPeers(t *testing.T) {
 			ns := startBrokers(t, 2)
 			sub := mqtttest.Dial(t, ns[0].addr, "sub")
 			sub.Sub(t, 2, "h/t")
-			h := holdLocal(ns[0])
+			h := holdHost(ns[0])
 			pub := mqtttest.Dial(t, ns[1].addr, "pub")
 			acked := make(chan struct{})
 			go func() {
@@ -369,7 +374,7 @@ func TestExactlyOnceAcrossReconnect(t *testing.T) {
 	ns := startBrokers(t, 2)
 	sub := mqtttest.Dial(t, ns[0].addr, "sub")
 	sub.Sub(t, 2, "e/#", "end")
-	h := holdLocal(ns[0])
+	h := holdHost(ns[0])
 	pub := mqtttest.Dial(t, ns[1].addr, "pub")
 	done := make(chan struct{})
 	go func() {

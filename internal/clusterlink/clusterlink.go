@@ -17,7 +17,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
@@ -44,9 +43,10 @@ type Env struct {
 type Node interface {
 	broker.Cluster
 	Auth
-	// Attach connects the node to the broker on its node, before Start; sys is the
-	// $SYS interval (0: off).
-	Attach(mqtt *broker.Broker, sys time.Duration)
+	// Attach connects the node to the broker on its node, which the cluster calls as its
+	// broker.ClusterHost, before Start. The cluster's $SYS totals follow sys_interval
+	// (Env.Config).
+	Attach(host broker.ClusterHost)
 	// Start starts membership, the rpc port and Raft, and returns; the cluster forms in
 	// the background.
 	Start(ctx context.Context) error

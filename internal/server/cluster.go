@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/bifrost-mqtt/bifrost/internal/clusterlink"
 	"github.com/bifrost-mqtt/bifrost/internal/conf"
@@ -12,7 +11,10 @@ import (
 // The cluster's place in the server: with a cluster block the broker is one node of
 // several, without one it starts no cluster goroutine, port or state. The cluster's code
 // is linked only into programs that import github.com/bifrost-mqtt/bifrost/cluster
-// (internal/clusterlink says why); the MQTT broker sees it only through broker.Cluster.
+// (internal/clusterlink says why). The broker and the cluster meet only through the two
+// ports of internal/broker/cluster.go, which the server connects: the broker holds the
+// node as its broker.Cluster (New, server.go), and the node is attached to the broker,
+// its broker.ClusterHost, before it starts (startCluster).
 //
 // Order: the store opens first (the cluster's default directory is inside store.dir,
 // which the store wants to find empty or holding its own database), then the cluster
@@ -48,11 +50,7 @@ func (b *Server) startCluster(ctx context.Context) error {
 	if b.cluster == nil {
 		return nil
 	}
-	var sys time.Duration
-	if iv := b.cfg.SysInterval; iv != nil {
-		sys = time.Duration(*iv)
-	}
-	b.cluster.Attach(b.mqtt, sys)
+	b.cluster.Attach(b.mqtt)
 	b.cluster.SetAuth(clusterlink.AuthState{Set: b.auth, Gate: b.gate, Changed: b.mqtt.ACLChanged})
 	return b.cluster.Start(ctx)
 }

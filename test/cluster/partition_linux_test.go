@@ -25,7 +25,8 @@ import (
 // Healed, the three are one cluster again: one leader, one cluster id, three voters of
 // one term, every node's /load shows all three alive, every node serves clients, and the
 // moved client id is live once, where it moved. -rounds repeats the cut and the heal,
-// each time with the leader of the moment.
+// each time with the leader of the moment. internal/cluster TestPartitionLeader is the
+// cluster's side of it in one process, on an in-memory network.
 func TestPartitionLeader(t *testing.T) {
 	lab, c, id, leader := formedLab(t, 3)
 	for round := range *rounds {
@@ -234,6 +235,7 @@ func ping(c *mqtttest.Raw) error {
 // in contact with their leader, refuse it; and since it only pre-votes, its term does
 // not grow, so healed it follows the same leader in the same term instead of deposing
 // it with a higher one (with pre-vote disabled the leader changes at the heal).
+// internal/cluster TestPartitionOneWay is the same in one process.
 func TestPartitionOneWay(t *testing.T) {
 	lab, c, id, leader := formedLab(t, 3)
 	deaf, others := c.split(leader, false)
