@@ -35,6 +35,10 @@ func TestPublishPathAllocs(t *testing.T) {
 		// queue.when_full: backpressure, the queues never full: every delivery carries
 		// its publisher as a Holder, which costs nothing until a queue is full.
 		backpressure bool
+		// A node of a cluster whose one peer routes the topic: the message is forwarded
+		// (a fake cluster keeps Forward's done), and at QoS 1 the PUBACK waits for the
+		// peer's acknowledgement in a pooled hold.
+		peer bool
 	}{
 		{name: "Store=off"},
 		// The store is on but no subscriber is persistent: nothing reaches it, and the
@@ -47,6 +51,7 @@ func TestPublishPathAllocs(t *testing.T) {
 		// message's one pooled copy as a direct subscriber does.
 		{name: "Store=off/Subs=shared", shared: true},
 		{name: "Store=off/Queue=backpressure", backpressure: true},
+		{name: "Store=off/Cluster=peer", peer: true},
 	} {
 		for _, v := range []packet.Version{packet.V311, packet.V5} {
 			for _, qos := range []byte{0, 1} {
@@ -56,6 +61,10 @@ func TestPublishPathAllocs(t *testing.T) {
 						l := *p.br.limits.Load()
 						l.backpressure = true
 						p.br.limits.Store(&l)
+					}
+					if sc.peer {
+						p.peer = &forwardPeers{fakeNode: &fakeNode{c: newFakeCluster(), name: "a", serving: true}, peers: 1}
+						p.br.cluster = p.peer // after the CONNECTs: they would claim their client ids
 					}
 					runs := 1000
 					if sc.persistent {
@@ -107,8 +116,9 @@ type pathHarness struct {
 	subs       []*benchConn
 	qos        byte
 	persistent bool
-	publish    []byte // a 64-byte PUBLISH to bench/x/data, packet id 1
-	ack        []byte // a subscriber's PUBACK of packet id 1
+	peer       *forwardPeers // nil: a single node
+	publish    []byte        // a 64-byte PUBLISH to bench/x/data, packet id 1
+	ack        []byte        // a subscriber's PUBACK of packet id 1
 }
 
 func newPathHarness(t *testing.T, pebble, persistent, shared bool, v packet.Version, qos byte) *pathHarness {
@@ -163,12 +173,15 @@ func newPathHarness(t *testing.T, pebble, persistent, shared bool, v packet.Vers
 }
 
 // op is one message through the path: published, delivered, and at QoS 1 acknowledged by
-// every subscriber.
+// every subscriber and the peer.
 func (p *pathHarness) op() {
 	p.br.OnData(p.pub, p.publish)
 	p.br.commitWait()
 	if p.qos == 1 {
 		p.acks()
+		if p.peer != nil && !p.peer.ack() {
+			panic("the peer has no done to call")
+		}
 	}
 }
 

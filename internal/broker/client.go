@@ -69,7 +69,7 @@ type batch struct {
 	unsuback    packet.Unsuback
 	matches     pubsub.Matches
 	recipients  []recipient
-	retained    uint64           // the retained change this PUBLISH handed to the cluster; 0: none
+	retained    *retainHold      // the hold of the retained change this PUBLISH handed to the cluster
 	from        *session.Session // the session whose PUBLISH is being routed; nil: the broker's own
 	hold        holder           // its client, under when_full: backpressure (backpressure.go)
 	msg         session.Message  // the borrowed message of the PUBLISH being routed

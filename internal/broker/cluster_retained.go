@@ -1,6 +1,9 @@
 package broker
 
 import (
+	"sync"
+	"sync/atomic"
+
 	"github.com/bifrost-mqtt/bifrost/internal/session"
 )
 
@@ -10,31 +13,93 @@ import (
 // through ApplyRetained, so each serves new subscribers from its own index. The live
 // delivery of the message to current subscribers is unchanged. A QoS 1/2 publisher's
 // PUBACK or PUBREC is held by a session.Gate until this node has applied the change, so
-// that a subscriber that comes after the acknowledgement finds it here. $SYS topics stay
-// per node.
+// that a subscriber that comes after the acknowledgement finds it here; a change the
+// cluster did not apply closes the publisher's connection instead, so that the held
+// acknowledgement never goes out and the client publishes again. The broker keeps the
+// session: the cluster only calls done (a retainHold's). $SYS topics stay per node.
 
 // ClusterRetained is the cluster's side of retained messages.
 type ClusterRetained interface {
-	// Retain hands the retained change m to the cluster and returns its number for
-	// HoldRetained; 0 when a QoS 0 change was dropped (the cluster's queue full). m may
-	// be borrowed: Retain copies it. It does not block.
-	Retain(m *session.Message) uint64
-	// HoldRetained opens g once the change numbered seq is applied on this node, at once
-	// if it is already.
-	HoldRetained(seq uint64, g session.Gate)
+	// Retain hands the retained change m to the cluster. m may be borrowed: Retain
+	// copies it. It does not block. A non-nil done is called once: applied when this
+	// node has applied the change, not applied when the cluster gave it up (no leader
+	// in time, this node fenced itself, Close) or dropped it (a QoS 0 change that found
+	// the cluster's queue full). It is called from any goroutine, possibly before Retain
+	// returns, and must not block.
+	Retain(m *session.Message, done func(applied bool))
+}
+
+// A retainHold holds a QoS 1/2 PUBLISH's acknowledgement until the cluster has applied
+// its retained change. left counts the two that must happen, in either order: the
+// cluster's done and the Gate taken before the acknowledgement is encoded (hold). Pooled
+// with its done, a method value made once per hold.
+type retainHold struct {
+	left    atomic.Int32
+	applied atomic.Bool
+	gate    session.Gate
+	done    func(applied bool) // settled
+}
+
+var retainHolds sync.Pool // *retainHold
+
+// getRetainHold returns a hold waiting for both.
+func getRetainHold() *retainHold {
+	h, _ := retainHolds.Get().(*retainHold)
+	if h == nil {
+		h = new(retainHold)
+		h.done = h.settled
+	}
+	h.left.Store(2)
+	return h
+}
+
+// settled is the cluster's done.
+func (h *retainHold) settled(applied bool) {
+	h.applied.Store(applied)
+	h.release()
+}
+
+// hold holds the acknowledgement about to be encoded behind g.
+func (h *retainHold) hold(g session.Gate) {
+	h.gate = g
+	h.release()
+}
+
+// release ends one of the two; the second opens the gate, or closes its connection with
+// the held output if the change was not applied.
+func (h *retainHold) release() {
+	if h.left.Add(-1) != 0 {
+		return
+	}
+	if h.applied.Load() {
+		h.gate.Open()
+	} else if s := h.gate.Session(); s != nil {
+		if conn := s.Conn(); conn != nil {
+			_ = conn.Close()
+		}
+	}
+	h.gate = session.Gate{}
+	h.applied.Store(false)
+	retainHolds.Put(h)
 }
 
 // retainInCluster hands m, a retained PUBLISH, to the cluster; the acknowledgement that
-// follows on this batch waits for it (holdRetained).
+// follows on this batch, for a client's QoS 1/2 PUBLISH, waits for it (holdRetained).
 func (b *Broker) retainInCluster(bt *batch, m *session.Message) {
-	bt.retained = b.cluster.Retain(m)
+	if m.QoS == 0 || bt.cluster.from == nil {
+		b.cluster.Retain(m, nil)
+		return
+	}
+	h := getRetainHold()
+	bt.retained = h
+	b.cluster.Retain(m, h.done)
 }
 
 // holdRetained holds s's output from the acknowledgement about to be encoded until the
 // retained change this PUBLISH handed to the cluster is applied here.
 func (b *Broker) holdRetained(bt *batch, s *session.Session) {
-	b.cluster.HoldRetained(bt.retained, s.Gate())
-	bt.retained = 0
+	bt.retained.hold(s.Gate())
+	bt.retained = nil
 }
 
 // ApplyRetained makes m topic's retained message here (nil clears it), in the index and

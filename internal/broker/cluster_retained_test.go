@@ -1,47 +1,44 @@
 package broker
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 	"github.com/bifrost-mqtt/bifrost/internal/session"
+	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
-// The fakeNode of cluster_owner_test.go hands retained changes nowhere.
-func (n *fakeNode) Retain(*session.Message) uint64          { return 0 }
-func (n *fakeNode) HoldRetained(seq uint64, g session.Gate) { g.Open() }
+// The fakeNode of cluster_owner_test.go applies retained changes nowhere, at once.
+func (n *fakeNode) Retain(_ *session.Message, done func(bool)) {
+	if done != nil {
+		done(true)
+	}
+}
 
-// fakeRetained is a cluster that keeps the retained changes handed to it until apply;
-// its client ids are claimed in a fake cluster of one node (cluster_owner_test.go).
+// fakeRetained is a cluster that keeps the retained changes handed to it until apply
+// (or fail); its client ids are claimed in a fake cluster of one node
+// (cluster_owner_test.go).
 type fakeRetained struct {
 	*fakeNode
 	b     *Broker
 	mu    sync.Mutex
 	ops   []*session.Message
-	gates map[uint64]session.Gate
+	dones []func(bool) // each op's; nil: none
 }
 
-func (f *fakeRetained) Retain(m *session.Message) uint64 {
+func (f *fakeRetained) Retain(m *session.Message, done func(bool)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var c session.Message
 	c.BorrowForwarded(append([]byte(nil), m.Topic()...), append([]byte(nil), m.Payload()...), append([]byte(nil), m.Props()...), m.QoS, true, m.Expiry)
 	f.ops = append(f.ops, c.Own())
-	return uint64(len(f.ops))
+	f.dones = append(f.dones, done)
 }
 
-func (f *fakeRetained) HoldRetained(seq uint64, g session.Gate) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.gates == nil {
-		f.gates = map[uint64]session.Gate{}
-	}
-	f.gates[seq] = g
-}
-
-// apply applies every change handed over, as the replicated log would, and opens the
-// Gates that waited for them.
+// apply applies every change handed over, as the replicated log would, and tells each
+// its done.
 func (f *fakeRetained) apply() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -51,12 +48,23 @@ func (f *fakeRetained) apply() {
 		} else {
 			f.b.ApplyRetained(m.Topic(), m)
 		}
-		if g, ok := f.gates[uint64(i+1)]; ok {
-			g.Open()
-			delete(f.gates, uint64(i+1))
+		if done := f.dones[i]; done != nil {
+			done(true)
 		}
 	}
-	f.ops = f.ops[:0]
+	f.ops, f.dones = f.ops[:0], f.dones[:0]
+}
+
+// fail gives up every change handed over, as a log that did not take them would.
+func (f *fakeRetained) fail() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, done := range f.dones {
+		if done != nil {
+			done(false)
+		}
+	}
+	f.ops, f.dones = f.ops[:0], f.dones[:0]
 }
 
 func (f *fakeRetained) pending() int {
@@ -126,6 +134,50 @@ func TestClusterRetained(t *testing.T) {
 	}
 	if got := retainedTopics(t, b, "s3", "$SYS/broker/x"); len(got) != 1 {
 		t.Fatalf("$SYS retained: %v", got)
+	}
+}
+
+// TestClusterRetainedNotTaken: a retained change the cluster gives up (no leader in time,
+// say) closes the publisher's connection without its PUBACK, whether the cluster says so
+// after the PUBACK was encoded or before (at once, inside Retain); the retained set here
+// is not changed.
+func TestClusterRetainedNotTaken(t *testing.T) {
+	for _, early := range []bool{false, true} {
+		t.Run(fmt.Sprintf("Early=%v", early), func(t *testing.T) {
+			b := benchBroker(t)
+			late := &fakeRetained{fakeNode: &fakeNode{c: newFakeCluster(), name: "a", serving: true}, b: b}
+			b.cluster = late
+			if early {
+				b.cluster = &refusingRetained{late}
+			}
+			pub := &authTestConn{}
+			b.OnOpen(pub)
+			b.OnData(pub, connectPacket(packet.V5, "pub", "", ""))
+			pub.waitPackets(t, packet.V5, 1)
+			b.OnData(pub, (&packet.Publish{Topic: []byte("r/1"), QoS: 1, PacketID: 7, Retain: true, Payload: []byte("x")}).AppendTo(nil, packet.V5))
+			if !early {
+				if pub.isClosed() {
+					t.Fatal("the connection closed before the cluster gave the change up")
+				}
+				late.fail()
+			}
+			testenv.WaitFor(t, "the publisher's connection closed", pub.isClosed)
+			if n := len(pub.packets(t, packet.V5)); n != 1 {
+				t.Fatalf("%d packets; want the CONNACK alone: no PUBACK for a change not taken", n)
+			}
+			if got := retainedTopics(t, b, "s", "r/#"); len(got) != 0 {
+				t.Fatalf("a subscriber got %v for a change not taken", got)
+			}
+		})
+	}
+}
+
+// refusingRetained gives every retained change up at once, before Retain returns.
+type refusingRetained struct{ *fakeRetained }
+
+func (r *refusingRetained) Retain(_ *session.Message, done func(bool)) {
+	if done != nil {
+		done(false)
 	}
 }
 

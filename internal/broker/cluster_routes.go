@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"github.com/bifrost-mqtt/bifrost/internal/pubsub"
@@ -21,9 +22,11 @@ import (
 // (persist.go): the poller goes on, the output waits.
 //
 // Forwarding. After local delivery, deliver hands the message to the cluster (Forward),
-// which matches it against the peers' routes and queues it once per matching node. A
-// QoS 1/2 PUBLISH from a client takes a Gate on the publisher before its PUBACK or PUBREC
-// is encoded: it opens once every peer that got the message acknowledged it.
+// which matches it against the peers' routes and queues it once per matching node. The
+// broker keeps the publisher's session: for a QoS 1/2 PUBLISH from a client it hands the
+// cluster a forwardHold's done, called once per node the message went to, and takes a
+// Gate on the publisher before its PUBACK or PUBREC is encoded, which the last done
+// opens: the acknowledgement waits for every peer that got the message.
 //
 // Shared subscriptions. A group with an online local member is served here (deliver); one
 // without is left to the cluster, which gives the message to one node that has members
@@ -52,7 +55,12 @@ type ClusterRoutes interface {
 	RemoteGroup(share string) bool
 	// Forward queues o.Msg for every peer whose routes match its topic, and returns how
 	// many nodes it goes to. The message may be borrowed: Forward copies what it keeps.
-	Forward(o *Outbound) (nodes int)
+	// A non-nil done is called once for each of those nodes: when the node has
+	// acknowledged its copy, when the cluster gave the copy up (the node was declared
+	// gone) or dropped it (a shared message no member anywhere took). It is called from
+	// any goroutine, possibly before Forward returns, and must not block; after Close,
+	// a copy still in flight is never settled.
+	Forward(o *Outbound, done func()) (nodes int)
 	// ForwardShared gives m to one node that has members of shared group share, for a
 	// message a member here left unacknowledged (spec 4.8.2), and reports whether one
 	// will take it.
@@ -62,10 +70,6 @@ type ClusterRoutes interface {
 // An Outbound is a message handed to the cluster after local delivery.
 type Outbound struct {
 	Msg *session.Message
-	// From is the publishing client's session for a QoS 1/2 PUBLISH: the cluster takes a
-	// Gate on it (before its PUBACK or PUBREC is encoded) for the peers' acknowledgements.
-	// nil: nothing waits (wills, $SYS, in-process publishes, QoS 0).
-	From *session.Session
 	// Served names the shared groups ("$share/{group}/{filter}") a local online member
 	// took: the cluster does not give the message to those groups again.
 	Served []string
@@ -75,8 +79,45 @@ type Outbound struct {
 type clusterScratch struct {
 	out       Outbound
 	forwarded bool             // the batch delivers a message another node forwarded
-	from      *session.Session // the PUBLISH's session for QoS 1/2, for Outbound.From
+	from      *session.Session // the client whose PUBLISH is routed: its acknowledgement waits
 	unserved  []pubsub.Group   // local groups without an online member
+}
+
+// A forwardHold holds a QoS 1/2 PUBLISH's acknowledgement until every node Forward gave
+// the message to has called done. left starts at forwardBias, so that no done reaches
+// zero before Forward has said how many nodes there are; the broker then takes the Gate,
+// trades the bias for that number and one count of its own, and releases its own. Pooled
+// with its done, a method value made once per hold: forwarding allocates nothing per
+// message.
+type forwardHold struct {
+	left atomic.Int64
+	gate session.Gate
+	done func() // release
+}
+
+// forwardBias is more than any number of nodes.
+const forwardBias = 1 << 40
+
+var forwardHolds sync.Pool // *forwardHold
+
+// getForwardHold returns a hold counting forwardBias.
+func getForwardHold() *forwardHold {
+	h, _ := forwardHolds.Get().(*forwardHold)
+	if h == nil {
+		h = new(forwardHold)
+		h.done = h.release
+	}
+	h.left.Store(forwardBias)
+	return h
+}
+
+// release is one node's done; the last opens the gate and gives h back to the pool.
+func (h *forwardHold) release() {
+	if h.left.Add(-1) == 0 {
+		h.gate.Open()
+		h.gate = session.Gate{}
+		forwardHolds.Put(h)
+	}
 }
 
 // subscribeGate holds a SUBACK until every route its SUBSCRIBE added is acknowledged.
@@ -156,11 +197,19 @@ func (b *Broker) RoutedFilters(fn func(filters []string)) {
 func (b *Broker) forward(bt *batch, m *session.Message, nowNs int64) (n int, durable bool) {
 	cs := &bt.cluster
 	o := &cs.out
-	o.Msg, o.From = m, nil
-	if m.QoS > 0 {
-		o.From = cs.from
+	o.Msg = m
+	if m.QoS == 0 || cs.from == nil {
+		n = b.cluster.Forward(o, nil)
+	} else {
+		h := getForwardHold()
+		nodes := b.cluster.Forward(o, h.done)
+		if nodes > 0 {
+			h.gate = cs.from.Gate() // before the PUBACK or PUBREC is encoded
+		}
+		h.left.Add(int64(nodes) + 1 - forwardBias)
+		h.release() // the broker's own count: the gate opens here if every node has called done
+		n = nodes
 	}
-	n = b.cluster.Forward(o)
 	for _, g := range cs.unserved {
 		if name := b.index.GroupName(g); name != "" && b.cluster.RemoteGroup(name) {
 			continue // the cluster gave it to a peer's member
@@ -172,7 +221,7 @@ func (b *Broker) forward(bt *batch, m *session.Message, nowNs int64) (n int, dur
 		durable = durable || stored
 	}
 	clear(o.Served)
-	o.Served, o.Msg, o.From = o.Served[:0], nil, nil
+	o.Served, o.Msg = o.Served[:0], nil
 	cs.unserved = cs.unserved[:0]
 	return n, durable
 }

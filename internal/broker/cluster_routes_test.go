@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -22,7 +23,7 @@ type noRoutes struct{}
 func (noRoutes) AddRoute(string, bool, func()) bool          { return false }
 func (noRoutes) RemoveRoute(string)                          {}
 func (noRoutes) RemoteGroup(string) bool                     { return false }
-func (noRoutes) Forward(*Outbound) int                       { return 0 }
+func (noRoutes) Forward(*Outbound, func()) int               { return 0 }
 func (noRoutes) ForwardShared(*session.Message, string) bool { return false }
 
 // TestInboundWaitsForStore: a batch of forwarded messages that a persistent session
@@ -231,5 +232,99 @@ func TestDistrustKeepsNoOrphan(t *testing.T) {
 	defer rec.mu.Unlock()
 	if len(rec.routes) != 0 {
 		t.Fatalf("routes %v; want none", rec.routes)
+	}
+}
+
+// forwardPeers is a cluster that forwards every message to peers nodes and keeps the
+// dones it is given until ack; early of them it calls before Forward returns, as a peer
+// that acknowledged at once would.
+type forwardPeers struct {
+	*fakeNode
+	peers, early int
+	mu           sync.Mutex
+	dones        []func()
+	nilDone      int // Forward calls without done
+}
+
+func (f *forwardPeers) Forward(_ *Outbound, done func()) int {
+	if done == nil {
+		f.mu.Lock()
+		f.nilDone++
+		f.mu.Unlock()
+		return f.peers
+	}
+	for i := range f.peers {
+		if i < f.early {
+			done()
+			continue
+		}
+		f.mu.Lock()
+		f.dones = append(f.dones, done)
+		f.mu.Unlock()
+	}
+	return f.peers
+}
+
+// ack calls the last done kept, and reports whether there was one.
+func (f *forwardPeers) ack() bool {
+	f.mu.Lock()
+	n := len(f.dones)
+	if n == 0 {
+		f.mu.Unlock()
+		return false
+	}
+	done := f.dones[n-1]
+	f.dones[n-1] = nil
+	f.dones = f.dones[:n-1]
+	f.mu.Unlock()
+	done()
+	return true
+}
+
+// TestForwardHoldsAck: a forwarded QoS 1 or 2 PUBLISH's PUBACK or PUBREC waits until
+// every node the cluster gave the message to has called done, some of them before Forward
+// returned, and goes out once; a QoS 0 PUBLISH hands the cluster no done.
+func TestForwardHoldsAck(t *testing.T) {
+	for _, sc := range []struct{ peers, early int }{{2, 0}, {2, 1}, {3, 3}, {0, 0}} {
+		for _, qos := range []byte{1, 2} {
+			t.Run(fmt.Sprintf("Peers=%d/Early=%d/QoS=%d", sc.peers, sc.early, qos), func(t *testing.T) {
+				b := benchBroker(t)
+				f := &forwardPeers{fakeNode: &fakeNode{c: newFakeCluster(), name: "a", serving: true}, peers: sc.peers, early: sc.early}
+				b.cluster = f
+				pub := &authTestConn{}
+				b.OnOpen(pub)
+				b.OnData(pub, connectPacket(packet.V5, "pub", "", ""))
+				pub.waitPackets(t, packet.V5, 1)
+				want := 1
+				for id := uint16(1); id <= 2; id++ { // the second one's hold comes from the pool
+					b.OnData(pub, (&packet.Publish{Topic: []byte("f/x"), QoS: qos, PacketID: id, Payload: []byte("x")}).AppendTo(nil, packet.V5))
+					for range sc.peers - sc.early {
+						if n := len(pub.packets(t, packet.V5)); n != want {
+							t.Fatalf("%d packets while a peer has not acknowledged; want %d", n, want)
+						}
+						f.ack()
+					}
+					if f.ack() {
+						t.Fatal("more dones kept than peers")
+					}
+					want++
+					ps := pub.waitPackets(t, packet.V5, want)
+					a, ok := ps[want-1].(*packet.Ack)
+					wantType := map[byte]packet.Type{1: packet.PUBACK, 2: packet.PUBREC}[qos]
+					if !ok || a.PacketType != wantType || a.PacketID != id {
+						t.Fatalf("after every peer's done: %v; want %v %d", ps[want-1], wantType, id)
+					}
+				}
+				if n := len(pub.packets(t, packet.V5)); n != want {
+					t.Fatalf("%d packets; want %d: one acknowledgement per PUBLISH", n, want)
+				}
+				b.OnData(pub, (&packet.Publish{Topic: []byte("f/x"), Payload: []byte("x")}).AppendTo(nil, packet.V5))
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				if f.nilDone != 1 || len(f.dones) != 0 {
+					t.Fatalf("QoS 0: %d Forward calls without done, %d dones kept; want 1, 0", f.nilDone, len(f.dones))
+				}
+			})
+		}
 	}
 }

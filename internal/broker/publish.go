@@ -47,7 +47,6 @@ var (
 // onPublish handles an inbound PUBLISH and acknowledges it.
 func (b *Broker) onPublish(bt *batch, cl *client, p *packet.Publish) error {
 	s := cl.s
-	bt.retained = 0
 	if p.QoS > cl.set.maxQoS {
 		return errQoSNotSupported
 	}
@@ -152,7 +151,7 @@ func (b *Broker) publishDenied(bt *batch, cl *client, p *packet.Publish) error {
 // durable (persist.go), and until the cluster applied the retained change it made here
 // (cluster_retained.go).
 func (b *Broker) sendAck(bt *batch, s *session.Session, ack *packet.Ack, durable bool) {
-	if bt.retained != 0 {
+	if bt.retained != nil {
 		b.holdRetained(bt, s)
 	}
 	if durable {

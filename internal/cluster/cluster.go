@@ -707,6 +707,7 @@ func (c *Cluster) Close() error {
 		}
 	}
 	c.wg.Wait()
+	c.ret.close() // what the retainer, if it ran, left waiting
 	errs = append(errs, c.stores.close())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("cluster: close: %w", err)

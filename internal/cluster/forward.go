@@ -21,17 +21,33 @@ import (
 // message (a pooled buffer) for each matching node's link: one goroutine and one Forward
 // stream per peer, batched (forward_link.go). Each message gets the link's next sequence
 // number; the order of the queue is the order of the stream, so the order per publisher
-// and topic holds.
+// and topic holds. A node id of the remote index finds its link in byID, a table indexed
+// by id that is replaced, never changed, when a link starts or ends: a message takes no
+// lock to find its links but each link's own (its queue).
 //
 // QoS 0 is dropped, and counted, when the peer's queue is full (fwdQueueMsgs or
 // fwdQueueBytes). QoS 1 and 2 are never dropped: the message stays queued, then in flight,
-// until the peer acknowledges it, and resent in order after a reconnect; the publisher's
-// PUBACK or PUBREC waits behind a session.Gate until every peer that got the message
-// acknowledged it. The queue is thus bounded by the publishers' windows (their Receive
-// Maximum), not by a count that would have to drop: a full peer slows its publishers.
+// until the peer acknowledges it, and resent in order after a reconnect. Each copy carries
+// the done the broker passed to Forward, called once when the copy is settled: the peer
+// acknowledged it, the link gave it up (the peer was declared dead: its subscribers are
+// gone with it), or a shared message found no member anywhere. The broker counts them and
+// holds the publisher's PUBACK or PUBREC until the last (broker/cluster_routes.go); the
+// publisher's session is the broker's, never touched here. The queue is thus bounded by
+// the publishers' windows (their Receive Maximum), not by a count that would have to
+// drop: a full peer slows its publishers.
+//
 // The receiver de-duplicates by (origin, incarnation, sequence), so a message resent
-// after a reconnect is delivered once: QoS 2 stays exactly once end to end. A peer
-// declared dead releases what waited for it: its subscribers are gone with it.
+// after a reconnect is delivered once: QoS 2 stays exactly once end to end. The last
+// sequence seen from an origin (seenSeq) belongs to one stream, the newest: a stream
+// takes it over when it starts, after the batch an older stream of that origin may be in
+// (delivering it, then waiting for the store), and an older stream that finds it taken
+// delivers nothing more: its sender has moved to the new one. So two streams of one
+// origin never deliver at once (the order holds across a reconnect), and a batch is
+// acknowledged only once the store has what persistent sessions keep of it and of the
+// batches before it. The owner finds that it still owns the state with atomics and holds
+// no lock across delivery and the store's commit; the alternative, a mutex per origin
+// held over each batch, costs a lock per batch to exclude a second stream that exists
+// only at a reconnect, and puts the wait for the disk under a lock.
 //
 // Shared groups: the message goes to one node with members (round robin over the remote
 // index's group of nodes); a node whose members are all offline answers none online, and
@@ -52,7 +68,7 @@ const (
 // outMsg is one message queued for one peer.
 type outMsg struct {
 	buf       *[]byte // topic, payload, properties
-	ack       *fwdAck // what waits for the peer's acknowledgement; nil: nothing
+	done      func()  // Forward's done, called once when the message is settled; nil: none
 	share     string  // "$share/{group}/{filter}": one member of that group
 	tried     []pubsub.SubscriberID
 	seq       uint64
@@ -92,30 +108,15 @@ func (o *outMsg) free() {
 	outMsgs.Put(o)
 }
 
-// A fwdAck counts the peers a QoS 1/2 message still waits for; the last opens the
-// publisher's gate. One count belongs to Forward itself while it queues.
-type fwdAck struct {
-	left atomic.Int32
-	gate session.Gate
-}
-
-var fwdAcks = sync.Pool{New: func() any { return new(fwdAck) }}
-
-func (a *fwdAck) done() {
-	if a == nil || a.left.Add(-1) != 0 {
-		return
-	}
-	a.gate.Open()
-	a.gate = session.Gate{}
-	fwdAcks.Put(a)
-}
-
 // forwarder is the node's forwarding: a link per peer, and what it received.
 type forwarder struct {
 	c *Cluster
 
 	mu    sync.Mutex
 	links map[string]*fwdLink // by peer name
+	// byID is links by node id (routes.nodeIDLocked), a copy replaced under mu: Forward
+	// reads it without a lock.
+	byID atomic.Pointer[[]*fwdLink]
 	// seq numbers the messages of every link, in each link's order: a link made again
 	// for a peer declared dead and back goes on past the old link's numbers, which the
 	// peer, if it never declared this node dead, still de-duplicates against.
@@ -123,19 +124,67 @@ type forwarder struct {
 
 	scratch sync.Pool // *matchScratch
 
-	smu  sync.Mutex
-	seen map[string]*seenSeq // by origin node
+	smu     sync.Mutex
+	seen    map[string]*seenSeq // by origin node
+	streams atomic.Uint64       // numbers the Forward streams served, for seenSeq.owner
 	// dropped counts messages no one took: a shared message no member anywhere took.
 	dropped atomic.Uint64
 	// resent counts messages received again after a reconnect, and not delivered again.
 	resent atomic.Uint64
 }
 
-// seenSeq is the last sequence delivered from one incarnation of a peer.
+// seenSeq is what the streams of one peer delivered: the last sequence of its
+// incarnation epoch. It belongs to the newest stream (owner); epoch and last are read and
+// written only by a stream counted in active that found itself the owner (begin).
 type seenSeq struct {
-	mu    sync.Mutex // one stream delivers at a time
-	epoch uint64
-	last  uint64
+	owner  atomic.Uint64 // the stream that delivers; an older one delivers nothing more
+	active atomic.Int32  // streams between begin and end: one, but at a takeover
+	mu     sync.Mutex    // for idle
+	idle   sync.Cond     // a stream ended a batch that a new owner may wait for
+	epoch  uint64
+	last   uint64
+}
+
+func newSeenSeq() *seenSeq {
+	sn := &seenSeq{}
+	sn.idle.L = &sn.mu
+	return sn
+}
+
+// takeOver makes stream me the owner and returns once no older stream is in a batch:
+// the state is then me's alone.
+func (sn *seenSeq) takeOver(me uint64) {
+	sn.owner.Store(me)
+	if sn.active.Load() == 0 {
+		return
+	}
+	sn.mu.Lock()
+	for sn.active.Load() != 0 {
+		sn.idle.Wait()
+	}
+	sn.mu.Unlock()
+}
+
+// begin starts a batch of stream me, and reports false, the batch not begun, when a
+// newer stream owns the state. An owner's begin and a newer stream's takeOver each write
+// one atomic and read the other's, so at least one sees the other: either the batch
+// stops here, or takeOver waits for its end.
+func (sn *seenSeq) begin(me uint64) bool {
+	sn.active.Add(1)
+	if sn.owner.Load() == me {
+		return true
+	}
+	sn.end(me)
+	return false
+}
+
+// end ends a batch of stream me, waking a newer owner that waits for it.
+func (sn *seenSeq) end(me uint64) {
+	if sn.active.Add(-1) == 0 && sn.owner.Load() != me {
+		sn.mu.Lock()
+		sn.idle.Broadcast()
+		sn.mu.Unlock()
+	}
 }
 
 // matchScratch is one Forward call's reusable state.
@@ -163,6 +212,7 @@ func (f *forwarder) link(name string) *fwdLink {
 	if l == nil {
 		l = newFwdLink(f, name)
 		f.links[name] = l
+		f.setByIDLocked(l.id, l)
 		f.mu.Unlock()
 		if !f.c.spawn("cluster forward", l.loop) {
 			close(l.exited) // closing: nothing is queued on a link that never runs
@@ -174,6 +224,26 @@ func (f *forwarder) link(name string) *fwdLink {
 	}
 	f.mu.Unlock()
 	return l
+}
+
+// setByIDLocked makes l the link of node id in a new byID (nil: none). f.mu is held.
+func (f *forwarder) setByIDLocked(id pubsub.SubscriberID, l *fwdLink) {
+	var old []*fwdLink
+	if t := f.byID.Load(); t != nil {
+		old = *t
+	}
+	t := make([]*fwdLink, max(len(old), int(id)+1))
+	copy(t, old)
+	t[id] = l
+	f.byID.Store(&t)
+}
+
+// linkByID returns the running link to node id; nil when there is none.
+func (f *forwarder) linkByID(id pubsub.SubscriberID) *fwdLink {
+	if t := f.byID.Load(); t != nil && int(id) < len(*t) {
+		return (*t)[id]
+	}
+	return nil
 }
 
 // linkOf returns the running link to peer name; nil when there is none.
@@ -200,6 +270,9 @@ func (f *forwarder) gone(name string) {
 	f.mu.Lock()
 	l := f.links[name]
 	delete(f.links, name)
+	if l != nil {
+		f.setByIDLocked(l.id, nil)
+	}
 	f.mu.Unlock()
 	if l == nil {
 		return
@@ -210,7 +283,7 @@ func (f *forwarder) gone(name string) {
 }
 
 // Forward is broker.ClusterRoutes'.
-func (f *forwarder) Forward(o *broker.Outbound) int {
+func (f *forwarder) Forward(o *broker.Outbound, done func()) int {
 	r := f.c.routes
 	m := o.Msg
 	sc := f.scratch.Get().(*matchScratch)
@@ -229,24 +302,17 @@ func (f *forwarder) Forward(o *broker.Outbound) int {
 			sc.shares = append(sc.shares, shareTarget{node: s.Subscriber, name: name})
 		}
 	}
-	var ack *fwdAck
-	if o.From != nil && m.QoS > 0 {
-		ack = fwdAcks.Get().(*fwdAck)
-		ack.gate = o.From.Gate() // before the PUBACK or PUBREC is encoded
-		ack.left.Store(1)
-	}
 	n := 0
 	for _, id := range sc.nodes {
-		if f.push(id, m, "", ack) {
+		if f.push(id, m, "", done) {
 			n++
 		}
 	}
 	for _, t := range sc.shares {
-		if f.push(t.node, m, t.name, ack) {
+		if f.push(t.node, m, t.name, done) {
 			n++
 		}
 	}
-	ack.done()
 	return n
 }
 
@@ -261,24 +327,21 @@ func (f *forwarder) forwardShared(m *session.Message, share string) bool {
 	return ok && f.push(s.Subscriber, m, share, nil)
 }
 
-// push queues a copy of m for node id. The link is started if need be: a peer's routes
-// may reach this node before the routes goroutine has seen the peer alive.
-func (f *forwarder) push(id pubsub.SubscriberID, m *session.Message, share string, ack *fwdAck) bool {
-	name := f.c.routes.nodeName(id)
-	if name == "" {
-		return false
-	}
-	l := f.link(name)
-	o := newOutMsg(m)
-	o.share = share
-	if ack != nil {
-		o.ack = ack
-		ack.left.Add(1)
-	}
-	if !l.push(o) {
-		if o.ack != nil {
-			o.ack.left.Add(-1) // Forward's own count keeps it above zero
+// push queues a copy of m for node id, settled with done, and reports whether the link
+// took it (done is then called once, else never). The link is started if need be: a
+// peer's routes may reach this node before the routes goroutine has seen the peer alive.
+func (f *forwarder) push(id pubsub.SubscriberID, m *session.Message, share string, done func()) bool {
+	l := f.linkByID(id)
+	if l == nil {
+		name := f.c.routes.nodeName(id)
+		if name == "" {
+			return false
 		}
+		l = f.link(name)
+	}
+	o := newOutMsg(m)
+	o.share, o.done = share, done
+	if !l.push(o) {
 		o.free()
 		return false
 	}
@@ -289,7 +352,9 @@ func (f *forwarder) push(id pubsub.SubscriberID, m *session.Message, share strin
 // member there took), or that l gave up (the peer is gone).
 func (f *forwarder) settle(l *fwdLink, o *outMsg, delivered bool) {
 	if o.share == "" || delivered {
-		o.ack.done()
+		if o.done != nil {
+			o.done()
+		}
 		o.free()
 		return
 	}
@@ -297,7 +362,9 @@ func (f *forwarder) settle(l *fwdLink, o *outMsg, delivered bool) {
 	if f.reshare(o) {
 		return
 	}
-	o.ack.done()
+	if o.done != nil {
+		o.done()
+	}
 	o.free()
 }
 
@@ -308,8 +375,9 @@ func (f *forwarder) reshare(o *outMsg) bool {
 	r := f.c.routes
 	g, ok := r.remote.GroupOf([]byte(o.share))
 	for ok && !o.offlineOK {
-		// Pick's accept runs under the remote index's lock: it must not take rmu (apply
-		// holds rmu while it changes the index), so the link is looked for after.
+		// Pick's accept runs under the remote index's lock: it must not take f.mu
+		// (f.mu is taken before rmu, and apply holds rmu while it changes the index), so
+		// the link is looked for after.
 		s, found := r.remote.Pick(g, func(s pubsub.Sub) bool { return !slices.Contains(o.tried, s.Subscriber) })
 		if !found {
 			break
@@ -346,7 +414,7 @@ func (f *forwarder) reshare(o *outMsg) bool {
 
 // requeue queues o, which no link holds, on node id's link.
 func (f *forwarder) requeue(id pubsub.SubscriberID, o *outMsg) bool {
-	l := f.linkOf(f.c.routes.nodeName(id))
+	l := f.linkByID(id)
 	return l != nil && l.push(o)
 }
 
@@ -365,52 +433,23 @@ func (s rpcServer) Forward(st clusterpb.Cluster_ForwardServer) error {
 	f.smu.Lock()
 	sn := f.seen[name]
 	if sn == nil {
-		sn = &seenSeq{}
+		sn = newSeenSeq()
 		f.seen[name] = sn
 	}
 	f.smu.Unlock()
+	me := f.streams.Add(1)
+	sn.takeOver(me)
 	var m session.Message
 	var none []uint64
 	for {
-		none = none[:0]
-		sn.mu.Lock()
-		if sn.epoch != epoch { // a new incarnation of the peer numbers from 1 again
-			sn.epoch, sn.last = epoch, 0
+		if !sn.begin(me) {
+			return status.Errorf(codes.Aborted, "cluster: a newer forwarding stream from %q", name)
 		}
-		in := f.c.beginForwarded()
-		now := time.Now().UnixNano()
-		var x frame
-		for rest := b.Frames; len(rest) > 0; {
-			if rest, err = readFrame(rest, &x); err != nil {
-				sn.mu.Unlock()
-				if in != nil {
-					in.End()
-				}
-				return status.Error(codes.InvalidArgument, err.Error())
-			}
-			if x.seq <= sn.last {
-				f.resent.Add(1)
-				continue // delivered before a reconnect
-			}
-			var exp int64
-			if x.expiryMS > 0 {
-				exp = now + int64(x.expiryMS)*int64(time.Millisecond)
-			}
-			took := false
-			if in != nil {
-				m.BorrowForwarded(x.topic, x.payload, x.props, x.qos, x.retain, exp)
-				took = in.Deliver(&m, string(x.share), x.offlineOK)
-			}
-			if len(x.share) > 0 && !took {
-				none = append(none, x.seq)
-			}
-			sn.last = x.seq
+		last, err := f.deliverBatch(sn, epoch, b.Frames, &m, &none)
+		sn.end(me)
+		if err != nil {
+			return status.Error(codes.InvalidArgument, err.Error())
 		}
-		if in != nil {
-			in.End()
-		}
-		last := sn.last
-		sn.mu.Unlock()
 		if err := st.Send(&clusterpb.ForwardAck{Seq: last, NoneOnline: none}); err != nil {
 			return err
 		}
@@ -418,4 +457,44 @@ func (s rpcServer) Forward(st clusterpb.Cluster_ForwardServer) error {
 			return nil
 		}
 	}
+}
+
+// deliverBatch delivers the frames of one batch of peer epoch's stream that sn has not
+// seen, and returns, once the store has what persistent sessions keep of them, the last
+// sequence seen; none gets the shared messages no member here took. The stream is
+// between sn.begin and sn.end: sn's state is its own.
+func (f *forwarder) deliverBatch(sn *seenSeq, epoch uint64, frames []byte, m *session.Message, none *[]uint64) (last uint64, err error) {
+	*none = (*none)[:0]
+	if sn.epoch != epoch { // a new incarnation of the peer numbers from 1 again
+		sn.epoch, sn.last = epoch, 0
+	}
+	in := f.c.beginForwarded()
+	now := time.Now().UnixNano()
+	var x frame
+	for rest := frames; len(rest) > 0; {
+		if rest, err = readFrame(rest, &x); err != nil {
+			break
+		}
+		if x.seq <= sn.last {
+			f.resent.Add(1)
+			continue // delivered before a reconnect
+		}
+		var exp int64
+		if x.expiryMS > 0 {
+			exp = now + int64(x.expiryMS)*int64(time.Millisecond)
+		}
+		took := false
+		if in != nil {
+			m.BorrowForwarded(x.topic, x.payload, x.props, x.qos, x.retain, exp)
+			took = in.Deliver(m, string(x.share), x.offlineOK)
+		}
+		if len(x.share) > 0 && !took {
+			*none = append(*none, x.seq)
+		}
+		sn.last = x.seq
+	}
+	if in != nil {
+		in.End()
+	}
+	return sn.last, err
 }

@@ -195,30 +195,33 @@ func (l *fwdLink) stream(ctx context.Context) error {
 	}
 }
 
-// rttProbe times one batch at a time from its send to its acknowledgement.
+// rttProbe times one batch at a time from its send to its acknowledgement. The stream's
+// goroutine starts a probe only while seq is 0 and the acknowledgements' goroutine ends it
+// (seq back to 0), so that each hands the probe to the other with one atomic store and
+// neither takes a lock: sent is written before seq and read after it.
 type rttProbe struct {
-	mu   sync.Mutex
-	seq  uint64
-	sent time.Time
+	seq  atomic.Uint64 // the probed batch's last sequence; 0: none
+	sent atomic.Int64  // when it was sent, since probeBase
 }
 
+// probeBase is the monotonic reading probes are timed from.
+var probeBase = time.Now()
+
+// start probes the batch ending at seq, sent at now, unless a probe is out.
 func (p *rttProbe) start(seq uint64, now time.Time) {
-	p.mu.Lock()
-	if p.seq == 0 {
-		p.seq, p.sent = seq, now
+	if p.seq.Load() == 0 {
+		p.sent.Store(int64(now.Sub(probeBase)))
+		p.seq.Store(seq)
 	}
-	p.mu.Unlock()
 }
 
 // done returns the round trip if ack covers the probed batch.
 func (p *rttProbe) done(ack uint64) (time.Duration, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.seq == 0 || ack < p.seq {
+	if seq := p.seq.Load(); seq == 0 || ack < seq {
 		return 0, false
 	}
-	d := time.Since(p.sent)
-	p.seq = 0
+	d := time.Since(probeBase) - time.Duration(p.sent.Load())
+	p.seq.Store(0)
 	return d, true
 }
 

@@ -14,14 +14,15 @@ import (
 // PUBLISH on any node is handed to Retain, which queues it without blocking the poller;
 // one goroutine, the retainer, takes everything queued, appends it to the Raft log as one
 // entry (forwarded to the leader when this node follows), and waits for the next batch
-// only until the leader has applied it. A publisher's PUBACK or PUBREC is held by a
-// session.Gate (HoldRetained) until this node has applied the entry: once it is out, a
-// new subscriber on this node gets the message, and on every other node once it has
-// caught up with the log.
+// only until the leader has applied it. Each change's done (the broker's hold on its
+// publisher's PUBACK or PUBREC) is called once this node has applied the entry: once the
+// acknowledgement is out, a new subscriber on this node gets the message, and on every
+// other node once it has caught up with the log. A change the log does not take, or one
+// still waiting at Close, is done not applied.
 //
 // Order: one entry in flight at a time, so the changes of a topic reach the log in the
 // order they were handed over here. Ops are numbered as they are queued (seq); a batch is
-// a run of them, and the Gates wait for their op's number to be done.
+// a run of them, and the dones wait for their op's number to be done.
 //
 // Expiry: the leader looks once a second for messages past their deadline and queues an
 // expire op for each (the other nodes never remove one themselves; none serves it after
@@ -51,20 +52,19 @@ type retainer struct {
 	mu      sync.Mutex
 	queue   []fsm.RetainOp // copies, in order
 	qbytes  int
-	next    uint64      // seq of the last op queued
-	sent    []sentBatch // batches the leader applied, in log order, waiting to be applied here
-	done    uint64      // every op up to this seq is applied here (or failed)
-	waiting []waitingGate
-	applied uint64 // the index of the last retained entry applied here
+	next    uint64         // seq of the last op queued
+	sent    []sentBatch    // batches the leader applied, in log order, waiting to be applied here
+	done    uint64         // every op up to this seq is applied here (or failed)
+	waiting []retainWaiter // in seq order
+	closed  bool           // Close: a change handed over now is done at once, not applied
+	applied uint64         // the index of the last retained entry applied here
 	wake    chan struct{}
-	entries uint64 // Raft entries appended
-	nudges  uint64 // empty entries a follower appended to learn of a commit (nudge)
-	failed  uint64 // ops the log did not take (no leader until the deadline, closing)
-	dropped uint64 // QoS 0 changes not queued: the queue was full
-	// lastFailedFrom and lastFailedTo are the seq range of the last failed batch, for a Gate held late.
-	lastFailedFrom, lastFailedTo uint64
-	wait                         time.Duration // an entry's bound to be taken; 0: applyTimeout
-	bound                        int           // the QoS 0 queue bound; 0: retainQueueBytes
+	entries uint64        // Raft entries appended
+	nudges  uint64        // empty entries a follower appended to learn of a commit (nudge)
+	failed  uint64        // ops the log did not take (no leader until the deadline, closing)
+	dropped uint64        // QoS 0 changes not queued: the queue was full
+	wait    time.Duration // an entry's bound to be taken; 0: applyTimeout
+	bound   int           // the QoS 0 queue bound; 0: retainQueueBytes
 }
 
 // A sentBatch is a run of ops, up to seq last, in the entry at index; a failed one (the
@@ -74,19 +74,38 @@ type sentBatch struct {
 	failed      bool
 }
 
-type waitingGate struct {
-	seq uint64
-	g   session.Gate
+// A retainWaiter is the done of the change numbered seq.
+type retainWaiter struct {
+	seq  uint64
+	done func(applied bool)
 }
 
-// Retain queues the retained change m (an empty payload clears the topic) for the Raft
-// log and returns its number for HoldRetained. m may be borrowed: Retain copies it. It
-// does not block. A QoS 0 change that finds retainQueueBytes queued is dropped (counted)
-// and numbered 0; QoS 1 and 2 changes are bounded by their publishers' windows, whose
-// acknowledgements wait for them.
-func (c *Cluster) Retain(m *session.Message) uint64 {
+// A retainDone is a done to call, outside r.mu.
+type retainDone struct {
+	done    func(applied bool)
+	applied bool
+}
+
+// callDones calls each done of ds.
+func callDones(ds []retainDone) {
+	for _, d := range ds {
+		d.done(d.applied)
+	}
+}
+
+// Retain is broker.ClusterRetained's: it queues the retained change m (an empty payload
+// clears the topic) for the Raft log, and calls done once this node has applied it or it
+// failed. m may be borrowed: Retain copies it. It does not block. A QoS 0 change that
+// finds retainQueueBytes queued is dropped (counted); QoS 1 and 2 changes are bounded by
+// their publishers' windows, whose acknowledgements wait for them. done is called on the
+// retainer's goroutine, on Raft's FSM goroutine under the FSM's lock (appliedHere), at
+// Close, or here for a change dropped or handed over after Close.
+func (c *Cluster) Retain(m *session.Message, done func(applied bool)) {
 	if m.QoS == 0 && c.ret.full() {
-		return 0
+		if done != nil {
+			done(false)
+		}
+		return
 	}
 	o := fsm.RetainOp{Topic: m.Topic(), Payload: m.Payload(), Props: m.Props(), QoS: m.QoS, Expiry: m.Expiry}
 	if len(o.Payload) == 0 {
@@ -96,28 +115,9 @@ func (c *Cluster) Retain(m *session.Message) uint64 {
 	buf = append(append(append(buf, o.Topic...), o.Payload...), o.Props...)
 	tl, pl := len(o.Topic), len(o.Payload)
 	o.Topic, o.Payload, o.Props = buf[:tl:tl], buf[tl:tl+pl:tl+pl], buf[tl+pl:]
-	return c.ret.add(o)
-}
-
-// HoldRetained opens g once the change numbered seq is applied on this node (at once if
-// it is). If the log did not take the change (no leader in time), g's connection is
-// closed instead, so that the held acknowledgement never goes out and the client
-// publishes again.
-func (c *Cluster) HoldRetained(seq uint64, g session.Gate) {
-	r := &c.ret
-	r.mu.Lock()
-	if seq <= r.done {
-		failed := seq >= r.lastFailedFrom && seq <= r.lastFailedTo
-		r.mu.Unlock()
-		if failed {
-			failGate(g)
-		} else {
-			g.Open()
-		}
-		return
+	if !c.ret.add(o, done) && done != nil {
+		done(false)
 	}
-	r.waiting = append(r.waiting, waitingGate{seq: seq, g: g})
-	r.mu.Unlock()
 }
 
 // full reports whether the queue holds retainQueueBytes, and counts a drop if so.
@@ -131,18 +131,26 @@ func (r *retainer) full() bool {
 	return true
 }
 
-func (r *retainer) add(o fsm.RetainOp) uint64 {
+// add queues o, whose done (nil: none) waits for it, and reports false after Close,
+// when nothing is queued.
+func (r *retainer) add(o fsm.RetainOp, done func(applied bool)) bool {
 	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return false
+	}
 	r.queue = append(r.queue, o)
 	r.qbytes += o.Size()
 	r.next++
-	seq := r.next
+	if done != nil {
+		r.waiting = append(r.waiting, retainWaiter{seq: r.next, done: done})
+	}
 	r.mu.Unlock()
 	select {
 	case r.wake <- struct{}{}:
 	default:
 	}
-	return seq
+	return true
 }
 
 // take returns the ops of the next entry and the seq of its last one.
@@ -164,8 +172,8 @@ func (r *retainer) take() ([]fsm.RetainOp, uint64) {
 }
 
 // sentLocked records a batch of ops up to seq last that the leader applied at index, or
-// that failed. r.mu is held.
-func (r *retainer) sentLocked(index, last uint64, failed bool) {
+// that failed, and returns the dones now due, to call once r.mu is let go. r.mu is held.
+func (r *retainer) sentLocked(index, last uint64, failed bool) []retainDone {
 	if failed {
 		index = 0
 		if len(r.sent) > 0 {
@@ -173,51 +181,36 @@ func (r *retainer) sentLocked(index, last uint64, failed bool) {
 		}
 	}
 	r.sent = append(r.sent, sentBatch{index: index, last: last, failed: failed})
-	r.releaseLocked()
+	return r.releaseLocked()
 }
 
 // appliedHere is told the index of each retained entry this node applies (fsm/retained.go).
 func (r *retainer) appliedHere(index uint64) {
 	r.mu.Lock()
 	r.applied = max(r.applied, index)
-	r.releaseLocked()
+	ds := r.releaseLocked()
 	r.mu.Unlock()
+	callDones(ds)
 }
 
-// releaseLocked marks done the batches applied here, in order, and opens the Gates they
-// held (or closes their connections, for a failed batch). r.mu is held; a Gate takes only
-// its session's lock.
-func (r *retainer) releaseLocked() {
+// releaseLocked marks done the batches applied here, in order, and returns the dones of
+// their changes, applied unless the batch failed. r.mu is held.
+func (r *retainer) releaseLocked() []retainDone {
+	var ds []retainDone
 	for len(r.sent) > 0 && r.sent[0].index <= r.applied {
 		b := r.sent[0]
 		r.sent = r.sent[1:]
-		if b.failed {
-			r.lastFailedFrom, r.lastFailedTo = r.done+1, b.last
-		}
 		r.done = b.last
-		keep := r.waiting[:0]
-		for _, w := range r.waiting {
-			switch {
-			case w.seq > b.last:
-				keep = append(keep, w)
-			case b.failed:
-				failGate(w.g)
-			default:
-				w.g.Open()
-			}
+		n := 0
+		for n < len(r.waiting) && r.waiting[n].seq <= b.last {
+			ds = append(ds, retainDone{done: r.waiting[n].done, applied: !b.failed})
+			n++
 		}
-		clear(r.waiting[len(keep):])
-		r.waiting = keep
+		k := copy(r.waiting, r.waiting[n:])
+		clear(r.waiting[k:])
+		r.waiting = r.waiting[:k]
 	}
-}
-
-// failGate closes the connection g holds, with its held output.
-func failGate(g session.Gate) {
-	if s := g.Session(); s != nil {
-		if conn := s.Conn(); conn != nil {
-			_ = conn.Close()
-		}
-	}
+	return ds
 }
 
 // retainLoop appends the queued changes to the log, one entry at a time, until Close.
@@ -235,7 +228,7 @@ func (c *Cluster) retainLoop(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			r.closeAll()
+			r.close()
 			return
 		case <-r.wake:
 		case <-poll.C:
@@ -244,14 +237,14 @@ func (c *Cluster) retainLoop(ctx context.Context) {
 			r.appliedHere(c.raft.AppliedIndex())
 			if n := c.own.counts.selfFenced.Load(); n != fences {
 				fences = n
-				r.failQueued()
+				callDones(r.failQueued())
 			}
 			continue
 		}
 		for {
 			if n := c.own.counts.selfFenced.Load(); n != fences {
 				fences = n
-				r.failQueued()
+				callDones(r.failQueued())
 			}
 			ops, last := r.take()
 			if len(ops) == 0 {
@@ -268,9 +261,10 @@ func (c *Cluster) retainLoop(ctx context.Context) {
 			} else {
 				r.entries++
 			}
-			r.sentLocked(index, last, err != nil)
+			ds := r.sentLocked(index, last, err != nil)
 			behind := err == nil && r.applied < index && len(r.queue) == 0
 			r.mu.Unlock()
+			callDones(ds)
 			if behind && !c.IsLeader() {
 				c.nudge(ctx)
 			}
@@ -282,17 +276,17 @@ func (c *Cluster) retainLoop(ctx context.Context) {
 }
 
 // failQueued fails every change queued: this node fenced itself, and their publishers'
-// connections are closed.
-func (r *retainer) failQueued() {
+// connections are closed. It returns the dones to call.
+func (r *retainer) failQueued() []retainDone {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.queue) == 0 {
-		return
+		return nil
 	}
 	r.failed += uint64(len(r.queue))
 	clear(r.queue)
 	r.queue, r.qbytes = nil, 0
-	r.sentLocked(0, r.next, true)
+	return r.sentLocked(0, r.next, true)
 }
 
 // nudge appends an empty retains entry, on a follower whose last entry the leader has
@@ -311,15 +305,17 @@ func (c *Cluster) nudge(ctx context.Context) {
 	}
 }
 
-// closeAll closes the connections of every Gate still held at Close: their changes may
-// not be applied.
-func (r *retainer) closeAll() {
+// close calls the done of every change still waiting, not applied (it may not be), and
+// makes Retain do so from now on. Close calls it too: the retainer may never have run.
+func (r *retainer) close() {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, w := range r.waiting {
-		failGate(w.g)
-	}
+	r.closed = true
+	ws := r.waiting
 	r.waiting = nil
+	r.mu.Unlock()
+	for _, w := range ws {
+		w.done(false)
+	}
 }
 
 // retainSweep has the leader remove expired retained messages, until Close.
@@ -336,7 +332,7 @@ func (c *Cluster) retainSweep(ctx context.Context) {
 			continue
 		}
 		for _, o := range c.fsm.ExpiredRetained(time.Now().UnixNano(), retainSweepMax) {
-			c.ret.add(o)
+			c.ret.add(o, nil)
 		}
 	}
 }

@@ -30,11 +30,7 @@ func BenchmarkRetainedChanges(b *testing.B) {
 				b.ResetTimer()
 				for range b.N {
 					sem <- struct{}{}
-					seq := n.Retain(msg)
-					go func() {
-						n.ret.waitDone(seq)
-						<-sem
-					}()
+					n.Retain(msg, func(bool) { <-sem })
 				}
 				for range inflight {
 					sem <- struct{}{}
@@ -51,20 +47,6 @@ func (r *retainer) entriesNow() uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.entries
-}
-
-// waitDone waits until the change numbered seq is done here (polling: a benchmark's
-// helper; the broker waits with a Gate).
-func (r *retainer) waitDone(seq uint64) {
-	for {
-		r.mu.Lock()
-		done := r.done >= seq
-		r.mu.Unlock()
-		if done {
-			return
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
 }
 
 // benchRetainedCluster starts three formed nodes with retained stores; the benchmark

@@ -64,19 +64,24 @@ func BenchmarkRouteMemory(b *testing.B) {
 }
 
 // BenchmarkForward is the sending node's cost of a message that crosses to one peer
-// through a wildcard route or an exact one: matching the remote index and the exact sets, the pooled copy, queueing (the link's goroutine is replaced
-// by taking the message off the queue and freeing it, as it does once sent).
+// through a wildcard route or an exact one: matching the remote index and the exact
+// sets, the pooled copy, queueing (the link's goroutine is replaced by taking the message
+// off the queue and freeing it, as it does once sent). At QoS 1 the message carries a
+// done, and the peer's acknowledgement is settled (settle) as the link's readAcks does;
+// the broker's hold that done belongs to is broker.TestPublishPathAllocs's.
 //
 //	go test -run XXX -bench BenchmarkForward -benchmem ./internal/cluster
 func BenchmarkForward(b *testing.B) {
 	for _, route := range []string{"devices/+/state", "devices/42/state"} {
 		for _, size := range []int{64, 1024} {
-			b.Run(fmt.Sprintf("Route=%s/MsgSz=%db", route, size), func(b *testing.B) { benchForward(b, route, size) })
+			for _, qos := range []byte{0, 1} {
+				b.Run(fmt.Sprintf("Route=%s/MsgSz=%db/QoS=%d", route, size, qos), func(b *testing.B) { benchForward(b, route, size, qos) })
+			}
 		}
 	}
 }
 
-func benchForward(b *testing.B, route string, size int) {
+func benchForward(b *testing.B, route string, size int, qos byte) {
 	c := &Cluster{ctx: context.Background()}
 	c.routes = newRoutes(c)
 	c.fwd = newForwarder(c)
@@ -84,18 +89,33 @@ func benchForward(b *testing.B, route string, size int) {
 	r.own("p", 1, nil)
 	r.apply("p", 1, true, []string{route, "other/#", "other/1"}, nil, 1)
 	l := newFwdLink(c.fwd, "p") // not started
+	c.fwd.mu.Lock()
 	c.fwd.links["p"] = l
-	m := session.NewLocalMessage("devices/42/state", make([]byte, size), 0, false)
+	c.fwd.setByIDLocked(l.id, l)
+	c.fwd.mu.Unlock()
+	m := session.NewLocalMessage("devices/42/state", make([]byte, size), qos, false)
 	o := &broker.Outbound{Msg: m}
+	var acked int
+	var done func()
+	if qos > 0 {
+		done = func() { acked++ }
+	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if c.fwd.Forward(o) != 1 {
+		if c.fwd.Forward(o, done) != 1 {
 			b.Fatal("not forwarded")
 		}
 		l.mu.Lock()
 		q := l.queue[l.head]
 		l.queue, l.head, l.qBytes = l.queue[:0], 0, 0
 		l.mu.Unlock()
-		q.free()
+		if qos > 0 {
+			c.fwd.settle(l, q, true)
+		} else {
+			q.free()
+		}
+	}
+	if qos > 0 && acked != b.N {
+		b.Fatalf("%d dones for %d messages", acked, b.N)
 	}
 }

@@ -28,7 +28,7 @@ func (c *Cluster) RemoteGroup(share string) bool {
 }
 
 // Forward is broker.ClusterRoutes'.
-func (c *Cluster) Forward(o *broker.Outbound) int { return c.fwd.Forward(o) }
+func (c *Cluster) Forward(o *broker.Outbound, done func()) int { return c.fwd.Forward(o, done) }
 
 // ForwardShared is broker.ClusterRoutes'.
 func (c *Cluster) ForwardShared(m *session.Message, share string) bool {
