@@ -59,7 +59,7 @@ func (h *retainHold) settled(applied bool) {
 	h.release()
 }
 
-// hold holds the acknowledgement about to be encoded behind g.
+// hold holds the acknowledgement just encoded behind g.
 func (h *retainHold) hold(g session.Gate) {
 	h.gate = g
 	h.release()
@@ -84,7 +84,7 @@ func (h *retainHold) release() {
 }
 
 // retainInCluster hands m, a retained PUBLISH, to the cluster; the acknowledgement that
-// follows on this batch, for a client's QoS 1/2 PUBLISH, waits for it (holdRetained).
+// follows on this batch, for a client's QoS 1/2 PUBLISH, waits for it (sendAck).
 func (b *Broker) retainInCluster(bt *batch, m *session.Message) {
 	if m.QoS == 0 || bt.cluster.from == nil {
 		b.cluster.Retain(m, nil)
@@ -93,13 +93,6 @@ func (b *Broker) retainInCluster(bt *batch, m *session.Message) {
 	h := getRetainHold()
 	bt.retained = h
 	b.cluster.Retain(m, h.done)
-}
-
-// holdRetained holds s's output from the acknowledgement about to be encoded until the
-// retained change this PUBLISH handed to the cluster is applied here.
-func (b *Broker) holdRetained(bt *batch, s *session.Session) {
-	bt.retained.hold(s.Gate())
-	bt.retained = nil
 }
 
 // ApplyRetained makes m topic's retained message here (nil clears it), in the index and

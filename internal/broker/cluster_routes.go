@@ -80,13 +80,15 @@ type clusterScratch struct {
 	out       Outbound
 	forwarded bool             // the batch delivers a message another node forwarded
 	from      *session.Session // the client whose PUBLISH is routed: its acknowledgement waits
+	held      *forwardHold     // the hold of the PUBLISH forwarded, for its acknowledgement
 	unserved  []pubsub.Group   // local groups without an online member
 }
 
 // A forwardHold holds a QoS 1/2 PUBLISH's acknowledgement until every node Forward gave
 // the message to has called done. left starts at forwardBias, so that no done reaches
-// zero before Forward has said how many nodes there are; the broker then takes the Gate,
-// trades the bias for that number and one count of its own, and releases its own. Pooled
+// zero before Forward has said how many nodes there are; the broker then trades the bias
+// for that number and one count of its own, which it releases once the Gate is taken
+// with the acknowledgement (sendAck, in the same critical section as its encoding). Pooled
 // with its done, a method value made once per hold: forwarding allocates nothing per
 // message.
 type forwardHold struct {
@@ -109,6 +111,13 @@ func getForwardHold() *forwardHold {
 	}
 	h.left.Store(forwardBias)
 	return h
+}
+
+// hold holds the acknowledgement just encoded behind g and releases the broker's own
+// count: the gate opens here if every node has called done.
+func (h *forwardHold) hold(g session.Gate) {
+	h.gate = g
+	h.release()
 }
 
 // release is one node's done; the last opens the gate and gives h back to the pool.
@@ -203,11 +212,12 @@ func (b *Broker) forward(bt *batch, m *session.Message, nowNs int64) (n int, dur
 	} else {
 		h := getForwardHold()
 		nodes := b.cluster.Forward(o, h.done)
-		if nodes > 0 {
-			h.gate = cs.from.Gate() // before the PUBACK or PUBREC is encoded
-		}
 		h.left.Add(int64(nodes) + 1 - forwardBias)
-		h.release() // the broker's own count: the gate opens here if every node has called done
+		if nodes > 0 {
+			cs.held = h // sendAck takes the Gate as it encodes the PUBACK or PUBREC (hold)
+		} else {
+			h.release()
+		}
 		n = nodes
 	}
 	for _, g := range cs.unserved {

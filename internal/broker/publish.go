@@ -148,17 +148,37 @@ func (b *Broker) publishDenied(bt *batch, cl *client, p *packet.Publish) error {
 }
 
 // sendAck sends a PUBACK or PUBREC, held until the store has what it acknowledges if
-// durable (persist.go), and until the cluster applied the retained change it made here
-// (cluster_retained.go).
+// durable (persist.go), until every peer the cluster forwarded the message to has it
+// (cluster_routes.go), and until the cluster applied the retained change it made here
+// (cluster_retained.go). The cluster's holds share one Gate, taken as the acknowledgement
+// is encoded: one critical section of the publisher's session, and no flush of output
+// that is held.
 func (b *Broker) sendAck(bt *batch, s *session.Session, ack *packet.Ack, durable bool) {
-	if bt.retained != nil {
-		b.holdRetained(bt, s)
-	}
-	if durable {
-		bt.mark(s, s.SendDurable(ack))
+	fh, rh := bt.cluster.held, bt.retained
+	if fh == nil && rh == nil {
+		if durable {
+			bt.mark(s, s.SendDurable(ack))
+		} else {
+			bt.mark(s, s.Send(ack))
+		}
 		return
 	}
-	bt.mark(s, s.Send(ack))
+	bt.cluster.held, bt.retained = nil, nil
+	gates := 0
+	if fh != nil {
+		gates++
+	}
+	if rh != nil {
+		gates++
+	}
+	flush, g := s.SendGated(ack, gates, durable)
+	bt.mark(s, flush)
+	if fh != nil {
+		fh.hold(g)
+	}
+	if rh != nil {
+		rh.hold(g)
+	}
 }
 
 // onPubrel completes an inbound QoS 2 exchange with PUBCOMP (0x92 for an unknown packet

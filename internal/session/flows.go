@@ -67,6 +67,10 @@ func (f *flows) durable() *durable {
 // held reports whether output is held: for the store, or by a Gate.
 func (f *flows) held() bool { return f.d != nil && (f.d.held || f.d.gates > 0) }
 
+// heldLocked reports whether s's output is held (for the store or by a gate). s's lock
+// is held.
+func (s *Session) heldLocked() bool { return s.fl != nil && s.fl.held() }
+
 // entry is one message in the inflight window or the queue: a reference to the shared
 // message and what is particular to this recipient.
 type entry struct {

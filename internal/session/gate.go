@@ -1,6 +1,10 @@
 package session
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/bifrost-mqtt/bifrost/internal/packet"
+)
 
 // Gates: output held for something outside the session.
 //
@@ -25,7 +29,13 @@ var gateIDs atomic.Uint64
 func (s *Session) Gate() Gate {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.conn == nil {
+	return s.gateLocked(1)
+}
+
+// gateLocked takes a Gate of n holds, to be opened n times; none for n 0. s's lock is
+// held.
+func (s *Session) gateLocked(n int) Gate {
+	if s.conn == nil || n <= 0 {
 		return Gate{}
 	}
 	f := s.flows()
@@ -36,12 +46,29 @@ func (s *Session) Gate() Gate {
 	if d.gates == 0 {
 		d.gateID = gateIDs.Add(1)
 	}
-	d.gates++
+	d.gates += uint32(n)
 	return Gate{s: s, id: d.gateID}
 }
 
-// Open releases the hold; once no gate and no store hold remains, the held output is
-// written. It may be called from any goroutine, once per Gate.
+// SendGated sends an acknowledgement of an inbound PUBLISH held by a Gate of gates holds
+// (opened gates times, one per releaser: a cluster's peers, its retained change), taken
+// in the same critical section, and with durable by the store as SendDurable holds it.
+// flush reports whether the session is to be flushed: never, as its output is held
+// until the last releaser writes it.
+func (s *Session) SendGated(a *packet.Ack, gates int, durable bool) (flush bool, g Gate) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g = s.gateLocked(gates)
+	if durable {
+		flush = s.sendDurableLocked(a)
+	} else {
+		flush = s.sendLocked(a)
+	}
+	return flush && !s.heldLocked(), g
+}
+
+// Open releases one hold; once no gate and no store hold remains, the held output is
+// written. It may be called from any goroutine, once per hold the Gate was taken with.
 func (g Gate) Open() {
 	s := g.s
 	if s == nil {

@@ -67,3 +67,36 @@ func TestGateOfClosedConnection(t *testing.T) {
 	g.Open()
 	equalLines(t, "after its own gate", c2.lines(t, packet.V5), []string{"PUBACK id2"})
 }
+
+// TestSendGated: the acknowledgement is held by a gate of two holds, taken with it, and
+// goes once both are opened, with the store's hold too when durable; a held
+// acknowledgement asks for no flush, since its releaser writes it.
+func TestSendGated(t *testing.T) {
+	for _, durable := range []bool{false, true} {
+		st := &stepStore{}
+		lim, j := journalLimits(st)
+		s, c := online(t, lim, ConnectInfo{Version: packet.V5})
+		flush, g := s.SendGated(&packet.Ack{PacketType: packet.PUBACK, PacketID: 1}, 2, durable)
+		if flush {
+			t.Fatalf("durable %v: a held acknowledgement asks for a flush", durable)
+		}
+		if durable {
+			j.Commit()
+			st.finish(t, nil)
+		}
+		g.Open()
+		s.Flush()
+		if len(c.buf) != 0 || !s.Held() {
+			t.Fatalf("durable %v: written with one hold of two: %s", durable, c)
+		}
+		g.Open()
+		equalLines(t, "after both holds", c.lines(t, packet.V5), []string{"PUBACK id1"})
+		if s.Held() {
+			t.Fatalf("durable %v: still held", durable)
+		}
+	}
+	s, _ := online(t, testLimits(), ConnectInfo{Version: packet.V5})
+	if flush, g := s.SendGated(&packet.Ack{PacketType: packet.PUBACK, PacketID: 1}, 0, false); !flush || g != (Gate{}) {
+		t.Fatalf("no gate asked for: flush %v, gate %+v", flush, g)
+	}
+}

@@ -63,9 +63,17 @@ func (s *Session) holdMarkLocked(j *Journal, off int) {
 // with reason code 0x97 (Quota exceeded, the disk is full) or 0x80 (Unspecified error)
 // instead, and a 3.1.1 client, which cannot be told, loses the connection without it, so
 // that it publishes again. Without a journal it is Send.
-func (s *Session) SendDurable(a *packet.Ack) (dirtied bool) {
+//
+// It reports whether the session is to be flushed: not when the acknowledgement is held,
+// since the Journal writes held output once it may go.
+func (s *Session) SendDurable(a *packet.Ack) (flush bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.sendDurableLocked(a)
+}
+
+// sendDurableLocked is SendDurable with s's lock held.
+func (s *Session) sendDurableLocked(a *packet.Ack) (flush bool) {
 	j := s.lim.Journal
 	if j == nil || s.conn == nil {
 		return s.sendLocked(a)
@@ -83,8 +91,7 @@ func (s *Session) SendDurable(a *packet.Ack) (dirtied bool) {
 		a.Size(s.version) <= 5 && (s.clientMaxPacket == 0 || s.clientMaxPacket >= 5) {
 		// The reason code is written even when it is Success (spec 3.4.2.1 lets a sender
 		// omit it), so that a failure can rewrite it in place.
-		dirtied = s.out == nil
-		if dirtied {
+		if s.out == nil {
 			s.out = bufpool.Get(5)
 		} else {
 			s.out = bufpool.Grow(s.out, 5)
@@ -92,10 +99,10 @@ func (s *Session) SendDurable(a *packet.Ack) (dirtied bool) {
 		*s.out = append(*s.out, byte(a.PacketType)<<4, 3, byte(a.PacketID>>8), byte(a.PacketID), byte(a.Code))
 		m.code = off + 4
 	} else {
-		dirtied = s.sendLocked(a)
+		s.sendLocked(a)
 	}
 	f.d.marks = append(f.d.marks, m)
-	return dirtied
+	return false // held: the Journal writes it
 }
 
 // released is the Journal's report that generation gen is durable (err nil) or failed.
