@@ -100,7 +100,7 @@ type Broker struct {
 	j       *session.Journal // nil without a store (Restore)
 	sweep   sweep            // drops expired messages queued for offline sessions
 	retMu   sync.Mutex       // orders retained changes between memory and the Journal
-	retExp  map[string]int64 // topic → expiry of its retained message, if any (retexpiry.go); retMu
+	retExp  map[string]int64 // topic → expiry of its retained message, if any (retained.go); retMu
 	owned   ownedQueues      // queues kept in the store by other owners: bridges (ownedqueue.go)
 	net     *listener.Server
 	stats   stats

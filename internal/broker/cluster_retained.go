@@ -83,18 +83,6 @@ func (h *retainHold) release() {
 	retainHolds.Put(h)
 }
 
-// retainInCluster hands m, a retained PUBLISH, to the cluster; the acknowledgement that
-// follows on this batch, for a client's QoS 1/2 PUBLISH, waits for it (sendAck).
-func (b *Broker) retainInCluster(bt *batch, m *session.Message) {
-	if m.QoS == 0 || bt.cluster.from == nil {
-		b.cluster.Retain(m, nil)
-		return
-	}
-	h := getRetainHold()
-	bt.retained = h
-	b.cluster.Retain(m, h.done)
-}
-
 // ApplyRetained makes m topic's retained message here (nil clears it), in the index and
 // the store: the cluster's replicated set calls it for every change it applies
 // (ClusterHost), on Raft's goroutine under the FSM's lock. The commit may wait

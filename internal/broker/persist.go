@@ -52,28 +52,6 @@ func (b *Broker) commitWait() {
 	}
 }
 
-// retainDurable changes topic's retained message to m (cleared when m's payload is
-// empty) in memory and in the Journal, in one critical section so that the two see
-// concurrent changes of a topic in the same order. It returns m, owned if it is kept, and
-// whether anything was staged.
-func (b *Broker) retainDurable(topic []byte, m *session.Message) (*session.Message, bool) {
-	b.retMu.Lock()
-	defer b.retMu.Unlock()
-	old, _ := b.ret.Get(topic)
-	if len(m.Payload()) == 0 {
-		if old == nil {
-			return m, false
-		}
-		b.setRetainedLocked(topic, nil)
-		b.j.SetRetained(topic, old, nil)
-		return m, true
-	}
-	m = m.Own()
-	b.setRetainedLocked(topic, m)
-	b.j.SetRetained(topic, old, m)
-	return m, true
-}
-
 // resync stages the broker's whole durable state again, after a failed commit left the
 // store behind the memory (session/journal.go, Failure). The Journal calls it from
 // Commit, with no other lock held.

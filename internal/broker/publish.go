@@ -225,20 +225,7 @@ type recipient struct {
 func (b *Broker) deliver(bt *batch, m *session.Message) (n int, durable bool) {
 	topic := m.Topic()
 	if m.Retain && !bt.cluster.forwarded { // a forwarded message is retained by its origin's path
-		switch {
-		case b.cluster != nil && !sysTopic(topic):
-			b.retainInCluster(bt, m)
-		case b.j != nil && !sysTopic(topic):
-			m, durable = b.retainDurable(topic, m)
-		default:
-			if len(m.Payload()) > 0 {
-				m = m.Own()
-			}
-			b.retMu.Lock()
-			b.setRetainedLocked(topic, m)
-			b.retMu.Unlock()
-		}
-		b.retainedGauge()
+		m, durable = b.retain(bt, topic, m)
 	}
 	bt.matches.Reset()
 	b.index.Match(topic, &bt.matches)
@@ -435,10 +422,4 @@ func (b *Broker) redeliverShared(bt *batch, from *session.Session, d session.Del
 		}
 	}
 	b.deliverTo(bt, pubsub.SubscriberID(from.ID()), d, now(), false) // the ACL is checked as it leaves
-}
-
-func (b *Broker) retainedGauge() {
-	if b.stats.m != nil {
-		b.stats.m.RetainedMessages.Set(int64(b.ret.Len()))
-	}
 }

@@ -10,7 +10,7 @@ import (
 // The expiry sweep runs the session package's Sweeper (session/sweep.go) every
 // queue.expiry_sweep while some offline session holds a queued message with an expiry:
 // expired messages are dropped, counted as expired, and their records deleted from the
-// store. The same sweep removes expired retained messages (retexpiry.go). It is one
+// store. The same sweep removes expired retained messages (retained.go). It is one
 // broker-wide timer, armed only while the Sweeper's set is not empty or a retained
 // message carries an expiry, so an idle broker, or one whose messages carry no expiry,
 // never wakes for it; no goroutine waits for it in between.

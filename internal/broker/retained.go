@@ -4,6 +4,75 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/session"
 )
 
+// Retained messages: a retained PUBLISH changes its topic's message in one of three
+// ways, each below. On a node of a cluster the set is the cluster's (retainInCluster;
+// cluster_retained.go has the cluster's side); with a store the change is staged in the
+// Journal in the same critical section as in memory (retainDurable); otherwise it is the
+// topic tree's alone. $SYS topics always take the third: they are per node and never
+// stored.
+
+// retain changes topic's retained message to m, the PUBLISH being delivered, and returns
+// m (owned if it is kept) and whether the store has a change to commit before the
+// publisher's acknowledgement.
+func (b *Broker) retain(bt *batch, topic []byte, m *session.Message) (_ *session.Message, durable bool) {
+	switch {
+	case b.cluster != nil && !sysTopic(topic):
+		b.retainInCluster(bt, m)
+	case b.j != nil && !sysTopic(topic):
+		m, durable = b.retainDurable(topic, m)
+	default:
+		if len(m.Payload()) > 0 {
+			m = m.Own()
+		}
+		b.retMu.Lock()
+		b.setRetainedLocked(topic, m)
+		b.retMu.Unlock()
+	}
+	b.retainedGauge()
+	return m, durable
+}
+
+// retainInCluster hands m, a retained PUBLISH, to the cluster; the acknowledgement that
+// follows on this batch, for a client's QoS 1/2 PUBLISH, waits for it (sendAck).
+func (b *Broker) retainInCluster(bt *batch, m *session.Message) {
+	if m.QoS == 0 || bt.cluster.from == nil {
+		b.cluster.Retain(m, nil)
+		return
+	}
+	h := getRetainHold()
+	bt.retained = h
+	b.cluster.Retain(m, h.done)
+}
+
+// retainDurable changes topic's retained message to m (cleared when m's payload is
+// empty) in memory and in the Journal, in one critical section so that the two see
+// concurrent changes of a topic in the same order. It returns m, owned if it is kept, and
+// whether anything was staged.
+func (b *Broker) retainDurable(topic []byte, m *session.Message) (*session.Message, bool) {
+	b.retMu.Lock()
+	defer b.retMu.Unlock()
+	old, _ := b.ret.Get(topic)
+	if len(m.Payload()) == 0 {
+		if old == nil {
+			return m, false
+		}
+		b.setRetainedLocked(topic, nil)
+		b.j.SetRetained(topic, old, nil)
+		return m, true
+	}
+	m = m.Own()
+	b.setRetainedLocked(topic, m)
+	b.j.SetRetained(topic, old, m)
+	return m, true
+}
+
+// retainedGauge sets the retained messages' gauge.
+func (b *Broker) retainedGauge() {
+	if b.stats.m != nil {
+		b.stats.m.RetainedMessages.Set(int64(b.ret.Len()))
+	}
+}
+
 // Retained messages with a Message Expiry Interval (5.0, 3.3.2.3.3) are removed once it
 // has passed, by the same broker-wide sweep that drops expired queued messages (sweep.go):
 // from the topic tree and from the store, so that an expired retained message neither
