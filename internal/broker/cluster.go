@@ -12,16 +12,107 @@ import (
 // imports nothing of the cluster's: a single node (Options.Cluster nil) costs one nil
 // test on each path that asks, and links no cluster code into the broker's.
 
-// Cluster is what the broker asks of the cluster this node is part of.
-//
-// Each part of the cluster declares what it needs from the broker's side in an
-// interface of its own file (cluster_routes.go, cluster_owner.go, ...) and embeds it
-// here. Methods are called from the pollers and must not block unless they say so.
+// Cluster is what the broker asks of the cluster this node is part of, one interface
+// per part, each declared below with the values it takes; the broker's side of each part
+// is the file named beside it. Methods are called from the pollers and must not block
+// unless they say so. Adding a method is adding it to its part here and to package
+// cluster (and the test fakes that stand in for a cluster).
 type Cluster interface {
 	ClusterOwner    // cluster_owner.go: one client id, one live connection
 	ClusterRoutes   // cluster_routes.go: routes and forwarding
 	ClusterRetained // cluster_retained.go: the retained set is the cluster's
 	Redirector
+}
+
+// ClusterOwner is the cluster's side of client-id ownership.
+type ClusterOwner interface {
+	// Claim claims client id who.ClientID for this node; done is called once, on another
+	// goroutine, with the outcome, once the claim is applied (and the session handed
+	// over) or refused. Claim never blocks.
+	Claim(who Claimant, done func(ClaimResult))
+	// Release ends this node's claim of cid made at epoch: its session ended.
+	Release(cid string, epoch uint64)
+	// Attached names identity as the owner of cid's session, which a CONNECT attached to
+	// under this node's claim at epoch, whose outcome was not Named.
+	Attached(cid string, epoch uint64, identity string)
+	// Owner is the owner of cid and its epoch as this node's applied log says.
+	Owner(cid string) (node string, epoch uint64)
+	// NodeName is this node's name.
+	NodeName() string
+	// Serving reports whether this node may serve clients (in contact with the Raft
+	// leader and caught up); if not, ref is another node's MQTT address, or "".
+	Serving() (ok bool, ref string)
+	// ServingAt is Serving at now (Unix ns) without the reference: an atomic load, asked
+	// on every read of a connected client's bytes, so that a node waking from a pause
+	// serves no packet before it knows it may.
+	ServingAt(now int64) bool
+	// WritableAt reports whether this node may still write to its clients at now (Unix
+	// ns): its lease has not ended (a little after serving ends, so that the DISCONNECTs
+	// of a self-fence go out). An atomic load, asked before every write to a connected
+	// client's socket (the listener's write fence), so that a node waking from a pause
+	// writes nothing, not even what it had encoded before.
+	WritableAt(now int64) bool
+}
+
+// A Claimant is a CONNECT claiming its client id.
+type Claimant struct {
+	ClientID string
+	// Identity is the CONNECT's identity as every node names it (identityName): the
+	// cluster records whose session it gives the id to.
+	Identity string
+	// Discard lets the previous owner node drop the session rather than send it.
+	Discard bool
+	// Refuse: the CONNECT's foreign_session is refuse. A client id the cluster knows
+	// another identity owns is not taken (Foreign), so nothing of it is touched.
+	Refuse bool
+}
+
+// ClusterRoutes is the routing part of Cluster. Its methods may be called from any
+// goroutine, the pollers' included: none blocks.
+type ClusterRoutes interface {
+	// AddRoute tells of a new local subscription to filter: its first (first), which
+	// makes filter a route, or a later one, whose SUBACK waits for the route too (it is
+	// told only with done). It reports wait when done is to be called once every live
+	// peer has acknowledged the route (bounded by failure detection); false when they
+	// have already, and done is not called. The broker tells first subscriptions and
+	// last leavings in the order its index had them.
+	AddRoute(filter string, first bool, done func()) (wait bool)
+	// RemoveRoute tells that filter's last local subscription is gone.
+	RemoveRoute(filter string)
+	// RemoteGroup reports whether a peer has members of shared group share
+	// ("$share/{group}/{filter}").
+	RemoteGroup(share string) bool
+	// Forward queues o.Msg for every peer whose routes match its topic, and returns how
+	// many nodes it goes to. The message may be borrowed: Forward copies what it keeps.
+	// A non-nil done is called once for each of those nodes: when the node has
+	// acknowledged its copy, when the cluster gave the copy up (the node was declared
+	// gone) or dropped it (a shared message no member anywhere took). It is called from
+	// any goroutine, possibly before Forward returns, and must not block; after Close,
+	// a copy still in flight is never settled.
+	Forward(o *Outbound, done func()) (nodes int)
+	// ForwardShared gives m to one node that has members of shared group share, for a
+	// message a member here left unacknowledged (spec 4.8.2), and reports whether one
+	// will take it.
+	ForwardShared(m *session.Message, share string) bool
+}
+
+// An Outbound is a message handed to the cluster after local delivery.
+type Outbound struct {
+	Msg *session.Message
+	// Served names the shared groups ("$share/{group}/{filter}") a local online member
+	// took: the cluster does not give the message to those groups again.
+	Served []string
+}
+
+// ClusterRetained is the cluster's side of retained messages.
+type ClusterRetained interface {
+	// Retain hands the retained change m to the cluster. m may be borrowed: Retain
+	// copies it. It does not block. A non-nil done is called once: applied when this
+	// node has applied the change, not applied when the cluster gave it up (no leader
+	// in time, this node fenced itself, Close) or dropped it (a QoS 0 change that found
+	// the cluster's queue full). It is called from any goroutine, possibly before Retain
+	// returns, and must not block.
+	Retain(m *session.Message, done func(applied bool))
 }
 
 // ClusterHost is what the broker offers the cluster of its node; *Broker implements it.

@@ -41,49 +41,6 @@ import (
 // A node that lost the Raft leader for the lease closes every connection (SelfFence) and
 // refuses CONNECTs until it is back (refuseUnserved).
 
-// ClusterOwner is the cluster's side of client-id ownership.
-type ClusterOwner interface {
-	// Claim claims client id who.ClientID for this node; done is called once, on another
-	// goroutine, with the outcome, once the claim is applied (and the session handed
-	// over) or refused. Claim never blocks.
-	Claim(who Claimant, done func(ClaimResult))
-	// Release ends this node's claim of cid made at epoch: its session ended.
-	Release(cid string, epoch uint64)
-	// Attached names identity as the owner of cid's session, which a CONNECT attached to
-	// under this node's claim at epoch, whose outcome was not Named.
-	Attached(cid string, epoch uint64, identity string)
-	// Owner is the owner of cid and its epoch as this node's applied log says.
-	Owner(cid string) (node string, epoch uint64)
-	// NodeName is this node's name.
-	NodeName() string
-	// Serving reports whether this node may serve clients (in contact with the Raft
-	// leader and caught up); if not, ref is another node's MQTT address, or "".
-	Serving() (ok bool, ref string)
-	// ServingAt is Serving at now (Unix ns) without the reference: an atomic load, asked
-	// on every read of a connected client's bytes, so that a node waking from a pause
-	// serves no packet before it knows it may.
-	ServingAt(now int64) bool
-	// WritableAt reports whether this node may still write to its clients at now (Unix
-	// ns): its lease has not ended (a little after serving ends, so that the DISCONNECTs
-	// of a self-fence go out). An atomic load, asked before every write to a connected
-	// client's socket (the listener's write fence), so that a node waking from a pause
-	// writes nothing, not even what it had encoded before.
-	WritableAt(now int64) bool
-}
-
-// A Claimant is a CONNECT claiming its client id.
-type Claimant struct {
-	ClientID string
-	// Identity is the CONNECT's identity as every node names it (identityName): the
-	// cluster records whose session it gives the id to.
-	Identity string
-	// Discard lets the previous owner node drop the session rather than send it.
-	Discard bool
-	// Refuse: the CONNECT's foreign_session is refuse. A client id the cluster knows
-	// another identity owns is not taken (Foreign), so nothing of it is touched.
-	Refuse bool
-}
-
 // ownerState is the broker's record of its claims; guarded by Broker.mu.
 type ownerState struct {
 	staleAfter time.Duration // see staleAfter; set by New

@@ -18,17 +18,6 @@ import (
 // acknowledgement never goes out and the client publishes again. The broker keeps the
 // session: the cluster only calls done (a retainHold's). $SYS topics stay per node.
 
-// ClusterRetained is the cluster's side of retained messages.
-type ClusterRetained interface {
-	// Retain hands the retained change m to the cluster. m may be borrowed: Retain
-	// copies it. It does not block. A non-nil done is called once: applied when this
-	// node has applied the change, not applied when the cluster gave it up (no leader
-	// in time, this node fenced itself, Close) or dropped it (a QoS 0 change that found
-	// the cluster's queue full). It is called from any goroutine, possibly before Retain
-	// returns, and must not block.
-	Retain(m *session.Message, done func(applied bool))
-}
-
 // A retainHold holds a QoS 1/2 PUBLISH's acknowledgement until the cluster has applied
 // its retained change. left counts the two that must happen, in either order: the
 // cluster's done and the Gate taken before the acknowledgement is encoded (hold). Pooled

@@ -38,43 +38,6 @@ import (
 // subscribers with the publisher's properties, never stored as retained here and never
 // forwarded again.
 
-// ClusterRoutes is the routing part of Cluster. Its methods may be called from any
-// goroutine, the pollers' included: none blocks.
-type ClusterRoutes interface {
-	// AddRoute tells of a new local subscription to filter: its first (first), which
-	// makes filter a route, or a later one, whose SUBACK waits for the route too (it is
-	// told only with done). It reports wait when done is to be called once every live
-	// peer has acknowledged the route (bounded by failure detection); false when they
-	// have already, and done is not called. The broker tells first subscriptions and
-	// last leavings in the order its index had them.
-	AddRoute(filter string, first bool, done func()) (wait bool)
-	// RemoveRoute tells that filter's last local subscription is gone.
-	RemoveRoute(filter string)
-	// RemoteGroup reports whether a peer has members of shared group share
-	// ("$share/{group}/{filter}").
-	RemoteGroup(share string) bool
-	// Forward queues o.Msg for every peer whose routes match its topic, and returns how
-	// many nodes it goes to. The message may be borrowed: Forward copies what it keeps.
-	// A non-nil done is called once for each of those nodes: when the node has
-	// acknowledged its copy, when the cluster gave the copy up (the node was declared
-	// gone) or dropped it (a shared message no member anywhere took). It is called from
-	// any goroutine, possibly before Forward returns, and must not block; after Close,
-	// a copy still in flight is never settled.
-	Forward(o *Outbound, done func()) (nodes int)
-	// ForwardShared gives m to one node that has members of shared group share, for a
-	// message a member here left unacknowledged (spec 4.8.2), and reports whether one
-	// will take it.
-	ForwardShared(m *session.Message, share string) bool
-}
-
-// An Outbound is a message handed to the cluster after local delivery.
-type Outbound struct {
-	Msg *session.Message
-	// Served names the shared groups ("$share/{group}/{filter}") a local online member
-	// took: the cluster does not give the message to those groups again.
-	Served []string
-}
-
 // clusterScratch is the batch's part for the cluster, reused from message to message.
 type clusterScratch struct {
 	out       Outbound
