@@ -137,12 +137,10 @@ type Broker struct {
 	byProto   [3]atomic.Int64 // connections that completed CONNECT, by protocol: 3.1, 3.1.1, 5.0
 }
 
-// target is what a SubscriberID names: a session, or an in-process subscriber (local.go,
-// tap.go).
+// target is what a SubscriberID names: a session, or an in-process subscriber (tap.go).
 type target struct {
-	s     *session.Session
-	local func(topic string, payload []byte)
-	tap   TapFunc
+	s   *session.Session
+	tap TapFunc
 }
 
 // New builds a broker from a validated config. It serves nothing until Start.

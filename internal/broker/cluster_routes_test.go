@@ -196,12 +196,15 @@ func TestRoutesChurn(t *testing.T) {
 	for range workers {
 		wg.Go(func() {
 			for range rounds {
-				cancel, err := b.Subscribe("churn/#", func(string, []byte) {})
+				tap, err := b.NewTap(func(*session.Message, uint8, bool) bool { return false })
+				if err == nil {
+					err = tap.Subscribe("churn/#", 2)
+				}
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				cancel()
+				tap.Close([]string{"churn/#"})
 			}
 		})
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
-	"github.com/bifrost-mqtt/bifrost/internal/pubsub"
 	"github.com/bifrost-mqtt/bifrost/internal/session"
 )
 
@@ -30,35 +29,6 @@ func (b *Broker) Publish(topic string, payload []byte, qos uint8, retain bool) e
 	b.routeOwned(bt, session.NewLocalMessage(topic, payload, qos, retain))
 	b.endBatch(bt)
 	return nil
-}
-
-// Subscribe calls fn, on the publisher's goroutine, for every message published to a
-// topic that filter matches, at the publisher's QoS. fn must not block: it runs on the
-// network event loop. The returned function cancels the subscription.
-func (b *Broker) Subscribe(filter string, fn func(topic string, payload []byte)) (cancel func(), err error) {
-	if err := packet.ValidTopicFilter([]byte(filter)); err != nil {
-		return nil, err
-	}
-	if !packet.ValidUTF8([]byte(filter)) {
-		return nil, errors.New("broker: topic filter is not valid UTF-8")
-	}
-	id := b.allocID(target{local: fn})
-	b.indexSubscribe([]byte(filter), filter, pubsub.Sub{Subscriber: pubsub.SubscriberID(id), QoS: 2}, nil)
-	b.stats.subscriptions(1)
-	done := false
-	return func() {
-		b.mu.Lock()
-		if done {
-			b.mu.Unlock()
-			return
-		}
-		done = true
-		b.mu.Unlock()
-		if b.indexUnsubscribe([]byte(filter), pubsub.SubscriberID(id)) {
-			b.stats.subscriptions(-1)
-		}
-		b.freeID(id)
-	}, nil
 }
 
 func validTopicName(t string) error {

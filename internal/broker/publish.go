@@ -333,9 +333,6 @@ func (b *Broker) deliverTo(bt *batch, id pubsub.SubscriberID, d session.Delivery
 	t := b.lookup(id)
 	b.idMu.RUnlock()
 	switch {
-	case t.local != nil:
-		t.local(string(d.Msg.Topic()), d.Msg.Payload())
-		return true, false
 	case t.tap != nil:
 		return true, t.tap(d.Msg, d.QoS, d.Retain)
 	case t.s == nil:
@@ -379,7 +376,7 @@ func (b *Broker) pickOnline(g pubsub.Group, skip uint32) (pubsub.Sub, bool) {
 		b.idMu.RLock()
 		t := b.lookup(s.Subscriber)
 		b.idMu.RUnlock()
-		return t.local != nil || t.tap != nil || (t.s != nil && t.s.Online())
+		return t.tap != nil || (t.s != nil && t.s.Online())
 	})
 }
 
