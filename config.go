@@ -1,14 +1,16 @@
 package bifrost
 
 import (
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 )
 
 // The configuration, re-exported by alias so that a program embedding the broker builds in
 // Go whatever the YAML file can say: listeners of every type with their TLS and auth
-// blocks, the store, limits, and the rest. Each is the type of internal/conf itself, where
-// every field is documented with its YAML key and its default; a zero field takes the
-// default, as an absent key does (bifrost.example.yaml lists them all).
+// blocks, the store, limits, and the rest. Each is the type of package conf
+// (github.com/bifrost-mqtt/bifrost/conf), where every field is documented with its YAML
+// key, its default and its range: `go doc github.com/bifrost-mqtt/bifrost/conf.Listener`
+// shows a listener's. A zero field takes the default, as an absent key does
+// (bifrost.example.yaml lists them all).
 type (
 	// Config is the whole configuration, the schema of the YAML file.
 	Config = conf.Config

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/bifrost-mqtt/bifrost/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/clusterlink"
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
 )
 
 // checkConfig loads the file named by -c as serve would, printing "FILE: ok", or every

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bifrost-mqtt/bifrost/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/auth"
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
 )
 
 // runPasswd runs the built binary's passwd command with stdin.

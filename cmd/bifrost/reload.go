@@ -5,7 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/bifrost-mqtt/bifrost"
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 )
 
 // reload answers SIGHUP: the config file is read again and its live changes applied

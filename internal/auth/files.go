@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 )
 
 // The contents of the auth files in force, as bytes, for a cluster: every node must

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 )
 
 // filesSet is a Set whose top-level block names a password file (alice) and an ACL file

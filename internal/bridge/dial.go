@@ -10,7 +10,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 )
 
 // dial opens the connection to the remote, TCP or TLS, within timeout.

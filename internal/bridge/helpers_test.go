@@ -18,8 +18,8 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/bifrost-mqtt/bifrost/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 

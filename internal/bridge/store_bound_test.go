@@ -6,8 +6,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/bifrost-mqtt/bifrost/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/store"
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )

@@ -3,7 +3,7 @@ package bridge
 import (
 	"strings"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 )
 
 // A route is one topic line of a bridge, with its filters on each side.

@@ -3,7 +3,7 @@ package bridge
 import (
 	"testing"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 )
 
 func TestMatches(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/listener"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 )

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/memory"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 	"github.com/bifrost-mqtt/bifrost/internal/session"

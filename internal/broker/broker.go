@@ -45,7 +45,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/listener"
 	"github.com/bifrost-mqtt/bifrost/internal/logging"
 	"github.com/bifrost-mqtt/bifrost/internal/memory"

@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/bifrost-mqtt/bifrost/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/auth"
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 )
 

@@ -3,7 +3,7 @@ package broker
 import (
 	"testing"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 	"github.com/bifrost-mqtt/bifrost/internal/store"
 )

@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"time"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/listener"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 	"github.com/bifrost-mqtt/bifrost/internal/session"

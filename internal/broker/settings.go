@@ -1,7 +1,7 @@
 package broker
 
 import (
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/session"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 	"github.com/bifrost-mqtt/bifrost/internal/session"
 	"github.com/bifrost-mqtt/bifrost/internal/store"

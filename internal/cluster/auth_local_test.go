@@ -9,9 +9,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/bifrost-mqtt/bifrost/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/clusterlink"
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 

@@ -14,10 +14,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bifrost-mqtt/bifrost/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
 	"github.com/bifrost-mqtt/bifrost/internal/cluster/clusterpb"
 	"github.com/bifrost-mqtt/bifrost/internal/cluster/fsm"
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/metrics"
 	"github.com/hashicorp/go-sockaddr"
 	"github.com/hashicorp/memberlist"

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bifrost-mqtt/bifrost/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/cluster/fsm"
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 	"github.com/hashicorp/memberlist"
 )
 

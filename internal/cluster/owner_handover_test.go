@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bifrost-mqtt/bifrost/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
 )
 
 // TestLeaseFromDeath: a claim whose previous owner failed more than a lease ago is

@@ -4,9 +4,9 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/bifrost-mqtt/bifrost/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/admin"
 	"github.com/bifrost-mqtt/bifrost/internal/auth"
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
 )
 
 // access is who may use the endpoint's own routes (docs/admin.md, "Who may reach what").

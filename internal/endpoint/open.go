@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/bifrost-mqtt/bifrost/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/admin"
 	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/clusterlink"
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/httplink"
 )
 

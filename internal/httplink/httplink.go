@@ -12,10 +12,10 @@ import (
 	"log/slog"
 	"net"
 
+	"github.com/bifrost-mqtt/bifrost/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
 	"github.com/bifrost-mqtt/bifrost/internal/clusterlink"
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/metrics"
 )
 

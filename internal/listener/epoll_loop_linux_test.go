@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 )
 
 // What the tests expect of the epoll engine where the engines differ (the portable

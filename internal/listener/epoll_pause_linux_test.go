@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 )
 
 // TestPausePeerLeaves: on the epoll engine a paused connection is still watched for a

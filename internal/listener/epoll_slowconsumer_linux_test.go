@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bifrost-mqtt/bifrost/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/listener"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 )

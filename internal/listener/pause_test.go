@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 )
 
 // pauseHandler counts the bytes it is given, each read counting as activity (as the

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 )
 
 // A certSource serves a tls or wss listener's certificate, key and client CAs, and

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 )
 
 // A testCA issues certificates for the TLS tests.

@@ -20,7 +20,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 

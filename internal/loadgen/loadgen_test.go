@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/bifrost-mqtt/bifrost"
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/loadgen"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 )

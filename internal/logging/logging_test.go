@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 )
 
 func TestParseLevel(t *testing.T) {

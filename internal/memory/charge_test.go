@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 )
 
 // TestMeter reads what pressure is computed from in fake trees: a cgroup's charge less its

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 )
 
 func TestTunedGCPercent(t *testing.T) {

@@ -65,7 +65,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 )
 
 // GC percents per profile, used when GOGC is not set in the environment.

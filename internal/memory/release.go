@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 )
 
 // A releaseRule decides when the return-to-OS loop calls debug.FreeOSMemory. At every

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 )
 
 // TestMaskedConfig: the admin API's config shows the file's keys and never the cluster

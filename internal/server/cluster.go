@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/bifrost-mqtt/bifrost/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/clusterlink"
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
 )
 
 // The cluster's place in the server: with a cluster block the broker is one node of

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/bifrost-mqtt/bifrost/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/auth"
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
 )
 
 // The admin API's credentials on a reconfiguration: http.admin.users and the token file

@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/bifrost-mqtt/bifrost/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
 )
 
 // security builds what the broker asks who may connect and what they may touch: the

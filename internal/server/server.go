@@ -48,11 +48,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bifrost-mqtt/bifrost/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/auth"
 	"github.com/bifrost-mqtt/bifrost/internal/bridge"
 	"github.com/bifrost-mqtt/bifrost/internal/broker"
 	"github.com/bifrost-mqtt/bifrost/internal/clusterlink"
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/httplink"
 	"github.com/bifrost-mqtt/bifrost/internal/logging"
 	"github.com/bifrost-mqtt/bifrost/internal/memory"

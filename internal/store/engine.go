@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 )
 
 // reopenBackoff is the least time between two attempts to repair an engine after a

@@ -3,7 +3,7 @@ package store
 import (
 	"testing"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 )
 
 // TestEngineDefaulted: with store.engine not set, a directory another engine wrote is

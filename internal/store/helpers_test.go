@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 )
 
 // testConfig is the edge profile's store settings in dir: the smallest sizes, so the

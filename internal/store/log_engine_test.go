@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 )
 
 // putInbound commits, one batch each, inbound packet ids from to to-1 of client c.

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/metrics"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 )
 
 // TestPebbleNotBuilt: in a build without Pebble, store.engine: pebble (or no engine, the

@@ -11,7 +11,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/pebbledb"
 )
 

@@ -174,7 +174,7 @@ import (
 	"log/slog"
 	"syscall"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 )
 
 // Store is the broker's durable state. Its methods are safe for concurrent use, except

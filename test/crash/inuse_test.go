@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 )
 
 // TestStoreInUse starts a second broker process on the store directory a first one holds:

@@ -6,7 +6,7 @@ import (
 
 	"github.com/eclipse/paho.golang/paho"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )

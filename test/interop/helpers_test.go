@@ -9,7 +9,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/eclipse/paho.golang/paho"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/bifrost-mqtt/bifrost/internal/conf"
+	"github.com/bifrost-mqtt/bifrost/conf"
 )
 
 // A Config built in Go names only what differs from the defaults; EnsureDefaults fills

@@ -8,7 +8,7 @@ import (
 )
 
 // exampleFile is the sample configuration shipped at the repository root.
-const exampleFile = "../../bifrost.example.yaml"
+const exampleFile = "../bifrost.example.yaml"
 
 // TestExampleFileIsDefault keeps the sample true: it must load to exactly Default().
 func TestExampleFileIsDefault(t *testing.T) {
