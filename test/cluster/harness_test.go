@@ -462,7 +462,8 @@ func (nd *node) get(path string) ([]byte, error) {
 	return body, err
 }
 
-// status is a node's /cluster, as internal/cluster's Status writes it.
+// status is a node's GET /cluster, decoded apart from clusterlink.Status: the JSON is the
+// contract the test checks.
 type status struct {
 	Node        string         `json:"node"`
 	ClusterID   string         `json:"cluster_id"`
