@@ -11,7 +11,7 @@ import (
 )
 
 // What the admin API (internal/admin) reads of the broker. A listing walks the table of
-// SubscriberIDs (byID: every session, online or not, by a small integer) a page at a
+// SubscriberIDs (Broker.ids: every session, online or not, by a small integer) a page at a
 // time under its read lock, which the publish path shares and only a session's creation
 // or end waits for: no copy of the table, and no pause of the pollers however many
 // clients there are. The cursor is the next ID to look at; a session made or ended
@@ -63,11 +63,11 @@ type SubscriptionInfo struct {
 // Sessions returns up to limit sessions that f selects, from ID cursor on, and the cursor
 // of the next page (0: the end).
 func (b *Broker) Sessions(cursor uint32, limit int, f SessionFilter) (page []SessionInfo, next uint32) {
-	b.idMu.RLock() // before a session's lock (broker.go's lock order), which info takes
-	end := uint32(len(b.byID))
+	b.ids.mu.RLock() // before a session's lock (broker.go's lock order), which info takes
+	end := uint32(len(b.ids.targets))
 	id := max(cursor, 1)
 	for scanned := 0; id < end && len(page) < limit && scanned < maxScan; id, scanned = id+1, scanned+1 {
-		s := b.byID[id].s
+		s := b.ids.targets[id].s
 		if s == nil || !strings.HasPrefix(s.ClientID(), f.Prefix) {
 			continue
 		}
@@ -75,7 +75,7 @@ func (b *Broker) Sessions(cursor uint32, limit int, f SessionFilter) (page []Ses
 			page = append(page, in)
 		}
 	}
-	b.idMu.RUnlock()
+	b.ids.mu.RUnlock()
 	if id < end {
 		next = id
 	}
@@ -85,7 +85,7 @@ func (b *Broker) Sessions(cursor uint32, limit int, f SessionFilter) (page []Ses
 // Session returns the detail of client id cid's session, subscriptions included.
 func (b *Broker) Session(cid string) (SessionInfo, bool) {
 	b.mu.Lock()
-	s := b.sessions[cid]
+	s := b.sessions.m[cid]
 	b.mu.Unlock()
 	if s == nil {
 		return SessionInfo{}, false
@@ -131,7 +131,7 @@ func (b *Broker) info(s *session.Session, f SessionFilter, subs bool) (SessionIn
 // it is not connected.
 func (b *Broker) Kick(cid string, rc packet.ReasonCode) bool {
 	b.mu.Lock()
-	s := b.sessions[cid]
+	s := b.sessions.m[cid]
 	b.mu.Unlock()
 	if s == nil || !s.Online() {
 		return false
@@ -154,12 +154,13 @@ func protocolName(v packet.Version) string {
 
 // online counts a client of protocol v connected (delta 1) or gone (-1).
 func (b *Broker) online(v packet.Version, delta int64) {
-	b.byProto[int(v)-int(packet.V31)].Add(delta) // a session's version is one of the three
+	b.stats.byProto[int(v)-int(packet.V31)].Add(delta) // a session's version is one of the three
 }
 
 // ClientsByProtocol returns the connected clients by protocol version name.
 func (b *Broker) ClientsByProtocol() map[string]int64 {
-	return map[string]int64{"3.1": b.byProto[0].Load(), "3.1.1": b.byProto[1].Load(), "5.0": b.byProto[2].Load()}
+	n := &b.stats.byProto
+	return map[string]int64{"3.1": n[0].Load(), "3.1.1": n[1].Load(), "5.0": n[2].Load()}
 }
 
 // A QueueInfo is a session's backlog, for the dashboard's deepest queues.
@@ -176,11 +177,11 @@ type QueueInfo struct {
 // cost a bounded walk per tick, not a whole one.
 func (b *Broker) QueueScan(cursor uint32, n int, top []QueueInfo) (next uint32, out []QueueInfo) {
 	out = top
-	b.idMu.RLock()
-	end := uint32(len(b.byID))
+	b.ids.mu.RLock()
+	end := uint32(len(b.ids.targets))
 	id := max(cursor, 1)
 	for scanned := 0; id < end && scanned < maxScan; id, scanned = id+1, scanned+1 {
-		s := b.byID[id].s
+		s := b.ids.targets[id].s
 		if s == nil {
 			continue
 		}
@@ -198,7 +199,7 @@ func (b *Broker) QueueScan(cursor uint32, n int, top []QueueInfo) (next uint32, 
 			out = out[:n]
 		}
 	}
-	b.idMu.RUnlock()
+	b.ids.mu.RUnlock()
 	if id < end {
 		next = id
 	}

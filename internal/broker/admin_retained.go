@@ -40,7 +40,7 @@ func retainedInfo(topic string, m *session.Message, payload bool) RetainedInfo {
 // under its read lock, which a retained publish waits for: limit bounds it.
 func (b *Broker) Retained(filter string, offset, limit int) (out []RetainedInfo, more bool) {
 	i := 0
-	b.ret.Match([]byte(filter), func(topic string, m *session.Message) bool {
+	b.retained.tree.Match([]byte(filter), func(topic string, m *session.Message) bool {
 		if i++; i <= offset {
 			return true
 		}
@@ -56,7 +56,7 @@ func (b *Broker) Retained(filter string, offset, limit int) (out []RetainedInfo,
 
 // RetainedMessage returns topic's retained message, payload included.
 func (b *Broker) RetainedMessage(topic string) (RetainedInfo, bool) {
-	m, ok := b.ret.Get([]byte(topic))
+	m, ok := b.retained.tree.Get([]byte(topic))
 	if !ok || m == nil {
 		return RetainedInfo{}, false
 	}
@@ -76,7 +76,7 @@ func (b *Broker) Subscribers(topic string, limit int) []SubscriberInfo {
 	var m pubsub.Matches
 	b.index.Match([]byte(topic), &m)
 	var out []SubscriberInfo
-	b.idMu.RLock()
+	b.ids.mu.RLock()
 	for _, s := range m.Subs {
 		if len(out) == limit {
 			break
@@ -85,7 +85,7 @@ func (b *Broker) Subscribers(topic string, limit int) []SubscriberInfo {
 			out = append(out, SubscriberInfo{ClientID: t.s.ClientID(), QoS: s.QoS})
 		}
 	}
-	b.idMu.RUnlock()
+	b.ids.mu.RUnlock()
 	for _, g := range m.Groups {
 		if len(out) == limit {
 			break

@@ -17,7 +17,7 @@ func TestAdmissionUnderPressure(t *testing.T) {
 		t.Run(v.String(), func(t *testing.T) {
 			level := memory.Soft
 			b := benchBroker(t)
-			b.press = func() memory.Level { return level }
+			b.mem.press = func() memory.Level { return level }
 			c := &benchConn{}
 			b.OnOpen(c)
 			b.OnData(c, (&packet.Connect{Version: v, CleanStart: true, ClientID: []byte("c")}).AppendTo(nil, v))
@@ -54,7 +54,7 @@ func TestAdmissionUnderPressure(t *testing.T) {
 func TestQoS0ShedUnderPressure(t *testing.T) {
 	level := memory.None
 	b := storeBroker(t, store.NewMemory(), nil)
-	b.press = func() memory.Level { return level }
+	b.mem.press = func() memory.Level { return level }
 	slow := dialT(t, b, packet.V5, "slow", nil)
 	fast := dialT(t, b, packet.V5, "fast", nil)
 	slow.subscribe(1, 1, "s/#")

@@ -58,9 +58,9 @@ func TestPublishPathAllocs(t *testing.T) {
 				t.Run(fmt.Sprintf("%s/V=%s/QoS=%d", sc.name, v, qos), func(t *testing.T) {
 					p := newPathHarness(t, sc.pebble, sc.persistent, sc.shared, v, qos)
 					if sc.backpressure {
-						l := *p.br.limits.Load()
+						l := *p.br.live.limits.Load()
 						l.backpressure = true
-						p.br.limits.Store(&l)
+						p.br.live.limits.Store(&l)
 					}
 					if sc.peer {
 						p.peer = &forwardPeers{fakeNode: &fakeNode{c: newFakeCluster(), name: "a", serving: true}, peers: 1}
@@ -200,7 +200,7 @@ func (p *pathHarness) check(t *testing.T, runs int) {
 		if c.written.Load() < int64(runs*64) {
 			t.Errorf("sub-%d got %d bytes for %d messages of 64", i, c.written.Load(), runs)
 		}
-		if in, queued := p.br.sessions[fmt.Sprint("sub-", i)].Pending(); in != 0 || queued != 0 {
+		if in, queued := p.br.sessions.m[fmt.Sprint("sub-", i)].Pending(); in != 0 || queued != 0 {
 			t.Errorf("sub-%d: %d messages in flight, %d queued after every PUBACK", i, in, queued)
 		}
 	}

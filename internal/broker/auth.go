@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/bifrost-mqtt/bifrost/internal/auth"
+	"github.com/bifrost-mqtt/bifrost/internal/logging"
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 	"github.com/bifrost-mqtt/bifrost/internal/session"
 )
@@ -46,6 +47,17 @@ type Security struct {
 	// (auth.Request.Remote). Asking the kernel for it costs a system call and two
 	// allocations per CONNECT, which the built-in ones do without.
 	Remote bool
+}
+
+// authentication is the broker's side of deciding CONNECTs: the pool that runs the
+// checks (pool.go), the failure budget's table (authfailures.go), and the rates of the
+// refusal log (refusal.go) and of the budget's "source blocked" lines. Each part has its
+// own lock; the pool's is taken before the table's.
+type authentication struct {
+	pool      pool
+	failures  authFailures
+	refusals  *logging.Limiter
+	budgetLog *logging.Limiter
 }
 
 // maxHeldBytes bounds what a client may send while its CONNECT is being decided; past it
@@ -105,7 +117,7 @@ func (b *Broker) fillRequest(r *auth.Request, cl *client, c *packet.Connect, cid
 
 // remote is the client's address for an auth.Request, where its Security wants it.
 func (b *Broker) remote(cl *client) string {
-	if !b.realms[cl.realm].Remote {
+	if !b.realms.sec[cl.realm].Remote {
 		return ""
 	}
 	return cl.conn.RemoteAddr().String()
@@ -144,7 +156,7 @@ func authCode(err error) packet.ReasonCode {
 
 // method returns the enhanced authentication method of that name, or nil.
 func (b *Broker) method(cl *client, name []byte) auth.Method {
-	for _, m := range b.realms[cl.realm].Methods {
+	for _, m := range b.realms.sec[cl.realm].Methods {
 		if m.Name() == string(name) {
 			return m
 		}
@@ -188,7 +200,7 @@ func (b *Broker) authenticate(bt *batch, cl *client, h packet.Header, body []byt
 		b.connected(bt, cl, c, cid, assigned, auth.Result{Username: user}, nil, "")
 		return
 	}
-	sec := &b.realms[cl.realm]
+	sec := &b.realms.sec[cl.realm]
 	if sec.Authenticator == nil {
 		b.connected(bt, cl, c, cid, assigned, auth.Result{Username: string(c.Username)}, nil, "")
 		return
@@ -217,7 +229,7 @@ func (b *Broker) authenticate(bt *batch, cl *client, h packet.Header, body []byt
 	st := park()
 	st.working = true
 	a := sec.Authenticator
-	b.authPool.submit(src, func(refused bool) {
+	b.auth.pool.submit(src, func(refused bool) {
 		if refused {
 			b.throttled()
 			b.authDone(cl, st, nil, true, auth.Result{}, errThrottled)
@@ -239,7 +251,7 @@ func (b *Broker) refuseBlocked(cl *client, c *packet.Connect, cid string) bool {
 
 // refuseBlockedFrom is refuseBlocked for a client whose source is known.
 func (b *Broker) refuseBlockedFrom(src source, cl *client, c *packet.Connect, cid string) bool {
-	if !b.failures.blocked(src, &b.limits.Load().auth, now()) {
+	if !b.auth.failures.blocked(src, &b.live.limits.Load().auth, now()) {
 		return false
 	}
 	b.throttled()
@@ -253,7 +265,7 @@ func (b *Broker) step(cl *client, st *authState, in []byte) {
 	st.working = true
 	ex := st.ex
 	src := b.clientSource(cl)
-	b.authPool.submit(src, func(refused bool) {
+	b.auth.pool.submit(src, func(refused bool) {
 		if refused {
 			b.throttled()
 			b.authDone(cl, st, nil, true, auth.Result{}, errThrottled)
@@ -400,7 +412,7 @@ func (b *Broker) handleAuthing(bt *batch, cl *client, h packet.Header, body []by
 
 // allow asks the authorizer of realm whether user (client cid) may do a to topic.
 func (b *Broker) allow(realm uint8, user, cid string, a auth.Access, topic []byte) bool {
-	z := b.realms[realm].Authorizer
+	z := b.realms.sec[realm].Authorizer
 	return z == nil || z.Allow(user, cid, a, borrowString(topic))
 }
 
@@ -413,10 +425,10 @@ func (b *Broker) allowSession(s *session.Session, a auth.Access, topic []byte) b
 // allowRealm asks the authorizer of realm whether user (client cid) may do a to topic. A
 // session whose owner is unknown (session.NoRealm) may do nothing.
 func (b *Broker) allowRealm(user string, realm uint8, cid string, a auth.Access, topic []byte) bool {
-	if int(realm) >= len(b.realms) {
+	if int(realm) >= len(b.realms.sec) {
 		return false
 	}
-	z := b.realms[realm].Authorizer
+	z := b.realms.sec[realm].Authorizer
 	return z == nil || z.Allow(user, cid, a, borrowString(topic))
 }
 
@@ -431,22 +443,32 @@ func (b *Broker) mayRead(user string, realm uint8, cid string, topic []byte) boo
 // message must not allocate), instead of copying it for every message.
 func borrowString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
+// realms are the auth configurations a client connects under, numbered by initRealms; set
+// by New and read-only after. idLog rates the lines about foreign sessions discarded
+// (identity.go).
+type realms struct {
+	sec   []Security       // by realm
+	of    map[string]uint8 // listener name → realm; absent: 0
+	names []string         // each realm's name for the store: "" for 0, else its listener's
+	idLog *logging.Limiter
+}
+
 // initRealms numbers the auth configurations: realm 0 is o.Security, each listener with
 // its own (o.Listeners) gets the next number; the numbers hold for this run only.
-// realmNames are their names (realm 0 is "", the others their listener's), which the
+// realms.names are their names (realm 0 is "", the others their listener's), which the
 // store keeps with a session's owner (session.Limits.Realms). One number is left for
 // session.NoRealm.
 func (b *Broker) initRealms(o *Options) error {
-	b.realms = []Security{o.Security}
-	b.realmNames = []string{""}
-	b.realmOf = make(map[string]uint8, len(o.Listeners))
+	b.realms.sec = []Security{o.Security}
+	b.realms.names = []string{""}
+	b.realms.of = make(map[string]uint8, len(o.Listeners))
 	for name, sec := range o.Listeners {
-		if len(b.realms) >= int(session.NoRealm) {
+		if len(b.realms.sec) >= int(session.NoRealm) {
 			return errors.New("broker: more than 254 listeners with their own auth settings")
 		}
-		b.realmOf[name] = uint8(len(b.realms))
-		b.realms = append(b.realms, sec)
-		b.realmNames = append(b.realmNames, name)
+		b.realms.of[name] = uint8(len(b.realms.sec))
+		b.realms.sec = append(b.realms.sec, sec)
+		b.realms.names = append(b.realms.names, name)
 	}
 	return nil
 }

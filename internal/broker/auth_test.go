@@ -165,7 +165,7 @@ func (g *gateAuth) Authenticate(r *auth.Request) (auth.Result, error) {
 func authBroker(t *testing.T, sec Security) *Broker {
 	t.Helper()
 	b := benchBroker(t)
-	b.realms[0] = sec
+	b.realms.sec[0] = sec
 	return b
 }
 
@@ -314,7 +314,7 @@ func TestAuthCloseWhilePending(t *testing.T) {
 	close(g.gate)
 	time.Sleep(20 * time.Millisecond)
 	b.mu.Lock()
-	n := len(b.sessions)
+	n := len(b.sessions.m)
 	b.mu.Unlock()
 	if ps := c.packets(t, packet.V5); len(ps) != 0 || n != 0 || b.Clients() != 0 {
 		t.Fatalf("after close: answers %v, sessions %d, clients %d", types(ps), n, b.Clients())
@@ -626,7 +626,7 @@ func (userACL) Covers(user, cid, filter string) bool { return user == "admin" }
 // certificate names the client, whatever CONNECT says; without one it is refused.
 func TestCertIdentity(t *testing.T) {
 	b := authBroker(t, Security{Authenticator: &gateAuth{}}) // would block: must not be asked
-	b.set.Load().certIdentity[""] = true                     // authTestConn's listener has no name
+	b.live.set.Load().certIdentity[""] = true                // authTestConn's listener has no name
 	cert := &x509.Certificate{Subject: pkix.Name{CommonName: "device-7"}, DNSNames: []string{"d7.example"}}
 	c := &authTestConn{tls: &tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert},
 		VerifiedChains: [][]*x509.Certificate{{cert}}}}

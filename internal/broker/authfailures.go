@@ -233,23 +233,23 @@ func (f *authFailures) sources() int {
 
 // clientSource is the source of cl's CONNECTs under the budget in force.
 func (b *Broker) clientSource(cl *client) source {
-	return sourceOf(remoteAddr(cl.conn), &b.limits.Load().auth)
+	return sourceOf(remoteAddr(cl.conn), &b.live.limits.Load().auth)
 }
 
 // admitCheck is the auth pool's admit: the budget's verdict on src's next check.
 func (b *Broker) admitCheck(src source, running int) verdict {
-	return b.failures.verdict(src, running, &b.limits.Load().auth, now())
+	return b.auth.failures.verdict(src, running, &b.live.limits.Load().auth, now())
 }
 
 // authFailed records a failed check from src, and logs (rate-limited) when it blocks the
 // source.
 func (b *Broker) authFailed(src source) {
 	b.stats.authFailures.Add(1)
-	d := b.failures.failed(src, &b.limits.Load().auth, now())
+	d := b.auth.failures.failed(src, &b.live.limits.Load().auth, now())
 	if d == 0 {
 		return
 	}
-	b.budgetLog.Log(b.log, slog.LevelInfo, "blocked", "auth: source blocked after failed logins",
+	b.auth.budgetLog.Log(b.log, slog.LevelInfo, "blocked", "auth: source blocked after failed logins",
 		"source", src.String(), "for", d.String())
 }
 

@@ -44,7 +44,7 @@ func TestAuthAttackerFromOneSource(t *testing.T) {
 	const guessers = 32
 	g := &turnAuth{calls: make(chan *auth.Request), done: make(chan struct{})}
 	b := authBroker(t, Security{Authenticator: g})
-	max := b.limits.Load().auth.max
+	max := b.live.limits.Load().auth.max
 	open := func(ip string, user, pass string) *sourceConn {
 		c := &sourceConn{remote: &net.TCPAddr{IP: net.ParseIP(ip), Port: 40000}}
 		b.OnOpen(c)

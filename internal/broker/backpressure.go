@@ -197,7 +197,7 @@ func (b *Broker) armHoldLocked() {
 			oldest = q.since
 		}
 	}
-	d := time.Duration(oldest + int64(b.limits.Load().maxPause) - now())
+	d := time.Duration(oldest + int64(b.live.limits.Load().maxPause) - now())
 	if h.timer == nil {
 		h.timer = time.AfterFunc(d, b.holdTimer)
 	} else {
@@ -217,7 +217,7 @@ func (b *Broker) holdTimer() {
 	}
 	ps := &b.paused
 	h := &ps.held
-	maxPause := int64(b.limits.Load().maxPause)
+	maxPause := int64(b.live.limits.Load().maxPause)
 	ps.mu.Lock()
 	h.armed = false
 	t := now()

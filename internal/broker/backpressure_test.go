@@ -136,7 +136,7 @@ func TestBackpressureHoldsPublisher(t *testing.T) {
 // queuedOf returns the number of messages queued for the session of client id.
 func queuedOf(b *Broker, id string) int {
 	b.mu.Lock()
-	s := b.sessions[id]
+	s := b.sessions.m[id]
 	b.mu.Unlock()
 	_, queued := s.Pending()
 	return queued
@@ -289,7 +289,7 @@ func TestBackpressureAndHardPressure(t *testing.T) {
 		t.Run(first+" first", func(t *testing.T) {
 			var level atomic.Uint32
 			b, _ := queueBroker(t, conf.QueueBackpressure, nil)
-			b.press = func() memory.Level { return memory.Level(level.Load()) }
+			b.mem.press = func() memory.Level { return memory.Level(level.Load()) }
 			sub := dialT(t, b, packet.V5, "sub", window1)
 			sub.subscribe(1, 1, "t/#")
 			pub := dialT(t, b, packet.V5, "pub", nil)
@@ -333,7 +333,7 @@ func TestBackpressureTurnedOff(t *testing.T) {
 	if !pub.c.paused.Load() {
 		t.Fatal("publisher not held")
 	}
-	next := b.cfg.Clone()
+	next := b.live.cfg.Clone()
 	next.Queue.WhenFull = conf.QueueDrop
 	if err := b.Reconfigure(next); err != nil {
 		t.Fatal(err)

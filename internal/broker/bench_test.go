@@ -152,7 +152,7 @@ func benchPublishPath(b *testing.B, withStore bool, v packet.Version, qos byte, 
 			}
 		}
 		b.StopTimer()
-		if in, _ := br.sessions["sub-0"].Pending(); in != 0 {
+		if in, _ := br.sessions.m["sub-0"].Pending(); in != 0 {
 			b.Fatalf("%d messages unacknowledged", in)
 		}
 		if subConns[0].written.Load() < int64(b.N*64) {

@@ -21,16 +21,16 @@
 //
 //	client.mu → Broker.mu (session registry) → session.Session's lock → Journal.mu
 //	client.mu → session.Session's lock → the connection's write lock (Session.Flush)
-//	client.mu → pubsub's locks (read) → Broker.idMu (read), session.Session's lock
+//	client.mu → pubsub's locks (read) → Broker.ids.mu (read), session.Session's lock
 //	Journal.commitMu → Broker.mu → session.Session's lock → Journal.mu
 //	session.Session's lock → session.Sweeper's lock → sweep.mu
 //	session.Session's lock → Broker.paused.mu → the connection's write lock (backpressure.go)
 //	client.mu → Broker.paused.mu → the connection's write lock (pause.go)
-//	Broker.retMu → pubsub's locks, Journal.mu
+//	Broker.retained.mu → pubsub's locks, Journal.mu
 //	client.mu → Broker.routeMu → pubsub's locks, the cluster's route table
 //	pool.mu (the auth pool) → authFailures.mu
 //
-// No code holds two clients' or two sessions' locks at once; idMu (the ID → session
+// No code holds two clients' or two sessions' locks at once; ids.mu (the ID → session
 // table) is a leaf. Journal.Commit (commitMu) is called with no lock held: it may block
 // on the store's queue, and the store's callbacks take session locks. The whole picture,
 // with the listener's locks: docs/architecture.md.
@@ -78,63 +78,54 @@ type Options struct {
 }
 
 // A Broker is a running MQTT broker. Its methods are safe for concurrent use.
+//
+// Its fields are its parts: a part of more than one field is a struct declared in the
+// part's file, whose comment says what it holds and what guards it.
 type Broker struct {
-	cfg     *conf.Config
 	log     *slog.Logger
-	limits  atomic.Pointer[limits]   // swapped by Reconfigure
-	set     atomic.Pointer[settings] // the mqtt and queue sections; swapped by Reconfigure
-	realms  []Security               // auth configurations by realm (initRealms)
-	realmOf map[string]uint8         // listener name → realm; absent: 0
-	// realmNames names each realm for the store: "" for 0, else its listener's name.
-	realmNames []string
-	idLog      *logging.Limiter // the discarded foreign sessions' lines (identity.go)
-	// lim is what every settings snapshot shares: the counters, the sweeper and, once
-	// Restore ran, the journal. The limits themselves are in set.
-	lim     session.Limits
-	reconf  sync.Mutex       // serializes Reconfigure; guards cfg and sysStop after Start
-	sysStop chan struct{}    // closed to end the $SYS goroutine (sys.go); nil: none runs
-	paused  pausedConns      // publishers paused at hard memory pressure (pause.go) or held by full queues (backpressure.go)
-	drops   *logging.Limiter // the drop lines, by reason (drops.go)
-	index   *pubsub.Index
-	ret     *pubsub.Retained[*session.Message]
-	j       *session.Journal // nil without a store (Restore)
-	sweep   sweep            // drops expired messages queued for offline sessions
-	retMu   sync.Mutex       // orders retained changes between memory and the Journal
-	retExp  map[string]int64 // topic → expiry of its retained message, if any (retained.go); retMu
-	owned   ownedQueues      // queues kept in the store by other owners: bridges (ownedqueue.go)
-	net     *listener.Server
-	stats   stats
-	start   time.Time
-	goFn    func(name string, f func(ctx context.Context)) bool
-	press   func() memory.Level
-	budget  *memory.Budget // never nil
-	cluster Cluster        // nil: a single node
-	routeMu sync.Mutex     // a cluster's: orders the index's changes with the routes told (cluster_routes.go)
+	net     *listener.Server // the listeners' engine, which calls OnOpen, OnData, ...
+	cluster Cluster          // nil: a single node (cluster.go)
+	mem     memoryHooks      // Options.Pressure and Budget
+	start   time.Time        // when New ran: the origin of uptime and of the rate buckets
+	done    chan struct{}    // closed when Close begins
+	// goFn is Options.Go; nil: the go statement (goRoutine).
+	goFn func(name string, f func(ctx context.Context)) bool
 
-	mu       sync.Mutex // guards the fields below
-	sessions map[string]*session.Session
-	wills    map[*session.Session]*time.Timer // wills waiting for their delay
-	expiries map[*session.Session]*time.Timer // offline sessions waiting to expire
-	// claims counts the CONNECTs that have claimed a session but not yet attached to it:
-	// an expiry firing in between must not end the session they are about to resume.
-	claims    map[*session.Session]int
+	live   liveConfig     // the configuration in force and Reconfigure's lock (reconfigure.go)
+	realms realms         // the auth configurations, by realm (auth.go)
+	auth   authentication // the auth pool, the failure budget and their log lines (auth.go)
+	stats  stats          // the running totals (stats.go)
+
+	index    *pubsub.Index    // the subscriptions (subscribe.go)
+	routeMu  sync.Mutex       // a cluster's: orders the index's changes with the routes told (cluster_routes.go)
+	ids      idTable          // what each SubscriberID of the index names
+	retained retainedMessages // retained.go
+	j        *session.Journal // nil without a store (persist.go, Restore)
+	owned    ownedQueues      // queues kept in the store by other owners: bridges (ownedqueue.go)
+	sweep    sweep            // drops expired messages queued for offline sessions (sweep.go)
+	paused   pausedConns      // publishers paused at hard memory pressure (pause.go) or held by full queues (backpressure.go)
+	drops    *logging.Limiter // the drop lines, by reason (drops.go)
+	batches  batches          // the pollers' rounds and the batches off them (client.go)
+
+	mu        sync.Mutex   // guards the fields below
+	sessions  sessionTable // by client id, with the wills, expiries and claims waiting on them (lifecycle.go)
+	own       ownerState   // a cluster's claims of client ids (cluster_owner.go)
 	listeners []*listener.Listener
 	closed    bool
+}
 
-	idMu  sync.RWMutex
-	byID  []target // SubscriberID → recipient; 0 unused
-	freeI []uint32
+// memoryHooks are Options.Pressure and Options.Budget; set by New.
+type memoryHooks struct {
+	press  func() memory.Level // nil: never any pressure
+	budget *memory.Budget      // never nil
+}
 
-	own ownerState // cluster_owner.go; b.mu
-
-	authPool  pool
-	refusals  *logging.Limiter // the refusal log's rate (refusal.go)
-	failures  authFailures     // the failure budget's table (authfailures.go)
-	budgetLog *logging.Limiter // the rate of its "source blocked" lines
-	batches   sync.Pool
-	rounds    []round         // by poller: the batch of its round (listener.Batcher)
-	done      chan struct{}   // closed when Close begins
-	byProto   [3]atomic.Int64 // connections that completed CONNECT, by protocol: 3.1, 3.1.1, 5.0
+// idTable names the recipient of each SubscriberID the pubsub index holds; mu guards it
+// and is a leaf, taken for reading on every delivery (lookup).
+type idTable struct {
+	mu      sync.RWMutex
+	targets []target // by SubscriberID; 0 unused
+	free    []uint32 // IDs freed, for allocID to reuse
 }
 
 // target is what a SubscriberID names: a session, or an in-process subscriber (tap.go).
@@ -150,31 +141,26 @@ func New(o Options) (*Broker, error) {
 		return nil, errors.New("broker: no config")
 	}
 	b := &Broker{
-		cfg:       c,
-		log:       o.Logger,
-		index:     pubsub.NewIndex(),
-		ret:       pubsub.NewRetained[*session.Message](),
-		sessions:  make(map[string]*session.Session),
-		wills:     make(map[*session.Session]*time.Timer),
-		expiries:  make(map[*session.Session]*time.Timer),
-		claims:    make(map[*session.Session]int),
-		byID:      make([]target, 1, 1024),
-		goFn:      o.Go,
-		press:     o.Pressure,
-		budget:    o.Budget,
-		cluster:   o.Cluster,
-		start:     time.Now(),
-		done:      make(chan struct{}),
-		refusals:  newRefusalLog(),
-		budgetLog: newRefusalLog(),
-		idLog:     logging.NewLimiter(1, time.Second),
-		drops:     newDropLog(),
+		live:     liveConfig{cfg: c},
+		log:      o.Logger,
+		index:    pubsub.NewIndex(),
+		retained: retainedMessages{tree: pubsub.NewRetained[*session.Message]()},
+		sessions: newSessionTable(),
+		ids:      idTable{targets: make([]target, 1, 1024)},
+		goFn:     o.Go,
+		mem:      memoryHooks{press: o.Pressure, budget: o.Budget},
+		cluster:  o.Cluster,
+		start:    time.Now(),
+		done:     make(chan struct{}),
+		auth:     authentication{refusals: newRefusalLog(), budgetLog: newRefusalLog()},
+		realms:   realms{idLog: logging.NewLimiter(1, time.Second)},
+		drops:    newDropLog(),
 	}
 	if b.log == nil {
 		b.log = slog.Default()
 	}
-	if b.budget == nil {
-		b.budget = new(memory.Budget)
+	if b.mem.budget == nil {
+		b.mem.budget = new(memory.Budget)
 	}
 	if err := b.initRealms(&o); err != nil {
 		return nil, err
@@ -182,7 +168,7 @@ func New(o Options) (*Broker, error) {
 	if c.Cluster != nil {
 		b.own.staleAfter = staleAfter(time.Duration(c.Cluster.Lease))
 	}
-	b.limits.Store(newLimits(c, new(atomic.Int64), nil))
+	b.live.limits.Store(newLimits(c, new(atomic.Int64), nil))
 	b.stats.init(o.Metrics)
 	if err := b.stats.pausedGauge(b); err != nil {
 		return nil, err
@@ -190,35 +176,35 @@ func New(o Options) (*Broker, error) {
 	if err := b.stats.heldMetrics(b); err != nil {
 		return nil, err
 	}
-	b.lim = session.Limits{
+	b.live.lim = session.Limits{
 		SlowBytes: slowBytes(c),
 		Pressed:   func() bool { return b.pressure() >= memory.Soft },
 		Sent:      &b.stats.sent,
 		BytesSent: &b.stats.bytesSent,
-		Realms:    b.realmNames,
+		Realms:    b.realms.names,
 		Drained:   b.queueDrained, // backpressure.go
 	}
-	for _, sec := range b.realms {
+	for _, sec := range b.realms.sec {
 		if sec.Authorizer != nil {
-			b.lim.MayRead = b.mayRead // without any ACL, nothing to check
+			b.live.lim.MayRead = b.mayRead // without any ACL, nothing to check
 		}
 	}
 	b.initSweep(time.Duration(c.Queue.ExpirySweep))
-	b.set.Store(newSettings(c, &b.lim))
-	b.batches.New = func() any { return new(batch) }
-	b.authPool.start = func(worker func()) bool {
+	b.live.set.Store(newSettings(c, &b.live.lim))
+	b.batches.pool.New = func() any { return new(batch) }
+	b.auth.pool.start = func(worker func()) bool {
 		return b.goRoutine("auth", func(context.Context) { worker() })
 	}
-	b.authPool.admit = b.admitCheck
+	b.auth.pool.admit = b.admitCheck
 	b.net = listener.New(b, listener.Options{
 		ConnectTimeout:   time.Duration(c.MQTT.ConnectTimeout),
 		MaxTLSHandshakes: c.Limits.MaxTLSHandshakes,
 		Logger:           b.log,
 		Admit:            b.admitAccepted,
-		DrainedAt:        b.lim.SlowBytes, // a session held back by it may write again (OnDrained)
+		DrainedAt:        b.live.lim.SlowBytes, // a session held back by it may write again (OnDrained)
 		WriteFence:       writeFence(o.Cluster),
 	})
-	b.rounds = make([]round, b.net.Pollers())
+	b.batches.rounds = make([]round, b.net.Pollers())
 	if o.Metrics != nil {
 		if err := o.Metrics.Register(newTLSCollector(b.net)); err != nil {
 			return nil, fmt.Errorf("broker: %w", err)
@@ -237,7 +223,7 @@ func slowBytes(c *conf.Config) int {
 // Start opens every configured listener. On error the listeners opened so far stay open;
 // Close them with Close.
 func (b *Broker) Start() error {
-	for _, lc := range b.cfg.Listeners {
+	for _, lc := range b.live.cfg.Listeners {
 		l, err := b.net.Listen(lc)
 		if err != nil {
 			return fmt.Errorf("broker: listener %s (%s %s): %w", lc.Name, lc.Type, lc.Address, err)
@@ -247,7 +233,7 @@ func (b *Broker) Start() error {
 		b.mu.Unlock()
 		b.log.Info("mqtt listening", "listener", l.Name(), "type", l.Type(), "addr", l.Addr().String())
 	}
-	if iv := b.cfg.SysInterval; iv != nil && *iv > 0 {
+	if iv := b.live.cfg.SysInterval; iv != nil && *iv > 0 {
 		b.startSys(time.Duration(*iv))
 	}
 	return nil
@@ -272,7 +258,7 @@ func (b *Broker) Close() error {
 	b.closed = true
 	close(b.done)
 	var online []*session.Session
-	for _, s := range b.sessions {
+	for _, s := range b.sessions.m {
 		if s.Online() {
 			online = append(online, s)
 		}
@@ -287,13 +273,13 @@ func (b *Broker) Close() error {
 	}
 	err := b.net.Close()
 	b.mu.Lock()
-	for s, t := range b.wills {
+	for s, t := range b.sessions.wills {
 		t.Stop()
-		delete(b.wills, s)
+		delete(b.sessions.wills, s)
 	}
-	for s, t := range b.expiries {
+	for s, t := range b.sessions.expiries {
 		t.Stop()
-		delete(b.expiries, s)
+		delete(b.sessions.expiries, s)
 	}
 	b.mu.Unlock()
 	// What the closing connections staged (sessions gone offline, wills published).
@@ -303,43 +289,43 @@ func (b *Broker) Close() error {
 
 // Clients is the number of connected clients.
 func (b *Broker) Clients() int {
-	return int(b.byProto[0].Load() + b.byProto[1].Load() + b.byProto[2].Load())
+	return int(b.stats.byProto[0].Load() + b.stats.byProto[1].Load() + b.stats.byProto[2].Load())
 }
 
-// lookup returns the recipient of a SubscriberID; the caller holds idMu for reading.
+// lookup returns the recipient of a SubscriberID; the caller holds ids.mu for reading.
 func (b *Broker) lookup(id pubsub.SubscriberID) target {
-	if int(id) < len(b.byID) {
-		return b.byID[id]
+	if int(id) < len(b.ids.targets) {
+		return b.ids.targets[id]
 	}
 	return target{}
 }
 
 // allocID reserves a SubscriberID for t.
 func (b *Broker) allocID(t target) uint32 {
-	b.idMu.Lock()
-	defer b.idMu.Unlock()
-	if n := len(b.freeI); n > 0 {
-		id := b.freeI[n-1]
-		b.freeI = b.freeI[:n-1]
-		b.byID[id] = t
+	b.ids.mu.Lock()
+	defer b.ids.mu.Unlock()
+	if n := len(b.ids.free); n > 0 {
+		id := b.ids.free[n-1]
+		b.ids.free = b.ids.free[:n-1]
+		b.ids.targets[id] = t
 		return id
 	}
-	b.byID = append(b.byID, t)
-	return uint32(len(b.byID) - 1)
+	b.ids.targets = append(b.ids.targets, t)
+	return uint32(len(b.ids.targets) - 1)
 }
 
 // setTarget fills in the session of an ID reserved before the session existed.
 func (b *Broker) setTarget(id uint32, t target) {
-	b.idMu.Lock()
-	b.byID[id] = t
-	b.idMu.Unlock()
+	b.ids.mu.Lock()
+	b.ids.targets[id] = t
+	b.ids.mu.Unlock()
 }
 
 func (b *Broker) freeID(id uint32) {
-	b.idMu.Lock()
-	b.byID[id] = target{}
-	b.freeI = append(b.freeI, id)
-	b.idMu.Unlock()
+	b.ids.mu.Lock()
+	b.ids.targets[id] = target{}
+	b.ids.free = append(b.ids.free, id)
+	b.ids.mu.Unlock()
 }
 
 // goRoutine starts a goroutine through Options.Go, so the embedder counts it, and
@@ -354,10 +340,10 @@ func (b *Broker) goRoutine(name string, f func(ctx context.Context)) bool {
 
 // pressure is the current memory pressure level.
 func (b *Broker) pressure() memory.Level {
-	if b.press == nil {
+	if b.mem.press == nil {
 		return memory.None
 	}
-	return b.press()
+	return b.mem.press()
 }
 
 // ReloadTLS reloads the certificates of the tls and wss listeners from their files.

@@ -113,9 +113,17 @@ func (bt *batch) end() {
 	}
 }
 
+// batches are where packets are handled: each poller's round, touched only by that
+// poller's goroutine, and a pool of batches for the callbacks off the pollers. Set by
+// New; rounds is never resized.
+type batches struct {
+	rounds []round // by poller (listener.Batcher's loop)
+	pool   sync.Pool
+}
+
 // getBatch takes a batch from the pool for the packets of one callback off the pollers
 // (an OnData, a drain notice, the auth pool, an in-process publish); endBatch ends it.
-func (b *Broker) getBatch() *batch { return b.batches.Get().(*batch) }
+func (b *Broker) getBatch() *batch { return b.batches.pool.Get().(*batch) }
 
 // endBatch ends a callback's batch: the sessions it wrote to are flushed, what it staged
 // for the store is committed, and the batch goes back to the pool.
@@ -129,7 +137,7 @@ func (b *Broker) endBatch(bt *batch) {
 func (b *Broker) endBatchStaged(bt *batch) {
 	bt.end()
 	bt.reset()
-	b.batches.Put(bt)
+	b.batches.pool.Put(bt)
 }
 
 // A round is a poller's batch, kept over the OnRoundData calls of one round of events and
@@ -150,7 +158,7 @@ const roundBytes = 64 << 10
 // OnRoundData implements listener.Batcher: OnData, but the flush and the commit wait for
 // the end of the round.
 func (b *Broker) OnRoundData(c listener.Conn, data []byte, loop int) {
-	r := &b.rounds[loop]
+	r := &b.batches.rounds[loop]
 	b.onData(&r.bt, c, data)
 	r.bt.reset()
 	r.in += len(data)
@@ -161,7 +169,7 @@ func (b *Broker) OnRoundData(c listener.Conn, data []byte, loop int) {
 
 // EndRound implements listener.Batcher.
 func (b *Broker) EndRound(loop int) {
-	if r := &b.rounds[loop]; r.in > 0 {
+	if r := &b.batches.rounds[loop]; r.in > 0 {
 		b.endRound(r)
 	}
 }
@@ -175,7 +183,7 @@ func (b *Broker) endRound(r *round) {
 // admitAccepted is the listener's Admit hook: the per-address connect rate, checked on
 // the accept goroutine before the connection costs anything more.
 func (b *Broker) admitAccepted(_ *listener.Listener, remote netip.Addr) bool {
-	if b.limits.Load().connectRateOK(remote, now()) {
+	if b.live.limits.Load().connectRateOK(remote, now()) {
 		return true
 	}
 	b.stats.refused("connect_rate")
@@ -184,13 +192,13 @@ func (b *Broker) admitAccepted(_ *listener.Listener, remote netip.Addr) bool {
 
 // OnOpen implements listener.Handler.
 func (b *Broker) OnOpen(c listener.Conn) {
-	if ok, reason := b.limits.Load().admit(c, now()); !ok {
+	if ok, reason := b.live.limits.Load().admit(c, now()); !ok {
 		// Closed before a byte is read: a flood costs the accept and nothing more.
 		b.stats.refused(reason)
 		_ = c.Close()
 		return
 	}
-	cl := &client{conn: c, realm: b.realmOf[c.Listener().Name()], set: b.set.Load()}
+	cl := &client{conn: c, realm: b.realms.of[c.Listener().Name()], set: b.live.set.Load()}
 	cl.r.MaxSize = int(cl.set.lim.MaxPacketSize)
 	c.SetValue(cl)
 	b.stats.connection(c.Listener().Name(), 1)
@@ -323,7 +331,7 @@ func (b *Broker) handle(bt *batch, cl *client, h packet.Header, body []byte) {
 	var err error
 	switch h.Type {
 	case packet.PUBLISH:
-		b.budget.Spend(len(body)) // before the level is read below (memory/budget.go)
+		b.mem.budget.Spend(len(body)) // before the level is read below (memory/budget.go)
 		if err = bt.publish.Decode(h, body, v); err == nil {
 			err = bt.publish.CheckFromClient()
 		}
@@ -424,7 +432,7 @@ func (b *Broker) OnClose(c listener.Conn, err error) {
 	if cl == nil {
 		return
 	}
-	b.limits.Load().open.Add(-1)
+	b.live.limits.Load().open.Add(-1)
 	bt := b.getBatch()
 	cl.mu.Lock()
 	cl.closing = true

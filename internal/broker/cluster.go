@@ -141,10 +141,10 @@ type ClusterHost interface {
 	SelfFence()
 
 	// The replicated retained set (cluster_retained.go). Both run on Raft's FSM goroutine
-	// under the FSM's lock (lock order: the FSM's, then the broker's retMu): they must not
-	// call back into the cluster, and may wait only for room in the store's queue
-	// (backpressure reaches Raft's apply). Only the host attached when the cluster starts
-	// receives them.
+	// under the FSM's lock (lock order: the FSM's, then the broker's retained.mu): they
+	// must not call back into the cluster, and may wait only for room in the store's
+	// queue (backpressure reaches Raft's apply). Only the host attached when the cluster
+	// starts receives them.
 
 	// ApplyRetained makes m topic's retained message; nil clears the topic. m is owned
 	// and immutable, and the broker may keep it; topic is valid during the call.

@@ -160,14 +160,14 @@ func (b *Broker) unsettledLocked(a *admission, o ClaimResult) bool {
 	if b.own.claiming[a.cid].n > 1 {
 		return false
 	}
-	s := b.sessions[a.cid]
+	s := b.sessions.m[a.cid]
 	return s == nil || o.Named && foreign(s, a.info.Username, a.info.Realm)
 }
 
 // ownedAttached fences a session just attached under the claim at epoch at once if a
 // later claim of another node is applied already. A Fence of that claim that ran before
-// the session attached (b.claims held it) has found it being claimed and left it: the
-// claim was applied before its Fence ran, so this look at the table sees it.
+// the session attached (b.sessions.claims held it) has found it being claimed and left
+// it: the claim was applied before its Fence ran, so this look at the table sees it.
 func (b *Broker) ownedAttached(bt *batch, s *session.Session, epoch uint64) {
 	if node, e := b.cluster.Owner(s.ClientID()); e > epoch && node != b.cluster.NodeName() && s.Online() {
 		b.takeOver(bt, s, false)
@@ -187,8 +187,8 @@ func (b *Broker) ours(cid string) (epoch uint64, ok bool) {
 // node, dropping a stale one: another node owned cid since.
 func (b *Broker) adopt(cid string, image []byte) {
 	b.mu.Lock()
-	stale := b.sessions[cid]
-	if stale != nil && b.claims[stale] == 0 {
+	stale := b.sessions.m[cid]
+	if stale != nil && b.sessions.claims[stale] == 0 {
 		b.forgetLocked(stale)
 	} else {
 		stale = nil
@@ -207,7 +207,7 @@ func (b *Broker) adopt(cid string, image []byte) {
 		return
 	}
 	id := b.allocID(target{})
-	s, err := session.Import(id, image, &b.set.Load().lim)
+	s, err := session.Import(id, image, &b.live.set.Load().lim)
 	if err != nil {
 		b.freeID(id)
 		b.log.Error("cluster: a handed-over session could not be read; it is lost", "client", cid, "err", err)
@@ -221,8 +221,8 @@ func (b *Broker) adopt(cid string, image []byte) {
 	// cancels it [MQTT-3.1.3-9], or publishes it if the session is another identity's.
 	installed := false
 	b.mu.Lock()
-	if b.sessions[cid] == nil && !b.closed {
-		b.sessions[cid] = s
+	if b.sessions.m[cid] == nil && !b.closed {
+		b.sessions.m[cid] = s
 		installed = true
 	}
 	b.mu.Unlock()
@@ -243,16 +243,16 @@ func (b *Broker) adopt(cid string, image []byte) {
 // held.
 func (b *Broker) forgetLocked(s *session.Session) {
 	cid := s.ClientID()
-	if b.sessions[cid] == s {
-		delete(b.sessions, cid)
+	if b.sessions.m[cid] == s {
+		delete(b.sessions.m, cid)
 	}
-	if t := b.wills[s]; t != nil {
+	if t := b.sessions.wills[s]; t != nil {
 		t.Stop()
-		delete(b.wills, s)
+		delete(b.sessions.wills, s)
 	}
-	if t := b.expiries[s]; t != nil {
+	if t := b.sessions.expiries[s]; t != nil {
 		t.Stop()
-		delete(b.expiries, s)
+		delete(b.sessions.expiries, s)
 	}
 }
 
@@ -280,8 +280,8 @@ func (b *Broker) Fence(epoch uint64, ids []string) {
 	var fenced []*session.Session
 	b.mu.Lock()
 	for _, cid := range ids {
-		s := b.sessions[cid]
-		if s == nil || b.claims[s] > 0 {
+		s := b.sessions.m[cid]
+		if s == nil || b.sessions.claims[s] > 0 {
 			continue // none, or a CONNECT here about to attach: ownedAttached decides
 		}
 		if e, ok := b.ours(cid); ok && e >= epoch {
@@ -315,7 +315,7 @@ func (b *Broker) dropStale(s *session.Session) {
 	cid := s.ClientID()
 	b.mu.Lock()
 	_, claiming := b.own.claiming[cid]
-	if b.closed || b.sessions[cid] != s || s.Online() || b.claims[s] > 0 || claiming {
+	if b.closed || b.sessions.m[cid] != s || s.Online() || b.sessions.claims[s] > 0 || claiming {
 		b.mu.Unlock()
 		return
 	}
@@ -347,12 +347,12 @@ func (b *Broker) HandOver(cid string, epoch uint64, discard bool) HandoverResult
 		b.mu.Unlock()
 		return HandoverResult{Outcome: Superseded} // claimed here again since
 	}
-	s := b.sessions[cid]
+	s := b.sessions.m[cid]
 	if s == nil {
 		b.mu.Unlock()
 		return HandoverResult{Outcome: NoSession}
 	}
-	if b.claims[s] > 0 {
+	if b.sessions.claims[s] > 0 {
 		b.mu.Unlock()
 		return HandoverResult{Outcome: Busy}
 	}
@@ -383,7 +383,7 @@ func (b *Broker) HandOver(cid string, epoch uint64, discard bool) HandoverResult
 func (b *Broker) SelfFence() {
 	b.mu.Lock()
 	var online []*session.Session
-	for _, s := range b.sessions {
+	for _, s := range b.sessions.m {
 		if s.Online() {
 			online = append(online, s)
 		}

@@ -229,7 +229,7 @@ func (c *tclient) waitLines(n int) []string {
 func (b *Broker) hasSession(cid string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.sessions[cid] != nil
+	return b.sessions.m[cid] != nil
 }
 
 // TestClusterSessionMoves: a persistent session with QoS 1 messages queued while offline,
@@ -349,7 +349,7 @@ func TestClusterWillDelayMoves(t *testing.T) {
 	})
 	x.drop()
 	a.mu.Lock()
-	pending := len(a.wills)
+	pending := len(a.sessions.wills)
 	a.mu.Unlock()
 	if pending != 1 {
 		t.Fatalf("%d wills waiting on a; want 1", pending)
@@ -358,10 +358,10 @@ func TestClusterWillDelayMoves(t *testing.T) {
 		t.Fatalf("CONNACK %+v", ack)
 	}
 	a.mu.Lock()
-	pending = len(a.wills)
+	pending = len(a.sessions.wills)
 	a.mu.Unlock()
 	b.mu.Lock()
-	pending += len(b.wills)
+	pending += len(b.sessions.wills)
 	b.mu.Unlock()
 	if pending != 0 {
 		t.Fatalf("%d wills still waiting", pending)

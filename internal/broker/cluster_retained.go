@@ -79,28 +79,28 @@ func (h *retainHold) release() {
 // The expiry is the cluster's business (its leader removes an expired message), so
 // nothing is armed here.
 func (b *Broker) ApplyRetained(topic []byte, m *session.Message) {
-	b.retMu.Lock()
+	b.retained.mu.Lock()
 	b.applyRetainedLocked(topic, m)
-	b.retMu.Unlock()
+	b.retained.mu.Unlock()
 	b.commit()
 	b.retainedGauge()
 }
 
-// applyRetainedLocked is ApplyRetained with retMu held.
+// applyRetainedLocked is ApplyRetained with retained.mu held.
 func (b *Broker) applyRetainedLocked(topic []byte, m *session.Message) {
-	old, _ := b.ret.Get(topic)
+	old, _ := b.retained.tree.Get(topic)
 	b.forgetExpiry(topic)
 	if m == nil {
 		if old == nil {
 			return
 		}
-		b.ret.Delete(topic)
+		b.retained.tree.Delete(topic)
 		if b.j != nil {
 			b.j.SetRetained(topic, old, nil)
 		}
 		return
 	}
-	b.ret.Set(topic, m)
+	b.retained.tree.Set(topic, m)
 	if b.j != nil {
 		b.j.SetRetained(topic, old, m)
 	}
@@ -109,7 +109,7 @@ func (b *Broker) applyRetainedLocked(topic []byte, m *session.Message) {
 // ReplaceRetained replaces every retained message but $SYS's with those each yields: the
 // cluster restored a snapshot of its set.
 func (b *Broker) ReplaceRetained(each func(yield func(topic []byte, m *session.Message) bool)) {
-	b.retMu.Lock()
+	b.retained.mu.Lock()
 	keep := make(map[string]struct{})
 	each(func(topic []byte, m *session.Message) bool {
 		keep[string(topic)] = struct{}{}
@@ -117,7 +117,7 @@ func (b *Broker) ReplaceRetained(each func(yield func(topic []byte, m *session.M
 		return true
 	})
 	var gone []string
-	b.ret.Match([]byte("#"), func(topic string, _ *session.Message) bool { // not $SYS [MQTT-4.7.2-1]
+	b.retained.tree.Match([]byte("#"), func(topic string, _ *session.Message) bool { // not $SYS [MQTT-4.7.2-1]
 		if _, ok := keep[topic]; !ok {
 			gone = append(gone, topic)
 		}
@@ -126,7 +126,7 @@ func (b *Broker) ReplaceRetained(each func(yield func(topic []byte, m *session.M
 	for _, topic := range gone {
 		b.applyRetainedLocked([]byte(topic), nil)
 	}
-	b.retMu.Unlock()
+	b.retained.mu.Unlock()
 	b.commit()
 	b.retainedGauge()
 }

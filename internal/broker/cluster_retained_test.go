@@ -193,7 +193,7 @@ func TestReplaceRetained(t *testing.T) {
 	c := session.NewLocalMessage("c", []byte("w"), 1, true)
 	b.ReplaceRetained(func(yield func([]byte, *session.Message) bool) { yield(c.Topic(), c) })
 	for topic, want := range map[string]bool{"a": false, "b": false, "c": true, "$SYS/x": true} {
-		if _, ok := b.ret.Get([]byte(topic)); ok != want {
+		if _, ok := b.retained.tree.Get([]byte(topic)); ok != want {
 			t.Errorf("topic %q retained %v; want %v", topic, ok, want)
 		}
 	}

@@ -132,7 +132,7 @@ func TestAddRouteSharesFilter(t *testing.T) {
 	cl, _ := dialC(t, b, packet.V5, "sub", nil)
 	cl.subscribe(1, 1, "devices/1/cmd")
 	b.mu.Lock()
-	subs := b.sessions["sub"].Subs()
+	subs := b.sessions.m["sub"].Subs()
 	b.mu.Unlock()
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
@@ -224,7 +224,7 @@ func TestDistrustKeepsNoOrphan(t *testing.T) {
 	x, _ := dialC(t, b, packet.V5, "x", persist(300))
 	x.subscribe(1, 1, "t")
 	b.mu.Lock()
-	s := b.sessions["x"]
+	s := b.sessions.m["x"]
 	b.mu.Unlock()
 	b.indexUnsubscribe([]byte("t"), pubsub.SubscriberID(s.ID())) // an UNSUBSCRIBE's first step
 	b.distrust(s)                                                // a reload, with the session's list from before

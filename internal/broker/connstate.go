@@ -66,7 +66,7 @@ func (b *Broker) connectionStateAllowed(realm uint8, bridge bool, user, cid stri
 		return false
 	}
 	own := string(id) == cid
-	z := b.realms[realm].Authorizer
+	z := b.realms.sec[realm].Authorizer
 	switch {
 	case own && (bridge || z == nil):
 		return true

@@ -103,7 +103,7 @@ func TestConnectionStateRouted(t *testing.T) {
 	if p := ps[2].(*packet.Publish); string(p.Topic) != topic || string(p.Payload) != "1" {
 		t.Fatalf("watcher got %q %q, want %s 1", p.Topic, p.Payload, topic)
 	}
-	if n := b.ret.Len(); n != 1 {
+	if n := b.retained.tree.Len(); n != 1 {
 		t.Fatalf("%d retained messages, want the state alone", n)
 	}
 

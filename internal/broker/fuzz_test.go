@@ -156,7 +156,7 @@ func runFuzzProgram(t *testing.T, prog []byte) {
 		t.Fatalf("%d clients counted connected after every connection closed", b.Clients())
 	}
 	b.mu.Lock()
-	for id, s := range b.sessions {
+	for id, s := range b.sessions.m {
 		if s.Online() {
 			t.Errorf("session %q online after every connection closed", id)
 		}
@@ -171,7 +171,7 @@ func runFuzzProgram(t *testing.T, prog []byte) {
 		}
 	}
 	b.mu.Lock()
-	timers := len(b.wills) + len(b.expiries)
+	timers := len(b.sessions.wills) + len(b.sessions.expiries)
 	b.mu.Unlock()
 	if timers != 0 {
 		t.Errorf("%d will or expiry timers left after Close", timers)
@@ -412,7 +412,7 @@ func (h *fuzzHarness) step(c *fuzzClient, kind int) {
 func (h *fuzzHarness) open(c *fuzzClient) {
 	h.nconn++
 	fc := &fuzzConn{id: h.nconn}
-	fc.w.mirror.MaxSize = int(h.b.set.Load().lim.MaxPacketSize)
+	fc.w.mirror.MaxSize = int(h.b.live.set.Load().lim.MaxPacketSize)
 	h.conns = append(h.conns, fc)
 	c.conn = fc
 	c.pending = nil
@@ -453,7 +453,7 @@ func (h *fuzzHarness) check(when string) {
 	b.mu.Lock()
 	online := 0
 	subs := 0
-	for cid, s := range b.sessions {
+	for cid, s := range b.sessions.m {
 		if s.Online() {
 			online++
 			// Queued messages wait only for the window or for a backed-up connection: on
@@ -463,9 +463,9 @@ func (h *fuzzHarness) check(when string) {
 			}
 		}
 		subs += len(s.Subs())
-		b.idMu.RLock()
+		b.ids.mu.RLock()
 		tg := b.lookup(pubsub.SubscriberID(s.ID()))
-		b.idMu.RUnlock()
+		b.ids.mu.RUnlock()
 		if tg.s != s {
 			t.Fatalf("%s: session %q (ID %d) is not registered under its ID", when, cid, s.ID())
 		}

@@ -88,7 +88,7 @@ func matchClientID(p, cid, user string) bool {
 // rules returns the rules in force for a client of listener, from the settings in force
 // now: the setting is live, for CONNECTs from the next one on.
 func (b *Broker) rules(listener string) *idRules {
-	set := b.set.Load()
+	set := b.live.set.Load()
 	if r := set.idRules[listener]; r != nil {
 		return r
 	}
@@ -112,8 +112,8 @@ func (b *Broker) idAllowed(cl *client, v packet.Version, cid, user string, assig
 // user name.
 func (b *Broker) identityName(realm uint8, user string) string {
 	name := ""
-	if int(realm) < len(b.realmNames) {
-		name = b.realmNames[realm]
+	if int(realm) < len(b.realms.names) {
+		name = b.realms.names[realm]
 	}
 	return strconv.Itoa(len(name)) + ":" + name + user
 }
@@ -135,5 +135,5 @@ func (b *Broker) foreignDiscarded(s *session.Session, user string) {
 	if realm == session.NoRealm {
 		what = "session of unknown owner (from an older store, or an auth block gone) discarded; the connect starts clean"
 	}
-	b.idLog.Log(b.log, slog.LevelInfo, "foreign", what, "client", s.ClientID(), "user", user, "owner", owner)
+	b.realms.idLog.Log(b.log, slog.LevelInfo, "foreign", what, "client", s.ClientID(), "user", user, "owner", owner)
 }

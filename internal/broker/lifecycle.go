@@ -8,6 +8,26 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/session"
 )
 
+// sessionTable is the broker's sessions by client id and the timers and claims that wait
+// on them; guarded by Broker.mu.
+type sessionTable struct {
+	m        map[string]*session.Session
+	wills    map[*session.Session]*time.Timer // wills waiting for their delay
+	expiries map[*session.Session]*time.Timer // offline sessions waiting to expire
+	// claims counts the CONNECTs that have claimed a session but not yet attached to it:
+	// an expiry firing in between must not end the session they are about to resume.
+	claims map[*session.Session]int
+}
+
+func newSessionTable() sessionTable {
+	return sessionTable{
+		m:        make(map[string]*session.Session),
+		wills:    make(map[*session.Session]*time.Timer),
+		expiries: make(map[*session.Session]*time.Timer),
+		claims:   make(map[*session.Session]int),
+	}
+}
+
 // An owner is the identity of a CONNECT claiming a session (identity.go), with its auth
 // block's foreign_session.
 type owner struct {
@@ -43,19 +63,19 @@ func (b *Broker) claimSession(cid string, clean bool, cl *client, o owner) (c cl
 		b.mu.Unlock()
 		return claim{}
 	}
-	s := b.sessions[cid]
+	s := b.sessions.m[cid]
 	c.s = s
 	if s == nil {
 		id := b.allocID(target{})
-		lim := &b.set.Load().lim
+		lim := &b.live.set.Load().lim
 		if cl != nil {
 			lim = &cl.set.lim // what its CONNACK tells
 		}
 		s = session.New(id, cid, lim)
 		s.SetOwner(o.user, o.realm)
 		b.setTarget(id, target{s: s})
-		b.sessions[cid] = s
-		b.claims[s]++
+		b.sessions.m[cid] = s
+		b.sessions.claims[s]++
 		b.mu.Unlock()
 		c.s = s
 		return c
@@ -67,10 +87,10 @@ func (b *Broker) claimSession(cid string, clean bool, cl *client, o owner) (c cl
 		}
 		c.foreign, clean = true, true
 	}
-	b.claims[s]++
-	if t := b.wills[s]; t != nil {
+	b.sessions.claims[s]++
+	if t := b.sessions.wills[s]; t != nil {
 		t.Stop()
-		delete(b.wills, s)
+		delete(b.sessions.wills, s)
 	}
 	// The client is back before the will's delay: the will is not sent. A session of
 	// another identity ends here instead, and its will is due (a session handed over by
@@ -78,9 +98,9 @@ func (b *Broker) claimSession(cid string, clean bool, cl *client, o owner) (c cl
 	if w := s.PendingWill(); c.foreign {
 		c.will = w
 	}
-	if t := b.expiries[s]; t != nil {
+	if t := b.sessions.expiries[s]; t != nil {
 		t.Stop()
-		delete(b.expiries, s)
+		delete(b.sessions.expiries, s)
 	}
 	if s.Online() {
 		c.old = s
@@ -98,8 +118,8 @@ func (b *Broker) claimSession(cid string, clean bool, cl *client, o owner) (c cl
 // leaves online sessions alone.
 func (b *Broker) attached(s *session.Session) {
 	b.mu.Lock()
-	if b.claims[s]--; b.claims[s] <= 0 {
-		delete(b.claims, s)
+	if b.sessions.claims[s]--; b.sessions.claims[s] <= 0 {
+		delete(b.sessions.claims, s)
 	}
 	b.mu.Unlock()
 }
@@ -159,17 +179,17 @@ func (b *Broker) sessionOffline(bt *batch, s *session.Session, will *session.Wil
 // freed and a will still waiting is published [MQTT-3.1.3-9].
 func (b *Broker) endSession(s *session.Session) {
 	b.mu.Lock()
-	if b.sessions[s.ClientID()] != s || s.Online() || b.claims[s] > 0 {
+	if b.sessions.m[s.ClientID()] != s || s.Online() || b.sessions.claims[s] > 0 {
 		b.mu.Unlock()
 		return // reconnected, or about to be
 	}
-	delete(b.sessions, s.ClientID())
+	delete(b.sessions.m, s.ClientID())
 	epoch, release := b.releaseLocked(s.ClientID())
-	wt := b.wills[s]
-	delete(b.wills, s)
-	if t := b.expiries[s]; t != nil {
+	wt := b.sessions.wills[s]
+	delete(b.sessions.wills, s)
+	if t := b.sessions.expiries[s]; t != nil {
 		t.Stop()
-		delete(b.expiries, s)
+		delete(b.sessions.expiries, s)
 	}
 	b.mu.Unlock()
 	if release {
@@ -221,16 +241,16 @@ func (b *Broker) removeSubs(s *session.Session, subs []session.Sub) {
 func (b *Broker) scheduleWill(s *session.Session, will *session.Will, delay time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.claims[s] > 0 || s.Online() {
+	if b.sessions.claims[s] > 0 || s.Online() {
 		return
 	}
 	s.SetPendingWill(will, time.Now().Add(delay).UnixNano())
 	if b.closed {
 		return
 	}
-	b.wills[s] = time.AfterFunc(delay, func() {
+	b.sessions.wills[s] = time.AfterFunc(delay, func() {
 		b.mu.Lock()
-		delete(b.wills, s)
+		delete(b.sessions.wills, s)
 		b.mu.Unlock()
 		if w := s.PendingWill(); w != nil {
 			bt := b.getBatch()
@@ -247,10 +267,10 @@ func (b *Broker) scheduleExpiry(s *session.Session, d time.Duration) {
 	if b.closed {
 		return
 	}
-	b.expiries[s] = time.AfterFunc(d, func() {
+	b.sessions.expiries[s] = time.AfterFunc(d, func() {
 		b.mu.Lock()
-		_, waiting := b.expiries[s]
-		delete(b.expiries, s)
+		_, waiting := b.sessions.expiries[s]
+		delete(b.sessions.expiries, s)
 		b.mu.Unlock()
 		if waiting {
 			b.endSession(s)

@@ -164,7 +164,7 @@ func (l *connectLimiter) sweep(nowNs int64) {
 // publishAllowed takes a token from cl's publish bucket. The bucket lives in the client
 // as 8 bytes: tokens and the refill time in milliseconds since the broker started.
 func (b *Broker) publishAllowed(cl *client, nowNs int64) bool {
-	l := b.limits.Load()
+	l := b.live.limits.Load()
 	if l.pubRate == 0 {
 		return true
 	}

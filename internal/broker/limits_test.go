@@ -16,9 +16,9 @@ import (
 func limitsBroker(t *testing.T, set func(*conf.Limits)) *Broker {
 	t.Helper()
 	b := benchBroker(t)
-	cfg := b.cfg.Clone()
+	cfg := b.live.cfg.Clone()
 	set(&cfg.Limits)
-	b.limits.Store(newLimits(cfg, new(atomic.Int64), nil))
+	b.live.limits.Store(newLimits(cfg, new(atomic.Int64), nil))
 	return b
 }
 
@@ -85,7 +85,7 @@ func TestConnectRate(t *testing.T) {
 		t.Fatal("another source was limited")
 	}
 	// The bucket refills at the rate: 10/s is one token per 100ms.
-	l := b.limits.Load().connect
+	l := b.live.limits.Load().connect
 	ip := netip.MustParseAddr("10.0.0.1")
 	nowNs := time.Now().UnixNano()
 	if !l.allow(ip, nowNs+int64(150*time.Millisecond)) {

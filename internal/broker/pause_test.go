@@ -16,7 +16,7 @@ import (
 func TestPublishersPausedAtHard(t *testing.T) {
 	var level atomic.Uint32
 	b := storeBroker(t, store.NewMemory(), nil)
-	b.press = func() memory.Level { return memory.Level(level.Load()) }
+	b.mem.press = func() memory.Level { return memory.Level(level.Load()) }
 	sub := dialT(t, b, packet.V5, "sub", nil)
 	sub.subscribe(1, 1, "t/#")
 	pub := dialT(t, b, packet.V5, "pub", nil)

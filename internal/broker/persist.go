@@ -57,8 +57,8 @@ func (b *Broker) commitWait() {
 // Commit, with no other lock held.
 func (b *Broker) resync() {
 	b.mu.Lock()
-	all := make([]*session.Session, 0, len(b.sessions))
-	for _, s := range b.sessions {
+	all := make([]*session.Session, 0, len(b.sessions.m))
+	for _, s := range b.sessions.m {
 		all = append(all, s)
 	}
 	b.mu.Unlock()
@@ -66,12 +66,12 @@ func (b *Broker) resync() {
 		s.Rewrite()
 	}
 	b.rewriteOwned()
-	b.retMu.Lock()
-	b.ret.Match([]byte("#"), func(topic string, m *session.Message) bool {
+	b.retained.mu.Lock()
+	b.retained.tree.Match([]byte("#"), func(topic string, m *session.Message) bool {
 		b.j.RewriteRetained(topic, m) // "#" does not match $SYS [MQTT-4.7.2-1]
 		return true
 	})
-	b.retMu.Unlock()
+	b.retained.mu.Unlock()
 	b.log.Warn("store: state written again after a failed commit", "sessions", len(all))
 }
 

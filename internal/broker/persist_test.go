@@ -307,7 +307,7 @@ func TestExpiryAcrossRestart(t *testing.T) {
 
 		time.Sleep(20 * time.Second)
 		b = storeBroker(t, st, nil)
-		if b.sessions["c"] != nil {
+		if b.sessions.m["c"] != nil {
 			t.Fatal("an expired session was restored")
 		}
 		d := loadDump(t, st)
@@ -352,7 +352,7 @@ func TestWillDelayAcrossRestart(t *testing.T) {
 		b = storeBroker(t, st, nil)
 		queued := func() int {
 			synctest.Wait()
-			_, n := b.sessions["watch"].Pending()
+			_, n := b.sessions.m["watch"].Pending()
 			return n
 		}
 		time.Sleep(14 * time.Second) // 29s after the disconnect

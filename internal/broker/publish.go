@@ -61,7 +61,7 @@ func (b *Broker) onPublish(bt *batch, cl *client, p *packet.Publish) error {
 	if err != nil {
 		return err
 	}
-	lim := b.limits.Load()
+	lim := b.live.limits.Load()
 	if !lim.topicOK(topic) {
 		return errTopicLimits
 	}
@@ -72,7 +72,7 @@ func (b *Broker) onPublish(bt *batch, cl *client, p *packet.Publish) error {
 	switch {
 	case internal && b.publishState(cl, topic):
 		internal = false
-	case b.realms[cl.realm].Authorizer != nil && !b.allowSession(s, auth.Write, topic):
+	case b.realms.sec[cl.realm].Authorizer != nil && !b.allowSession(s, auth.Write, topic):
 		return b.publishDenied(bt, cl, p)
 	}
 	bt.from = s // for route's deliveries
@@ -329,9 +329,9 @@ func (b *Broker) merge(bt *batch, m *session.Message) []recipient {
 // With check, the ACL must let the recipient read the topic (Mosquitto checks every
 // delivery; bifrost only those of subscriptions the ACL does not cover whole).
 func (b *Broker) deliverTo(bt *batch, id pubsub.SubscriberID, d session.Delivery, nowNs int64, check bool) (took, stored bool) {
-	b.idMu.RLock()
+	b.ids.mu.RLock()
 	t := b.lookup(id)
-	b.idMu.RUnlock()
+	b.ids.mu.RUnlock()
 	switch {
 	case t.tap != nil:
 		return true, t.tap(d.Msg, d.QoS, d.Retain)
@@ -373,9 +373,9 @@ func (b *Broker) pickOnline(g pubsub.Group, skip uint32) (pubsub.Sub, bool) {
 		if uint32(s.Subscriber) == skip {
 			return false
 		}
-		b.idMu.RLock()
+		b.ids.mu.RLock()
 		t := b.lookup(s.Subscriber)
-		b.idMu.RUnlock()
+		b.ids.mu.RUnlock()
 		return t.tap != nil || (t.s != nil && t.s.Online())
 	})
 }

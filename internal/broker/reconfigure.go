@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bifrost-mqtt/bifrost/conf"
@@ -11,6 +13,19 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/packet"
 	"github.com/bifrost-mqtt/bifrost/internal/session"
 )
+
+// liveConfig is the configuration in force. mu serializes Reconfigure and, after Start,
+// guards cfg and sysStop. limits and set are immutable snapshots that Reconfigure swaps
+// and connections load without a lock. lim is what every settings snapshot shares (the
+// counters, the sweeper and, once Restore ran, the journal); New and Restore set it.
+type liveConfig struct {
+	mu      sync.Mutex
+	cfg     *conf.Config
+	sysStop chan struct{}            // closed to end the $SYS goroutine (sys.go); nil: none runs
+	limits  atomic.Pointer[limits]   // limits.go
+	set     atomic.Pointer[settings] // the mqtt and queue sections (settings.go)
+	lim     session.Limits
+}
 
 // Reconfigure puts the live sections of next in force on the running broker:
 //
@@ -31,15 +46,15 @@ import (
 // only where conf.Config.Applied lets it: which listeners have their own auth block is
 // fixed. What fails to open is reported; the rest is applied.
 func (b *Broker) Reconfigure(next *conf.Config) error {
-	b.reconf.Lock()
-	defer b.reconf.Unlock()
-	cur := b.cfg
-	prev := b.limits.Load()
-	b.limits.Store(newLimits(next, prev.open, prev))
+	b.live.mu.Lock()
+	defer b.live.mu.Unlock()
+	cur := b.live.cfg
+	prev := b.live.limits.Load()
+	b.live.limits.Store(newLimits(next, prev.open, prev))
 	if prev.backpressure && next.Queue.WhenFull != conf.QueueBackpressure {
 		b.releaseHeld() // what finds a full queue is dropped from now on
 	}
-	b.set.Store(newSettings(next, &b.lim))
+	b.live.set.Store(newSettings(next, &b.live.lim))
 	b.net.SetConnectTimeout(time.Duration(next.MQTT.ConnectTimeout))
 	if !reflect.DeepEqual(cur.SysInterval, next.SysInterval) {
 		b.stopSys()
@@ -48,7 +63,7 @@ func (b *Broker) Reconfigure(next *conf.Config) error {
 		}
 	}
 	err := b.reconfigureListeners(cur.Listeners, next.Listeners)
-	b.cfg = next
+	b.live.cfg = next
 	return err
 }
 
@@ -127,7 +142,7 @@ func (b *Broker) closeListener(name string) {
 	}
 	var on []*session.Session
 	if l != nil {
-		for _, s := range b.sessions {
+		for _, s := range b.sessions.m {
 			if c, ok := s.Conn().(listener.Conn); ok && c.Listener() == l {
 				on = append(on, s)
 			}

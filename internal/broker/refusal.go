@@ -51,7 +51,7 @@ func (b *Broker) refuse(cl *client, v packet.Version, rc packet.ReasonCode, r re
 
 // logRefusal logs a refused CONNECT, within the refusal log's rate.
 func (b *Broker) logRefusal(cl *client, rc packet.ReasonCode, r refusal) {
-	b.refusals.Log(b.log, slog.LevelInfo, "connect refused", "connect refused", "reason", r.why, "code", rc.String(),
+	b.auth.refusals.Log(b.log, slog.LevelInfo, "connect refused", "connect refused", "reason", r.why, "code", rc.String(),
 		"client", r.cid, "user", r.user, "remote", cl.conn.RemoteAddr().String())
 }
 

@@ -82,7 +82,7 @@ func TestRefusalLog(t *testing.T) {
 		}
 	}
 
-	b.refusals = logging.NewLimiter(3, time.Hour)
+	b.auth.refusals = logging.NewLimiter(3, time.Hour)
 	for range 20 {
 		refuse(packet.V311, &packet.Connect{Version: packet.V311, ClientID: nil})
 	}

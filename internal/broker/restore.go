@@ -39,8 +39,8 @@ func (b *Broker) Restore(st store.Store) error {
 	start := time.Now()
 	j := session.NewJournal(st, b.resync)
 	b.j = j
-	b.lim.Journal = j
-	b.set.Store(newSettings(b.cfg, &b.lim))
+	b.live.lim.Journal = j
+	b.live.set.Store(newSettings(b.live.cfg, &b.live.lim))
 	if err := b.stats.journal(j); err != nil {
 		b.log.Warn("store: messages gauge not exported", "err", err)
 	}
@@ -92,13 +92,13 @@ func (r *restorer) Session(rec store.SessionRecord) error {
 		return nil
 	}
 	r.curOwned = ""
-	if b.sessions[rec.ClientID] != nil {
+	if b.sessions.m[rec.ClientID] != nil {
 		return fmt.Errorf("%w: client %q twice", store.ErrCorrupt, rec.ClientID)
 	}
 	id := b.allocID(target{})
-	s := session.Restore(id, &rec, &b.set.Load().lim)
+	s := session.Restore(id, &rec, &b.live.set.Load().lim)
 	b.setTarget(id, target{s: s})
-	b.sessions[rec.ClientID] = s
+	b.sessions.m[rec.ClientID] = s
 	for _, sub := range s.Subs() {
 		b.indexSub(s, sub)
 	}
@@ -177,9 +177,9 @@ func (r *restorer) Retained(topic string, id uint64) error {
 	if m == nil {
 		return fmt.Errorf("%w: retained topic %q refers to missing message %d", store.ErrCorrupt, topic, id)
 	}
-	r.b.retMu.Lock()
+	r.b.retained.mu.Lock()
 	r.b.setRetainedLocked([]byte(topic), m)
-	r.b.retMu.Unlock()
+	r.b.retained.mu.Unlock()
 	r.b.j.RestoreRetained(m)
 	r.retained++
 	return nil
@@ -193,7 +193,7 @@ func (r *restorer) apply(now time.Time) {
 	for i := range r.sessions {
 		rs := &r.sessions[i]
 		s := rs.s
-		if !b.limits.Load().backpressure { // under backpressure a queue past its bounds was acknowledged
+		if !b.live.limits.Load().backpressure { // under backpressure a queue past its bounds was acknowledged
 			r.dropped[session.DropQueueFull] += uint32(s.TrimQueue())
 		}
 		offline := rs.disconnectedAt
@@ -260,10 +260,10 @@ func (b *Broker) indexSub(s *session.Session, sub session.Sub) {
 // match (auth.Covering), so that its deliveries need no check each.
 func (b *Broker) covered(s *session.Session, filter string) bool {
 	user, realm := s.Identity()
-	if int(realm) >= len(b.realms) {
+	if int(realm) >= len(b.realms.sec) {
 		return false
 	}
-	a := b.realms[realm].Authorizer
+	a := b.realms.sec[realm].Authorizer
 	if a == nil {
 		return true
 	}

@@ -1,6 +1,9 @@
 package broker
 
 import (
+	"sync"
+
+	"github.com/bifrost-mqtt/bifrost/internal/pubsub"
 	"github.com/bifrost-mqtt/bifrost/internal/session"
 )
 
@@ -10,6 +13,15 @@ import (
 // Journal in the same critical section as in memory (retainDurable); otherwise it is the
 // topic tree's alone. $SYS topics always take the third: they are per node and never
 // stored.
+
+// retainedMessages are the retained messages by topic and the expiry of those that carry
+// one. mu orders the changes of tree between memory and the Journal and guards exp; tree
+// has its own lock for its readers (SUBSCRIBE, the admin API).
+type retainedMessages struct {
+	mu   sync.Mutex
+	tree *pubsub.Retained[*session.Message]
+	exp  map[string]int64 // topic → expiry of its retained message, if it has one
+}
 
 // retain changes topic's retained message to m, the PUBLISH being delivered, and returns
 // m (owned if it is kept) and whether the store has a change to commit before the
@@ -24,9 +36,9 @@ func (b *Broker) retain(bt *batch, topic []byte, m *session.Message) (_ *session
 		if len(m.Payload()) > 0 {
 			m = m.Own()
 		}
-		b.retMu.Lock()
+		b.retained.mu.Lock()
 		b.setRetainedLocked(topic, m)
-		b.retMu.Unlock()
+		b.retained.mu.Unlock()
 	}
 	b.retainedGauge()
 	return m, durable
@@ -49,9 +61,9 @@ func (b *Broker) retainInCluster(bt *batch, m *session.Message) {
 // concurrent changes of a topic in the same order. It returns m, owned if it is kept, and
 // whether anything was staged.
 func (b *Broker) retainDurable(topic []byte, m *session.Message) (*session.Message, bool) {
-	b.retMu.Lock()
-	defer b.retMu.Unlock()
-	old, _ := b.ret.Get(topic)
+	b.retained.mu.Lock()
+	defer b.retained.mu.Unlock()
+	old, _ := b.retained.tree.Get(topic)
 	if len(m.Payload()) == 0 {
 		if old == nil {
 			return m, false
@@ -69,7 +81,7 @@ func (b *Broker) retainDurable(topic []byte, m *session.Message) (*session.Messa
 // retainedGauge sets the retained messages' gauge.
 func (b *Broker) retainedGauge() {
 	if b.stats.m != nil {
-		b.stats.m.RetainedMessages.Set(int64(b.ret.Len()))
+		b.stats.m.RetainedMessages.Set(int64(b.retained.tree.Len()))
 	}
 }
 
@@ -77,69 +89,69 @@ func (b *Broker) retainedGauge() {
 // has passed, by the same broker-wide sweep that drops expired queued messages (sweep.go):
 // from the topic tree and from the store, so that an expired retained message neither
 // holds memory nor comes back at a restart. (It is never delivered after its expiry in
-// any case: delivery checks it.) The broker keeps, under retMu, the expiry of every topic
-// whose retained message carries one, and nothing for the others, so a broker whose
+// any case: delivery checks it.) The broker keeps, under retained.mu, the expiry of every
+// topic whose retained message carries one, and nothing for the others, so a broker whose
 // retained messages do not expire pays nothing and its sweep timer never wakes for them.
 
 // setRetainedLocked makes m topic's retained message in the tree (nil or an empty
-// payload: clears it) and records its expiry for the sweep. retMu is held.
+// payload: clears it) and records its expiry for the sweep. retained.mu is held.
 func (b *Broker) setRetainedLocked(topic []byte, m *session.Message) {
 	if m == nil || len(m.Payload()) == 0 {
-		b.ret.Delete(topic) // [MQTT-3.3.1-6], [MQTT-3.3.1-7]
+		b.retained.tree.Delete(topic) // [MQTT-3.3.1-6], [MQTT-3.3.1-7]
 		b.forgetExpiry(topic)
 		return
 	}
-	b.ret.Set(topic, m) // [MQTT-3.3.1-5]
+	b.retained.tree.Set(topic, m) // [MQTT-3.3.1-5]
 	if m.Expiry == 0 {
 		b.forgetExpiry(topic)
 		return
 	}
-	if b.retExp == nil {
-		b.retExp = make(map[string]int64)
+	if b.retained.exp == nil {
+		b.retained.exp = make(map[string]int64)
 	}
-	b.retExp[string(topic)] = m.Expiry
+	b.retained.exp[string(topic)] = m.Expiry
 	b.armSweep()
 }
 
 // forgetExpiry drops topic's entry, if any; a broker without expiring retained messages
-// does not even look (no key conversion on its retained publishes). retMu is held.
+// does not even look (no key conversion on its retained publishes). retained.mu is held.
 func (b *Broker) forgetExpiry(topic []byte) {
-	if len(b.retExp) > 0 {
-		delete(b.retExp, string(topic))
+	if len(b.retained.exp) > 0 {
+		delete(b.retained.exp, string(topic))
 	}
 }
 
 // retainedExpiring reports whether some retained message carries an expiry.
 func (b *Broker) retainedExpiring() bool {
-	b.retMu.Lock()
-	defer b.retMu.Unlock()
-	return len(b.retExp) > 0
+	b.retained.mu.Lock()
+	defer b.retained.mu.Unlock()
+	return len(b.retained.exp) > 0
 }
 
 // sweepRetained removes the retained messages that have expired at now (Unix
 // nanoseconds), from the tree and the Journal, and returns how many.
 func (b *Broker) sweepRetained(now int64) int {
-	b.retMu.Lock()
-	defer b.retMu.Unlock()
+	b.retained.mu.Lock()
+	defer b.retained.mu.Unlock()
 	n := 0
-	for topic, exp := range b.retExp {
+	for topic, exp := range b.retained.exp {
 		if exp > now {
 			continue
 		}
-		delete(b.retExp, topic)
+		delete(b.retained.exp, topic)
 		t := []byte(topic)
-		m, ok := b.ret.Get(t)
+		m, ok := b.retained.tree.Get(t)
 		if !ok || m.Expiry != exp {
 			continue // replaced since; the new message has its own entry if it expires
 		}
-		b.ret.Delete(t)
+		b.retained.tree.Delete(t)
 		if b.j != nil && !sysTopic(t) {
 			b.j.SetRetained(t, m, nil)
 		}
 		n++
 	}
-	if len(b.retExp) == 0 {
-		b.retExp = nil // let a burst's map go
+	if len(b.retained.exp) == 0 {
+		b.retained.exp = nil // let a burst's map go
 	}
 	return n
 }

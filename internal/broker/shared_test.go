@@ -54,7 +54,7 @@ func TestSharedRedelivered(t *testing.T) {
 	equalLines(t, "redelivered to b", got, []string{
 		`PUBLISH t/x q1 "pub/0"`, `PUBLISH t/x q1 "pub/1"`, `PUBLISH t/x q1 "pub/2"`})
 	b.mu.Lock()
-	sb := b.sessions["b"]
+	sb := b.sessions.m["b"]
 	b.mu.Unlock()
 	if in, q := sb.Pending(); in+q != 0 {
 		t.Errorf("b holds %d in flight, %d queued after its PUBACKs", in, q)

@@ -40,7 +40,8 @@ type stats struct {
 	authFailures  counter
 	authThrottled counter
 	subs          atomic.Int64
-	conns         sync.Map // listener name → *connMetrics
+	byProto       [3]atomic.Int64 // connections that completed CONNECT, by protocol: 3.1, 3.1.1, 5.0
+	conns         sync.Map        // listener name → *connMetrics
 	m             *metrics.Registry
 }
 

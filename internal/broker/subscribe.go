@@ -38,7 +38,7 @@ func (b *Broker) onSubscribe(bt *batch, cl *client, p *packet.Subscribe) error {
 		routed = &subscribeGate{gate: s.Gate()}
 		routed.left.Store(1)
 	}
-	lim := b.limits.Load()
+	lim := b.live.limits.Load()
 	for i := range p.Subscriptions {
 		sub := &p.Subscriptions[i]
 		if cl.bridge {
@@ -94,7 +94,7 @@ func (b *Broker) onSubscribe(bt *batch, cl *client, p *packet.Subscribe) error {
 	}
 	nowNs := now()
 	for _, r := range want {
-		b.ret.Match(r.filter, func(topic string, m *session.Message) bool {
+		b.retained.tree.Match(r.filter, func(topic string, m *session.Message) bool {
 			if r.check && !b.allowSession(s, auth.Read, []byte(topic)) {
 				b.stats.denied("deliver")
 				return true
@@ -116,7 +116,7 @@ func (b *Broker) onSubscribe(bt *batch, cl *client, p *packet.Subscribe) error {
 // (auth.Covering), they are.
 func (b *Broker) authorizeSub(s *session.Session, filter []byte) (check, ok bool) {
 	user, realm := s.Identity()
-	a := b.realms[realm].Authorizer
+	a := b.realms.sec[realm].Authorizer
 	if a == nil {
 		return false, true
 	}
@@ -165,8 +165,8 @@ func (b *Broker) reindexSub(filter []byte, sub pubsub.Sub) {
 // under the old one have their deliveries checked from now on.
 func (b *Broker) ACLChanged() {
 	b.mu.Lock()
-	all := make([]*session.Session, 0, len(b.sessions))
-	for _, s := range b.sessions {
+	all := make([]*session.Session, 0, len(b.sessions.m))
+	for _, s := range b.sessions.m {
 		all = append(all, s)
 	}
 	b.mu.Unlock()

@@ -31,7 +31,7 @@ func (b *Broker) initSweep(every time.Duration) {
 		every = 30 * time.Second // conf's default, for a config that skipped EnsureDefaults
 	}
 	b.sweep.every = every
-	b.lim.Sweeper = session.NewSweeper(b.armSweep)
+	b.live.lim.Sweeper = session.NewSweeper(b.armSweep)
 }
 
 // armSweep starts the sweep timer unless it runs or the broker is closed. The Sweeper
@@ -59,7 +59,7 @@ func (b *Broker) sweepTimer() {
 	w.armed = false
 	w.mu.Unlock()
 	b.sweepExpired(now())
-	if b.lim.Sweeper.Len() > 0 || b.retainedExpiring() {
+	if b.live.lim.Sweeper.Len() > 0 || b.retainedExpiring() {
 		b.armSweep()
 	}
 }
@@ -76,7 +76,7 @@ func (b *Broker) sweepExpired(now int64) {
 	if closed {
 		return
 	}
-	if n := b.lim.Sweeper.Sweep(now); n > 0 {
+	if n := b.live.lim.Sweeper.Sweep(now); n > 0 {
 		b.dropped(session.DropExpired, dropCtx{n: n}) // from offline queues
 	}
 	if n := b.sweepRetained(now); n > 0 {

@@ -69,7 +69,7 @@ func TestSweepExpiredOffline(t *testing.T) {
 		if len(d.queued["sub"]) != 1 || len(d.messages) != 1 || b.j.StoredMessages() != 1 {
 			t.Fatalf("after: queued %v, messages %v, journal counts %d", d.queued["sub"], d.messages, b.j.StoredMessages())
 		}
-		if b.lim.Sweeper.Len() != 0 {
+		if b.live.lim.Sweeper.Len() != 0 {
 			t.Fatal("the session stays in the sweep set with no expiring message")
 		}
 		b.sweep.mu.Lock()
@@ -122,7 +122,7 @@ func TestSweepWithoutStore(t *testing.T) {
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		b.mu.Lock()
-		s := b.sessions["sub"]
+		s := b.sessions.m["sub"]
 		b.mu.Unlock()
 		if _, q := s.Pending(); q != 0 || b.stats.dropped[session.DropExpired].Load() != 1 {
 			t.Fatalf("queued %d, dropped %d; want 0, 1", q, b.stats.dropped[session.DropExpired].Load())
@@ -223,7 +223,7 @@ func TestSweepRetainedExpiry(t *testing.T) {
 		time.Sleep(31 * time.Second) // one sweep (every 30s): r/10s has expired
 		synctest.Wait()
 		for topic, want := range map[string]bool{"r/10s": false, "r/kept": true, "r/100s": true, "r/replaced": true} {
-			if _, ok := b.ret.Get([]byte(topic)); ok != want {
+			if _, ok := b.retained.tree.Get([]byte(topic)); ok != want {
 				t.Errorf("after 31s: %s retained %v, want %v", topic, ok, want)
 			}
 		}
@@ -233,7 +233,7 @@ func TestSweepRetainedExpiry(t *testing.T) {
 
 		time.Sleep(90 * time.Second) // r/100s expires at 100s; the sweep at 120s removes it
 		synctest.Wait()
-		if _, ok := b.ret.Get([]byte("r/100s")); ok {
+		if _, ok := b.retained.tree.Get([]byte("r/100s")); ok {
 			t.Error("r/100s still retained after its expiry and a sweep")
 		}
 		if d := loadDump(t, st); len(d.retained) != 2 {

@@ -15,7 +15,7 @@ var Version = "dev"
 // Reconfigure stops it (stopSys) and starts it again at a new interval.
 func (b *Broker) startSys(interval time.Duration) {
 	stop := make(chan struct{})
-	b.sysStop = stop
+	b.live.sysStop = stop
 	b.goRoutine("sys", func(ctx context.Context) {
 		t := time.NewTicker(interval)
 		defer t.Stop()
@@ -37,9 +37,9 @@ func (b *Broker) startSys(interval time.Duration) {
 
 // stopSys ends the $SYS goroutine, if it runs.
 func (b *Broker) stopSys() {
-	if b.sysStop != nil {
-		close(b.sysStop)
-		b.sysStop = nil
+	if b.live.sysStop != nil {
+		close(b.live.sysStop)
+		b.live.sysStop = nil
 	}
 }
 

@@ -19,12 +19,12 @@ func (b *Broker) Figures() SysFigures {
 		f.Sent += st.sentC[q].Load()
 	}
 	b.mu.Lock()
-	total := len(b.sessions)
+	total := len(b.sessions.m)
 	b.mu.Unlock()
 	connected := b.Clients()
 	f.ClientsConnected = uint64(max(connected, 0))
 	f.ClientsTotal = uint64(max(total, connected, 0))
 	f.Subscriptions = uint64(max(st.subs.Load(), 0))
-	f.Retained = uint64(b.ret.Len())
+	f.Retained = uint64(b.retained.tree.Len())
 	return f
 }

@@ -48,7 +48,7 @@ func (t *Tap) Subscribe(filter string, qos uint8) error {
 	if _, _, shared := packet.SplitShared([]byte(filter)); shared {
 		flags = pubsub.RetainAsPublished // No Local is not allowed on a shared subscription
 	}
-	if !b.indexSubscribe([]byte(filter), filter, pubsub.Sub{Subscriber: pubsub.SubscriberID(t.id), QoS: min(qos, b.set.Load().maxQoS), Flags: flags}, nil) {
+	if !b.indexSubscribe([]byte(filter), filter, pubsub.Sub{Subscriber: pubsub.SubscriberID(t.id), QoS: min(qos, b.live.set.Load().maxQoS), Flags: flags}, nil) {
 		b.stats.subscriptions(1)
 	}
 	return nil
@@ -96,7 +96,7 @@ func (t *Tap) PublishStaged(p *packet.Publish) (n int, durable bool, err error) 
 		return 0, false, ErrClosed
 	}
 	m := session.NewMessage(p, p.Topic, t.id, time.Now())
-	m.QoS = min(m.QoS, b.set.Load().maxQoS)
+	m.QoS = min(m.QoS, b.live.set.Load().maxQoS)
 	bt := b.getBatch()
 	n, durable = b.deliver(bt, m)
 	b.endBatchStaged(bt)

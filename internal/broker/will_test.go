@@ -50,7 +50,7 @@ func TestDollarWill(t *testing.T) {
 		if ps := w.packets(t, packet.V5); len(ps) != before {
 			t.Fatalf("$ wills published: %v", types(ps[before:]))
 		}
-		if n := b.ret.Len(); n != 0 {
+		if n := b.retained.tree.Len(); n != 0 {
 			t.Fatalf("%d retained messages after $ wills", n)
 		}
 		if err := b.Publish("$SYS/broker/marker", []byte("m"), 0, false); err != nil {
@@ -71,7 +71,7 @@ func TestWillDelayReconnectRace(t *testing.T) {
 	s := b.claimSession("racer", false, nil, owner{}).s // the reconnect's claim, not yet attached
 	b.scheduleWill(s, &session.Will{Delay: 3}, time.Hour)
 	b.mu.Lock()
-	scheduled := b.wills[s] != nil
+	scheduled := b.sessions.wills[s] != nil
 	b.mu.Unlock()
 	if pending := s.PendingWill() != nil; scheduled || pending {
 		t.Fatalf("will scheduled %v, pending %v after the client's CONNECT claimed the session", scheduled, pending)
