@@ -36,7 +36,9 @@ common flags:
   -ws PATH          MQTT over WebSocket to ws://ADDR/PATH (e.g. /mqtt) instead of plain TCP
   -qos Q            QoS of PUBLISHes and subscriptions: 0, 1 or 2 (default 0)
   -concurrency N    connections being opened at once (default 64)
-  -timeout D        bound on the whole run (default 10m)
+  -timeout D        bound on the whole run, the wait for the last deliveries included: at
+                    -duration or under, what is still on its way counts as lost, and the
+                    run says so (default 10m)
   -json-only        print only the final JSON line
 
 conns flags:

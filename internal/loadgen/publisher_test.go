@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"testing"
@@ -76,5 +77,25 @@ func TestPublisherReceived(t *testing.T) {
 	}
 	if got := p.received(); got != 2 {
 		t.Fatalf("received %d, want 2 (the slowest of 5, 2, 7)", got)
+	}
+}
+
+// TestAwaitCutShort: the wait for the last deliveries says when the run's bound ended it
+// with deliveries still due, so that what had not arrived is not taken for lost; a wait
+// that saw them all does not.
+func TestAwaitCutShort(t *testing.T) {
+	p := &publisher{subs: 1}
+	p.sent.Store(2)
+	p.acked.Store(2)
+	s := &subscriber{}
+	s.received.Store(1)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if awaitDeliveries(ctx, []*publisher{p}, []*subscriber{s}, true) {
+		t.Fatal("a wait the context ended, one delivery due, reported as complete")
+	}
+	s.received.Store(2)
+	if !awaitDeliveries(ctx, []*publisher{p}, []*subscriber{s}, true) {
+		t.Fatal("every delivery in, reported as cut short")
 	}
 }

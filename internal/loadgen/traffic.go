@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -134,7 +135,9 @@ func runTraffic(ctx context.Context, o *Options, errs *errorLog) (*Report, error
 		})
 	}
 	writers.Wait()
-	awaitDeliveries(ctx, pubs, subs, o.QoS > 0)
+	if !awaitDeliveries(ctx, pubs, subs, o.QoS > 0) {
+		errs.add("timeout", errCutShort)
+	}
 	usage := probe.stop()
 	if o.Metrics != "" {
 		after, err := gcSample(ctx, o.Metrics)
@@ -253,9 +256,15 @@ func checkSequences(r *TrafficResult, pubs []*publisher, subs []*subscriber, qos
 	}
 }
 
+// errCutShort says why the messages still missing when the run's bound ended it are not
+// known to be lost: they may have been on their way.
+var errCutShort = errors.New("-timeout ended the wait for the last deliveries: lost counts what had not arrived by then " +
+	"(a -timeout longer than -duration leaves time for them)")
+
 // awaitDeliveries waits until every delivery due has arrived (and, with acks, every PUBLISH has
-// been acknowledged), until none has arrived for awaitIdle, or awaitMax at most.
-func awaitDeliveries(ctx context.Context, pubs []*publisher, subs []*subscriber, acks bool) {
+// been acknowledged), until none has arrived for awaitIdle, or awaitMax at most. It reports
+// false when ctx ended the wait first.
+func awaitDeliveries(ctx context.Context, pubs []*publisher, subs []*subscriber, acks bool) (waited bool) {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	end := time.Now().Add(awaitMax)
@@ -276,19 +285,20 @@ func awaitDeliveries(ctx context.Context, pubs []*publisher, subs []*subscriber,
 		}
 		progress += got
 		if got >= due && unacked <= 0 {
-			return
+			return true
 		}
 		if progress != lastProgress {
 			lastProgress, lastSeen = progress, time.Now()
 		} else if time.Since(lastSeen) > awaitIdle {
-			return
+			return true
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-tick.C:
 		}
 	}
+	return true
 }
 
 // dialConnect dials the i-th connection and opens an MQTT session on it.
