@@ -466,7 +466,7 @@ func TestOwnersSnapshotIdentities(t *testing.T) {
 // of n entries with 20-byte client ids from 5 nodes, and the snapshot's bytes. 2^20 is
 // just past a doubling of the map's tables (its worst point), 1.7M just before one.
 //
-//	go test ./internal/cluster -run XXX -bench BenchmarkOwnerTableBytes -benchtime 1x
+//	go test ./internal/cluster/fsm -run XXX -bench BenchmarkOwnerTableBytes -benchtime 1x
 func BenchmarkOwnerTableBytes(b *testing.B) {
 	for _, n := range []int{1 << 20, 1700 << 10} {
 		b.Run(fmt.Sprintf("Entries=%d", n), func(b *testing.B) { benchOwnerTable(b, n) })
