@@ -218,6 +218,26 @@ func (c *conn) written(n int) {
 	}
 }
 
+// writable is what both engines' writeSocket asks first: whether c may be written to
+// (closed: net.ErrClosed; fenced: the queue dropped and c closed, ErrWriteFenced), with
+// the state it read and the length of head and bufs together. c.wmu is held.
+func (c *conn) writable(head []byte, bufs [][]byte) (st uint32, total int, err error) {
+	st = c.state.Load()
+	if st&(stFdClosed|stCloseReq) != 0 {
+		return st, 0, net.ErrClosed
+	}
+	if c.writeFenced(st) {
+		c.dropQueue()
+		_ = c.closeSocketLocked(ErrWriteFenced)
+		return st, 0, ErrWriteFenced
+	}
+	total = len(head)
+	for _, b := range bufs {
+		total += len(b)
+	}
+	return st, total, nil
+}
+
 // writeFenced reports whether Options.WriteFence refuses writes to c now: c was admitted
 // (stIdleSet, in st) and the fence says no. The write lock or c.wmu is held.
 func (c *conn) writeFenced(st uint32) bool {

@@ -47,18 +47,9 @@ func (c *conn) LocalAddr() net.Addr { return c.epollAddr(false) }
 // the poller writes out when the socket is writable. A fenced write (Options.WriteFence)
 // drops the queue and closes the connection instead. c.wmu is held.
 func (c *conn) writeSocket(head []byte, bufs [][]byte) error {
-	st := c.state.Load()
-	if st&(stFdClosed|stCloseReq) != 0 {
-		return net.ErrClosed
-	}
-	if c.writeFenced(st) {
-		c.dropQueue()
-		_ = c.closeSocketLocked(ErrWriteFenced)
-		return ErrWriteFenced
-	}
-	total := len(head)
-	for _, b := range bufs {
-		total += len(b)
+	st, total, err := c.writable(head, bufs)
+	if err != nil {
+		return err
 	}
 	n := 0
 	if c.out == nil {

@@ -37,18 +37,9 @@ var pastDeadline = time.Unix(1, 0)
 // the connection instead; the write goroutine asks the fence before each chunk. c.wmu is
 // held.
 func (c *conn) writeSocket(head []byte, bufs [][]byte) error {
-	st := c.state.Load()
-	if st&(stFdClosed|stCloseReq) != 0 {
-		return net.ErrClosed
-	}
-	if c.writeFenced(st) {
-		c.dropQueue()
-		_ = c.closeSocketLocked(ErrWriteFenced)
-		return ErrWriteFenced
-	}
-	total := len(head)
-	for _, b := range bufs {
-		total += len(b)
+	_, total, err := c.writable(head, bufs)
+	if err != nil {
+		return err
 	}
 	if total == 0 {
 		return nil
