@@ -1,7 +1,6 @@
 package bifrost_test
 
 import (
-	"net"
 	"strings"
 	"testing"
 
@@ -13,12 +12,7 @@ import (
 // on /metrics (down, with a remote nobody listens on), a message for the remote waits in
 // the queue, and Close ends them (TestMain's goleak checks that nothing is left).
 func TestBridgeStarts(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	remote := l.Addr().String()
-	l.Close() // a port nothing listens on
+	remote := testenv.FreePort(t, false) // a port nothing listens on
 	cfg := testConfig(t)
 	cfg.Bridges = []bifrost.Bridge{{Name: "up", Address: remote, ClientID: "site.up",
 		Topics: []bifrost.BridgeTopic{{Pattern: "s/#", Direction: bifrost.BridgeBoth, QoS: 1}}}}

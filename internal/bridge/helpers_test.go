@@ -23,34 +23,13 @@ import (
 	"github.com/bifrost-mqtt/bifrost/internal/testenv"
 )
 
-// freePort returns a loopback port nothing listens on now and that it has not returned
-// before: the kernel may hand a port just closed to the next bind on port 0, which would
-// give two brokers of a test the same one.
+// freePort returns a loopback port for a broker or a Mosquitto the test starts later.
 func freePort(t testing.TB) int {
 	t.Helper()
-	givenPorts.Lock()
-	defer givenPorts.Unlock()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
-		if !givenPorts.m[port] {
-			givenPorts.m[port] = true
-			return port
-		}
-	}
-	t.Fatal("no free loopback port")
-	return 0
+	_, port, _ := net.SplitHostPort(testenv.FreePort(t, false))
+	n, _ := strconv.Atoi(port)
+	return n
 }
-
-// givenPorts holds the ports freePort has returned in this test binary.
-var givenPorts = struct {
-	sync.Mutex
-	m map[int]bool
-}{m: map[int]bool{}}
 
 // A mosquitto is a Mosquitto broker process on a loopback port, with a config of the
 // test's. It may be killed and started again on the same port and persistence directory.

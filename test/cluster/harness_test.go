@@ -178,7 +178,7 @@ func (c *testCluster) start() {
 // and prints its log if it failed.
 func newNode(t testing.TB, name string, cfg nodeConfig) *node {
 	t.Helper()
-	nd := &node{t: t, name: name, dir: t.TempDir(), gossip: freePort(t, true), rpc: freePort(t, false), cfg: cfg, host: "127.0.0.1"}
+	nd := &node{t: t, name: name, dir: t.TempDir(), gossip: testenv.FreePort(t, true), rpc: testenv.FreePort(t, false), cfg: cfg, host: "127.0.0.1"}
 	nd.file = filepath.Join(t.TempDir(), name+".yaml")
 	t.Cleanup(func() {
 		nd.kill()
@@ -187,47 +187,6 @@ func newNode(t testing.TB, name string, cfg nodeConfig) *node {
 		}
 	})
 	return nd
-}
-
-// given holds the addresses freePort has returned in this test binary.
-var given = struct {
-	sync.Mutex
-	m map[string]bool
-}{m: map[string]bool{}}
-
-// freePort returns a loopback address whose port is free for TCP (and UDP with udp, as
-// gossip needs both) now, and that it has not returned before: the kernel may hand a port
-// just closed to the next bind on port 0, which would give two nodes the same one.
-// Another process may still take it before the node binds it: rare with the kernel's
-// random choice, and a node that fails to bind says so in its log.
-func freePort(t testing.TB, udp bool) string {
-	t.Helper()
-	given.Lock()
-	defer given.Unlock()
-	for range 100 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		if given.m[addr] {
-			_ = ln.Close()
-			continue
-		}
-		if udp {
-			pc, err := net.ListenPacket("udp", addr)
-			if err != nil {
-				_ = ln.Close()
-				continue
-			}
-			_ = pc.Close()
-		}
-		_ = ln.Close()
-		given.m[addr] = true
-		return addr
-	}
-	t.Fatal("no free port for TCP and UDP on 127.0.0.1")
-	return ""
 }
 
 // config is the node's config file as it stands.
