@@ -32,8 +32,15 @@
 // keyed by auth block and kind, set by AuthFiles entries (a seed sets only what the
 // cluster has none of).
 //
+// Shard placement (placement.go): the shards that replicate persistent sessions, each a
+// Raft group of its own: their count and replicas, chosen once by a Shards entry, and each
+// shard's voters (the target its group follows), set by Places entries that the leader
+// plans by rendezvous hashing (placement_plan.go), one voter at a time, and confirmed by
+// the shard's leader with ShardReady.
+//
 // Files: doc.go this description; fsm.go the FSM, commands, log entries and snapshots;
 // identity.go the cluster id; owners.go client-id ownership; retained.go retained
-// messages; auth.go auth files; wire.go the encoding all of them write (unsigned varints,
-// length-prefixed strings).
+// messages; auth.go auth files; placement.go the shard table, placement_plan.go its
+// planner; wire.go the encoding all of them write (unsigned varints, length-prefixed
+// strings).
 package fsm

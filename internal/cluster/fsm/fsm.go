@@ -28,6 +28,7 @@ const (
 	// 4: retained.go
 	// 5: auth.go
 	// 6, 7: owners.go
+	// 8, 9, 10: placement.go
 )
 
 // A Command is one change of the replicated state: Identity, Claims, Releases, Attaches,
@@ -46,13 +47,16 @@ type Command interface {
 
 // commands decodes each kind's body; the reader's error reports a malformed one.
 var commands = map[kind]func(r *reader) Command{
-	kindIdentity: decodeIdentity,
-	kindClaim:    decodeClaims,
-	kindClaimAs:  decodeClaimsAs,
-	kindRelease:  decodeReleases,
-	kindAttach:   decodeAttaches,
-	kindRetain:   decodeRetains,
-	kindAuth:     decodeAuthFiles,
+	kindIdentity:   decodeIdentity,
+	kindClaim:      decodeClaims,
+	kindClaimAs:    decodeClaimsAs,
+	kindRelease:    decodeReleases,
+	kindAttach:     decodeAttaches,
+	kindRetain:     decodeRetains,
+	kindAuth:       decodeAuthFiles,
+	kindShards:     decodeShards,
+	kindPlaces:     decodePlaces,
+	kindShardReady: decodeShardReady,
 }
 
 // state is the replicated state: every field is changed by commands only.
@@ -61,6 +65,7 @@ type state struct {
 	owners    owners      // owners.go: client-id ownership
 	ret       retainedSet // retained.go: retained messages
 	auth      authSet     // auth.go: auth file contents
+	placement placement   // placement.go: the shards of persistent sessions
 }
 
 // A part is one piece of state with its own section in a snapshot. Adding state for a new
@@ -70,6 +75,8 @@ type part struct {
 	// capture runs in FSM.Snapshot, on Raft's FSM goroutine while no Apply runs, and
 	// returns what writes the part as it is then; that function runs in Persist,
 	// concurrently with later Applies, so capture copies or freezes what it refers to.
+	// nil leaves the section out: a part no command has set yet writes nothing, so that
+	// a build that does not know it still restores the snapshot.
 	capture func(s *state) func(b []byte) []byte
 	// restore reads the section back into s, which holds the parts restored before it.
 	restore func(s *state, r *reader)
@@ -83,6 +90,7 @@ var parts = []part{
 	{section: 2, capture: captureOwners, restore: restoreOwners, restoreOlder: restoreOlderOwners},
 	{section: 3, capture: captureRetained, restore: restoreRetained},
 	{section: 4, capture: captureAuth, restore: restoreAuth},
+	{section: 5, capture: capturePlacement, restore: restorePlacement},
 }
 
 // snapshotVersion is the first byte of every snapshot this build writes; it reads
@@ -294,6 +302,9 @@ type snapshot struct {
 func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 	out := []byte{snapshotVersion}
 	for i, w := range s.writers {
+		if w == nil {
+			continue
+		}
 		body := w(nil)
 		out = append(out, parts[i].section)
 		out = appendUvarint(out, uint64(len(body)))
