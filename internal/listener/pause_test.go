@@ -45,7 +45,9 @@ func TestPauseReads(t *testing.T) {
 				nc = tc
 			}
 			c := recv(t, h.opened, "OnOpen")
-			c.SetIdleTimeout(50 * time.Millisecond)
+			// Far shorter than the paused write's 3 s, and long enough that a loaded
+			// machine's pause between two reads after the resume does not reach it.
+			c.SetIdleTimeout(500 * time.Millisecond)
 			c.(Pauser).PauseReads()
 
 			// Writes to a paused connection go on.
@@ -69,7 +71,7 @@ func TestPauseReads(t *testing.T) {
 			if got := h.got.Load(); got >= int64(n) {
 				t.Fatalf("%d bytes delivered of the %d written while paused", got, n)
 			}
-			// The idle timeout (50 ms) did not close it while it was paused.
+			// The idle timeout (500 ms) did not close it while it was paused.
 			select {
 			case err := <-h.closed:
 				t.Fatalf("paused connection closed: %v", err)
